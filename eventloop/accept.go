@@ -1,0 +1,61 @@
+package eventloop
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// Accept back-off: the first retry is quick, the longest wait is short enough
+// that a freed descriptor is noticed promptly.
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// acceptLoop accepts connections and enrolls them into the event loop. An
+// accept error never ends it: descriptor exhaustion (EMFILE, ENFILE) leaves
+// the connection queued in the kernel's backlog, so the loop backs off and
+// tries again, and serves the queue as descriptors free up.
+func (s *Server) acceptLoop() {
+	defer s.accepting.Done()
+	var (
+		backoff time.Duration
+		failed  int
+	)
+	for {
+		conn, err := s.ln.Accept()
+		if err == nil {
+			_, err = s.engine.EnrollContext(conn, nil) // dups the descriptor, closes conn
+		}
+		if err == nil {
+			if failed > 0 {
+				s.log.Info().Int("errors", failed).Msg("accepting connections again")
+				failed, backoff = 0, 0
+			}
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) || s.stopping() {
+			return
+		}
+		if failed == 0 {
+			s.log.Error().Err(err).Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
+		}
+		failed++
+		backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+		select {
+		case <-time.After(backoff):
+		case <-s.stopAccept:
+			return
+		}
+	}
+}
+
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stopAccept:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,36 @@
+package eventloop
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DefaultIOTimeout bounds every I/O wait the server grants a peer.
+const DefaultIOTimeout = 5 * time.Second
+
+// Config is the server's configuration. The zero value listens on the
+// default address with the default io-timeout and logs nothing.
+type Config struct {
+	// ListenAddress is the protocol's TCP address; "127.0.0.1:0" picks a free
+	// port (see Server.Addr).
+	ListenAddress string
+	// IOTimeout bounds a connection that has not completed its ACQUIRE, a
+	// frame left half-sent, and output the peer does not drain.
+	IOTimeout time.Duration
+	// Logger receives diagnostics.
+	Logger zerolog.Logger
+}
+
+// DefaultListenAddress is where the server listens unless told otherwise.
+const DefaultListenAddress = "0.0.0.0:7070"
+
+func (c Config) withDefaults() Config {
+	if c.ListenAddress == "" {
+		c.ListenAddress = DefaultListenAddress
+	}
+	if c.IOTimeout <= 0 {
+		c.IOTimeout = DefaultIOTimeout
+	}
+	return c
+}

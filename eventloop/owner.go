@@ -1,0 +1,320 @@
+package eventloop
+
+import (
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/timerwheel"
+	"github.com/monolock/monolock/locktable"
+	"github.com/monolock/monolock/protocol"
+)
+
+// Limits on what the server buffers for one peer. A client may pipeline
+// heartbeats without reading replies; once outboundLimit bytes of replies wait
+// in user space the server stops parsing that client's input, and once
+// inboundLimit bytes of unparsed input pile up behind that, the peer is
+// plainly not draining and is closed. Together with io-timeout they bound the
+// memory a stuck or hostile peer can make the server hold.
+const (
+	outboundLimit = 16 << 10
+	inboundLimit  = 64 << 10
+)
+
+// Timer wheel geometry: 1 ms ticks keep lease expiry within a few ms of the
+// deadline; 4096 slots cover about four seconds per turn.
+const (
+	wheelTick  = time.Millisecond
+	wheelSlots = 4096
+	// stallPoll is how often a session with undrained output is looked at:
+	// gnet reports no "drained" event, so the owner polls the few stuck ones.
+	stallPoll = 10 * time.Millisecond
+)
+
+// owner is the state that only the event-loop goroutine touches: the lock
+// table, the timer wheel and every session. Its methods run on that goroutine.
+type owner struct {
+	log       zerolog.Logger
+	ioTimeout time.Duration
+	start     time.Time // the zero of the monotonic clock below
+
+	table    *locktable.Table
+	wheel    *timerwheel.Wheel
+	sessions sessionList
+	fire     func(*timerwheel.Timer)
+
+	frame protocol.Frame            // decoded in place, reused for every frame
+	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
+
+	// grants holds promoted sessions whose ACQUIRED is not yet written. A
+	// failing write closes a session, which may promote the next one; queueing
+	// instead of recursing keeps that chain flat.
+	grants   []*session
+	granting bool
+
+	shuttingDown bool
+}
+
+func newOwner(cfg Config, log zerolog.Logger) *owner {
+	o := &owner{
+		log:       log,
+		ioTimeout: cfg.IOTimeout,
+		start:     time.Now(),
+		table:     locktable.New(),
+		wheel:     timerwheel.New(wheelTick, wheelSlots),
+	}
+	o.fire = o.onTimer
+	return o
+}
+
+// clock returns the wall clock (for tokens) and the monotonic offset since the
+// owner started (for every duration). Offsets start at one tick so that zero
+// can mean "not set".
+func (o *owner) clock() (time.Time, time.Duration) {
+	wall := time.Now()
+	return wall, wall.Sub(o.start) + wheelTick
+}
+
+func (o *owner) open(c gnet.Conn) {
+	_, now := o.clock()
+	s := &session{conn: c, openedAt: now}
+	s.claim.Value = s
+	s.timer.Value = s
+	c.SetContext(s)
+	o.sessions.add(s)
+	o.wheel.Schedule(&s.timer, now+o.ioTimeout)
+}
+
+// traffic parses and answers every complete frame buffered for s.
+func (o *owner) traffic(s *session) gnet.Action {
+	c := s.conn
+	wall, now := o.clock()
+	buf, _ := c.Peek(-1)
+	used := 0
+	s.backlogged = false
+	for used < len(buf) {
+		if c.OutboundBuffered() >= outboundLimit {
+			s.backlogged = true
+			break
+		}
+		n, err := protocol.DecodeClient(buf[used:], &o.frame)
+		if err != nil {
+			o.reject(s, err)
+			break
+		}
+		if n == 0 {
+			break
+		}
+		used += n
+		o.handle(s, &o.frame, wall, now)
+		if s.closed || s.closeReason != reasonGraceful {
+			break
+		}
+	}
+	if s.closed { // a failed write closed it under us; gnet has released c
+		return gnet.None
+	}
+	if s.closeReason != reasonGraceful {
+		return gnet.Close
+	}
+	_, _ = c.Discard(used)
+	switch rest := len(buf) - used; {
+	case rest == 0:
+		s.partialSince = 0
+	case s.backlogged && rest > inboundLimit:
+		o.log.Debug().Stringer("remote", c.RemoteAddr()).Msg("closing a peer that sends but does not read its replies")
+		s.closeReason = reasonIOTimeout
+		return gnet.Close
+	case !s.backlogged && (used > 0 || s.partialSince == 0):
+		s.partialSince = now
+		o.armBy(s, now+o.ioTimeout)
+	}
+	o.noteOutput(s, now)
+	return gnet.None
+}
+
+// handle applies one well-formed frame to the session.
+func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.Duration) {
+	switch f.Type {
+	case protocol.TypeHeartbeat:
+		if !s.registered() {
+			o.rejectWith(s, protocol.ErrFirstMessageNotAcquire, "first message must be ACQUIRE: got HEARTBEAT; send ACQUIRE once, then heartbeats")
+			return
+		}
+		s.lastSeen = now
+		o.sendState(s)
+	case protocol.TypeAcquire:
+		if s.registered() {
+			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
+			return
+		}
+		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
+		s.lastSeen = now
+		o.table.Acquire(&s.claim, string(f.Name), wall)
+		o.armBy(s, now+s.lease+1)
+		o.sendState(s)
+	}
+}
+
+// sendState answers ACQUIRE and HEARTBEAT with the session's state.
+func (o *owner) sendState(s *session) {
+	if s.claim.State() == locktable.Holding {
+		o.send(s, protocol.AppendAcquired(o.out[:0], s.claim.Token()))
+	} else {
+		o.send(s, protocol.AppendWaiting(o.out[:0]))
+	}
+}
+
+// send writes one frame. gnet copies what the socket does not take at once,
+// so the reused buffer is free again on return. A write that fails closes the
+// connection inside gnet, which runs onClose before send returns.
+func (o *owner) send(s *session, frame []byte) {
+	_, _ = s.conn.Write(frame)
+}
+
+// noteOutput starts the io-timeout clock for output the peer has not drained.
+func (o *owner) noteOutput(s *session, now time.Duration) {
+	pending := s.conn.OutboundBuffered()
+	if pending == 0 {
+		s.stalledSince = 0
+		return
+	}
+	if s.stalledSince == 0 {
+		s.stalledSince = now
+		s.stalledBytes = pending
+		o.armBy(s, now+stallPoll)
+	}
+}
+
+// armBy makes sure the session's timer fires no later than at.
+func (o *owner) armBy(s *session, at time.Duration) {
+	if d, ok := o.wheel.Deadline(&s.timer); !ok || at < d {
+		o.wheel.Schedule(&s.timer, at)
+	}
+}
+
+// advance runs the timer wheel up to the present.
+func (o *owner) advance() {
+	_, now := o.clock()
+	o.wheel.Advance(now, o.fire)
+}
+
+// onTimer checks every deadline of one session. Heartbeats never touch the
+// wheel: they move lastSeen, and this re-arms the timer for the remainder.
+func (o *owner) onTimer(t *timerwheel.Timer) {
+	s := t.Value.(*session)
+	if s.closed {
+		return
+	}
+	_, now := o.clock()
+	switch {
+	case !s.registered() && now-s.openedAt >= o.ioTimeout:
+		o.closeNow(s, reasonIOTimeout, "no complete ACQUIRE within io-timeout")
+		return
+	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
+		o.closeNow(s, reasonIOTimeout, "frame left half-sent for io-timeout")
+		return
+	case s.registered() && now-s.lastSeen > s.lease:
+		o.closeNow(s, reasonExpired, "lease expired without a heartbeat")
+		return
+	}
+	if s.stalledSince != 0 {
+		pending := s.conn.OutboundBuffered()
+		switch {
+		case pending == 0:
+			s.stalledSince = 0
+			if s.backlogged { // the peer reads again: parse what it sent meanwhile
+				if o.traffic(s) == gnet.Close {
+					o.closeNow(s, s.closeReason, "")
+				}
+				if s.closed {
+					return
+				}
+			}
+		case pending < s.stalledBytes: // draining, if slowly
+			s.stalledSince, s.stalledBytes = now, pending
+		case now-s.stalledSince >= o.ioTimeout:
+			o.closeNow(s, reasonIOTimeout, "output not drained for io-timeout")
+			return
+		}
+	}
+	o.rearm(s, now)
+}
+
+// rearm schedules the session's timer at its earliest pending deadline.
+func (o *owner) rearm(s *session, now time.Duration) {
+	at := s.openedAt + o.ioTimeout
+	if s.registered() {
+		at = s.lastSeen + s.lease + 1 // expiry is strictly after the lease
+	}
+	if s.partialSince != 0 {
+		at = min(at, s.partialSince+o.ioTimeout)
+	}
+	if s.stalledSince != 0 {
+		at = min(at, now+stallPoll)
+	}
+	o.wheel.Schedule(&s.timer, at)
+}
+
+// closeNow closes a session from the owner's side, outside OnTraffic. gnet
+// runs onClose before it returns.
+func (o *owner) closeNow(s *session, reason closeReason, why string) {
+	if why != "" {
+		o.log.Debug().Stringer("remote", s.conn.RemoteAddr()).Str("lock", s.claim.Name()).Str("reason", reason.String()).Msg(why)
+	}
+	s.closeReason = reason
+	_ = s.conn.EventLoop().Close(s.conn)
+}
+
+// onClose forgets a closed session and hands its lock on at once.
+func (o *owner) onClose(s *session) {
+	s.closed = true
+	s.conn.SetContext(nil)
+	o.wheel.Stop(&s.timer)
+	o.sessions.remove(s)
+	if o.shuttingDown {
+		return // no promotion, ever, while shutting down
+	}
+	o.release(s)
+}
+
+// release takes the session's claim out of the table and pushes ACQUIRED to
+// the waiter it promotes.
+func (o *owner) release(s *session) {
+	next := o.table.Release(&s.claim, time.Now())
+	if next == nil {
+		return
+	}
+	o.grants = append(o.grants, next.Value.(*session))
+	if o.granting {
+		return
+	}
+	o.granting = true
+	for i := 0; i < len(o.grants); i++ {
+		g := o.grants[i]
+		o.grants[i] = nil
+		if !g.closed {
+			o.sendState(g)
+			if !g.closed {
+				_, now := o.clock()
+				o.noteOutput(g, now)
+			}
+		}
+	}
+	o.grants = o.grants[:0]
+	o.granting = false
+}
+
+// shutdown sends ERROR 0x01 to every session and closes it, promoting no one.
+func (o *owner) shutdown() {
+	o.shuttingDown = true
+	for s := o.sessions.head; s != nil; {
+		next := s.next
+		o.send(s, protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, "server shutting down: reconnect, the lock service will be back"))
+		if !s.closed {
+			o.closeNow(s, reasonShutdown, "")
+		}
+		s = next
+	}
+}

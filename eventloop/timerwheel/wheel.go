@@ -1,0 +1,149 @@
+// Package timerwheel is a hashed timer wheel for very many timers that are
+// re-armed far more often than they fire.
+//
+// Every session of the server has one timer. Scheduling, re-scheduling and
+// stopping are O(1) and allocate nothing, because the Timer is intrusive: the
+// caller embeds it and the wheel links it into a slot. The wheel reads no clock;
+// its owner passes the time in, so it is as deterministic as its inputs.
+//
+// A timer never fires early: a deadline is rounded up to the next tick, and a
+// tick is processed only once the time passed to Advance has reached it.
+package timerwheel
+
+import "time"
+
+// Timer is one entry. The zero value is a stopped timer.
+type Timer struct {
+	// Value is the owner's; the wheel never reads it.
+	Value any
+
+	prev, next *Timer
+	tick       int64 // the tick at which the timer fires
+	armed      bool
+	due        bool // collected by the running Advance and not yet fired
+}
+
+// Armed reports whether the timer is scheduled.
+func (t *Timer) Armed() bool { return t.armed }
+
+// Wheel holds timers in a ring of slots, one tick wide each. Timers further
+// away than one turn of the ring stay in their slot for later turns, so the
+// ring's size bounds nothing but the work per tick.
+type Wheel struct {
+	tick  time.Duration
+	slots []Timer // sentinel heads of circular lists
+	mask  int64
+	next  int64 // the next tick Advance processes
+	len   int
+	due   []*Timer // reused by Advance
+}
+
+// New returns a wheel of the given tick width and number of slots (rounded up
+// to a power of two), whose clock starts at zero.
+func New(tick time.Duration, slots int) *Wheel {
+	if tick <= 0 {
+		panic("timerwheel: tick must be positive")
+	}
+	n := 1
+	for n < slots {
+		n <<= 1
+	}
+	w := &Wheel{tick: tick, slots: make([]Timer, n), mask: int64(n - 1)}
+	for i := range w.slots {
+		head := &w.slots[i]
+		head.prev, head.next = head, head
+	}
+	return w
+}
+
+// Len returns the number of armed timers.
+func (w *Wheel) Len() int { return w.len }
+
+// Tick returns the wheel's resolution.
+func (w *Wheel) Tick() time.Duration { return w.tick }
+
+// Schedule arms t to fire at the first Advance whose time is at or after at,
+// re-arming it if it was armed. A deadline already in the past fires at the
+// next Advance.
+func (w *Wheel) Schedule(t *Timer, at time.Duration) {
+	t.due = false
+	if t.armed {
+		w.unlink(t)
+	}
+	tick := int64((at + w.tick - 1) / w.tick)
+	if tick < w.next {
+		tick = w.next
+	}
+	t.tick = tick
+	head := &w.slots[tick&w.mask]
+	t.prev, t.next = head.prev, head
+	head.prev.next = t
+	head.prev = t
+	t.armed = true
+	w.len++
+}
+
+// Deadline returns the time at which an armed timer fires (rounded up to a
+// tick), and false for a stopped one.
+func (w *Wheel) Deadline(t *Timer) (time.Duration, bool) {
+	if !t.armed {
+		return 0, false
+	}
+	return time.Duration(t.tick) * w.tick, true
+}
+
+// Stop disarms t. Stopping a stopped timer does nothing.
+func (w *Wheel) Stop(t *Timer) {
+	t.due = false
+	if t.armed {
+		w.unlink(t)
+	}
+}
+
+func (w *Wheel) unlink(t *Timer) {
+	t.prev.next = t.next
+	t.next.prev = t.prev
+	t.prev, t.next = nil, nil
+	t.armed = false
+	w.len--
+}
+
+// Advance moves the wheel's clock to now and calls fire for every timer whose
+// deadline has been reached. Each timer is disarmed before fire sees it, so
+// fire may re-schedule it and schedule or stop others: a due timer that an
+// earlier callback stopped or re-armed is not fired. Timers scheduled during
+// Advance for a time already reached fire at the next Advance.
+func (w *Wheel) Advance(now time.Duration, fire func(*Timer)) {
+	last := int64(now / w.tick)
+	if last < w.next {
+		return
+	}
+	// Collect first and fire afterwards, so callbacks never see a slot that is
+	// being walked. A jump of more than one turn visits every slot once.
+	span := last - w.next + 1
+	if span > int64(len(w.slots)) {
+		span = int64(len(w.slots))
+	}
+	due := w.due[:0]
+	for i := int64(0); i < span; i++ {
+		head := &w.slots[(w.next+i)&w.mask]
+		for t := head.next; t != head; {
+			following := t.next
+			if t.tick <= last {
+				w.unlink(t)
+				t.due = true
+				due = append(due, t)
+			}
+			t = following
+		}
+	}
+	w.next = last + 1
+	for i, t := range due {
+		due[i] = nil
+		if t.due { // not stopped or re-armed by an earlier callback
+			t.due = false
+			fire(t)
+		}
+	}
+	w.due = due[:0]
+}

@@ -1,0 +1,94 @@
+package protocol
+
+import "fmt"
+
+// Code is an ERROR frame's code. The code is the contract; the reason text that
+// travels with it is for people and is never parsed.
+type Code uint8
+
+// The error codes of protocol version 1.
+const (
+	CodeShuttingDown           Code = 0x01
+	CodeClosedByAdmin          Code = 0x02
+	CodeUnsupportedVersion     Code = 0x10
+	CodeFirstMessageNotAcquire Code = 0x11
+	CodeDuplicateAcquire       Code = 0x12
+	CodeUnknownMessageType     Code = 0x13
+	CodeEmptyName              Code = 0x14
+	CodeNameTooLong            Code = 0x15
+	CodeInvalidUTF8            Code = 0x16
+	CodeInvalidLease           Code = 0x17
+	CodeNotAuthorized          Code = 0x18
+)
+
+// firstClientErrorCode splits the code space: below it, server conditions;
+// from it on, client errors.
+const firstClientErrorCode Code = 0x10
+
+const unknownCodeTextTemplate = "unknown error code 0x%02x"
+
+// Temporary reports whether the code describes a server condition (below 0x10)
+// that a client may retry after reconnecting, rather than a client error that it
+// must report. The rule is by range, so codes added later classify themselves.
+func (c Code) Temporary() bool { return c < firstClientErrorCode }
+
+// String returns the canonical text of the code.
+func (c Code) String() string {
+	if e := c.Err(); e != nil {
+		return e.text
+	}
+	return fmt.Sprintf(unknownCodeTextTemplate, uint8(c))
+}
+
+// Err returns the canonical error value of the code, or nil for a code this
+// version of the protocol does not define.
+func (c Code) Err() *Error {
+	for _, e := range canonicalErrors {
+		if e.Code == c {
+			return e
+		}
+	}
+	return nil
+}
+
+// Error is the canonical error of one code. The package exports one value per
+// code; compare with errors.Is.
+type Error struct {
+	Code Code
+	text string
+}
+
+func (e *Error) Error() string { return e.text }
+
+// Temporary reports whether the error is a server condition worth a retry.
+func (e *Error) Temporary() bool { return e.Code.Temporary() }
+
+// The canonical errors, one per code.
+var (
+	ErrShuttingDown           = &Error{CodeShuttingDown, "server shutting down"}
+	ErrClosedByAdmin          = &Error{CodeClosedByAdmin, "closed by administrator"}
+	ErrUnsupportedVersion     = &Error{CodeUnsupportedVersion, "unsupported protocol version"}
+	ErrFirstMessageNotAcquire = &Error{CodeFirstMessageNotAcquire, "first message must be ACQUIRE"}
+	ErrDuplicateAcquire       = &Error{CodeDuplicateAcquire, "duplicate ACQUIRE"}
+	ErrUnknownMessageType     = &Error{CodeUnknownMessageType, "unknown message type"}
+	ErrEmptyName              = &Error{CodeEmptyName, "empty lock name"}
+	ErrNameTooLong            = &Error{CodeNameTooLong, "lock name too long"}
+	ErrInvalidUTF8            = &Error{CodeInvalidUTF8, "lock name is not valid UTF-8"}
+	ErrInvalidLease           = &Error{CodeInvalidLease, "lease must be positive"}
+	ErrNotAuthorized          = &Error{CodeNotAuthorized, "not authorized for lock"}
+)
+
+var canonicalErrors = [...]*Error{
+	ErrShuttingDown, ErrClosedByAdmin, ErrUnsupportedVersion, ErrFirstMessageNotAcquire,
+	ErrDuplicateAcquire, ErrUnknownMessageType, ErrEmptyName, ErrNameTooLong,
+	ErrInvalidUTF8, ErrInvalidLease, ErrNotAuthorized,
+}
+
+// Codes lists every code defined by protocol version 1, in ascending order.
+func Codes() []Code {
+	codes := make([]Code, len(canonicalErrors))
+	for i, e := range canonicalErrors {
+		codes[i] = e.Code
+	}
+	return codes
+}
