@@ -1,0 +1,80 @@
+package locktable
+
+import "iter"
+
+// The read-only views below serve the event loop (answering a heartbeat,
+// forced release by name) and the admin API and metrics. None of them
+// allocates per element, and the counters are O(1) so a metrics scrape never
+// walks the table.
+
+// Holder returns the holder of name, or nil when the lock is idle (unknown).
+func (t *Table) Holder(name string) *Claim {
+	if lk := t.locks[name]; lk != nil {
+		return lk.holder
+	}
+	return nil
+}
+
+// Waiters yields the waiters of name in FIFO order (nothing for an idle
+// lock). The loop body may Release the claim it was just given (for example
+// to kick every waiter); releasing any other claim of the same lock during
+// the iteration is not supported.
+func (t *Table) Waiters(name string) iter.Seq[*Claim] {
+	return func(yield func(*Claim) bool) {
+		lk := t.locks[name]
+		if lk == nil {
+			return
+		}
+		for c := lk.q.head; c != nil; {
+			next := c.next // read first: yield may Release c
+			if !yield(c) {
+				return
+			}
+			c = next
+		}
+	}
+}
+
+// Locks yields every lock that has a holder or waiters: name and holder.
+// Order unspecified. As with a map range, the loop body may Release claims;
+// a lock forgotten before it is reached is not yielded.
+func (t *Table) Locks() iter.Seq2[string, *Claim] {
+	return func(yield func(string, *Claim) bool) {
+		for name, lk := range t.locks {
+			if !yield(name, lk.holder) {
+				return
+			}
+		}
+	}
+}
+
+// Len returns the number of live locks.
+func (t *Table) Len() int { return len(t.locks) }
+
+// Held returns the number of held locks. It equals Len, since a live lock
+// always has a holder; it exists so callers (metrics) need not know that.
+func (t *Table) Held() int { return len(t.locks) }
+
+// Waiting returns the number of waiters over all locks.
+func (t *Table) Waiting() int { return t.waiting }
+
+// QueueLen returns the number of waiters on name.
+func (t *Table) QueueLen(name string) int {
+	if lk := t.locks[name]; lk != nil {
+		return lk.q.len
+	}
+	return 0
+}
+
+// LastToken returns the last token issued (0 before the first grant), or the
+// floor set by SetLastToken if that is higher.
+func (t *Table) LastToken() uint64 { return t.last }
+
+// SetLastToken raises the floor for the next token (never lowers it); used by
+// tests and a future restore path. Lowering is refused because a smaller
+// floor could let the table reissue a token it already granted.
+func (t *Table) SetLastToken(tok uint64) {
+	if tok > t.last {
+		t.last = tok
+	}
+}

@@ -1,0 +1,97 @@
+package locktable
+
+import "time"
+
+// Table maps lock names to their holder and FIFO queue of waiters, and issues
+// fencing tokens from one sequence shared by all locks. It is not safe for
+// concurrent use: one goroutine owns it. The zero value is not usable; call
+// New.
+type Table struct {
+	locks   map[string]*lock // live locks only (those with a holder)
+	waiting int              // waiters over all locks, kept so Waiting is O(1)
+	last    uint64           // last token issued, or the floor set by SetLastToken
+	free    *lock            // recycled lock structs, see maxFree
+	nfree   int
+}
+
+// New returns an empty table whose first token will come from the clock.
+func New() *Table {
+	return &Table{locks: make(map[string]*lock)}
+}
+
+// Acquire puts an Idle claim on lock name: the holder (with a fresh token) if
+// the lock is free, else at the back of its FIFO queue. now is the wall clock,
+// read by the caller, used only for the token. It reports whether c was
+// granted. Acquire on a claim that is not Idle panics (programming error).
+//
+// The name string is kept as the map key when the lock is created (no copy),
+// so the caller allocates the name once.
+func (t *Table) Acquire(c *Claim, name string, now time.Time) (granted bool) {
+	if c.state != Idle {
+		panic("locktable: Acquire on a " + c.state.String() + " claim")
+	}
+	if lk := t.locks[name]; lk != nil {
+		c.lock = lk
+		c.state = Waiting
+		lk.q.pushBack(c)
+		t.waiting++
+		return false
+	}
+	// Compute the token before touching any state so that the exhaustion
+	// panic in NextToken leaves the table consistent.
+	tok := NextToken(t.last, now)
+	lk := t.newLock(name)
+	t.locks[lk.name] = lk
+	t.grant(lk, c, tok)
+	return true
+}
+
+// Release takes c out of the table. A holder hands the lock to the head of
+// its queue, which gets a fresh token, becomes Holding, and is returned; a
+// waiter leaves its queue in O(1) without disturbing the others' order.
+// Returns nil when nobody was promoted. A lock with no holder and no waiters
+// is forgotten (deleted from the map; its struct is recycled through a free
+// list so that steady-state grant/release allocates nothing). Releasing an
+// Idle claim is a no-op returning nil. After Release, c is Idle with
+// Token()==0.
+//
+// Every way a session ends (close, lease expiry, kick, forced release) is a
+// Release, so this is the only place promotion happens.
+func (t *Table) Release(c *Claim, now time.Time) (promoted *Claim) {
+	lk := c.lock
+	if c.state == Idle {
+		return nil
+	}
+	if lk.table != t {
+		panic("locktable: Release of a claim that belongs to another table")
+	}
+	if c.state == Waiting {
+		// The lock keeps its holder, so it stays live.
+		lk.q.remove(c)
+		t.waiting--
+		c.reset()
+		return nil
+	}
+	next := lk.q.head
+	if next == nil {
+		c.reset()
+		t.forget(lk)
+		return nil
+	}
+	tok := NextToken(t.last, now) // before mutating, as in Acquire
+	lk.q.remove(next)
+	t.waiting--
+	c.reset()
+	t.grant(lk, next, tok)
+	return next
+}
+
+// grant makes c the holder of lk with token tok, which must come from
+// NextToken(t.last, …).
+func (t *Table) grant(lk *lock, c *Claim, tok uint64) {
+	t.last = tok
+	lk.holder = c
+	c.lock = lk
+	c.state = Holding
+	c.token = tok
+}

@@ -1,0 +1,446 @@
+package locktable_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/locktable"
+)
+
+// t0 is an arbitrary wall-clock instant with a non-zero sub-second part, so
+// tests notice if the token floor ever uses anything but whole seconds.
+var t0 = time.Unix(1_700_000_000, 123_456_789)
+
+const t0Floor = uint64(1_700_000_000) << 32
+
+// waiters collects the queue of name in FIFO order.
+func waiters(tb *locktable.Table, name string) []*locktable.Claim {
+	return slices.Collect(tb.Waiters(name))
+}
+
+// mustPanic runs f and fails the test unless it panics.
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
+}
+
+// checkCounts compares the O(1) counters with the expected values.
+func checkCounts(t *testing.T, tb *locktable.Table, locks, waiting int) {
+	t.Helper()
+	if tb.Len() != locks || tb.Held() != locks || tb.Waiting() != waiting {
+		t.Errorf("Len/Held/Waiting = %d/%d/%d, want %d/%d/%d",
+			tb.Len(), tb.Held(), tb.Waiting(), locks, locks, waiting)
+	}
+}
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[locktable.State]string{
+		locktable.Idle: "idle", locktable.Waiting: "waiting", locktable.Holding: "holding", 7: "State(7)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}
+
+func TestZeroClaimIsIdle(t *testing.T) {
+	var c locktable.Claim
+	if c.State() != locktable.Idle || c.Token() != 0 || c.Name() != "" {
+		t.Errorf("zero Claim: state %v token %d name %q", c.State(), c.Token(), c.Name())
+	}
+}
+
+func TestGrantOnFreeLock(t *testing.T) {
+	tb := locktable.New()
+	var c locktable.Claim
+	if !tb.Acquire(&c, "L", t0) {
+		t.Fatal("Acquire on a free lock was not granted")
+	}
+	if c.State() != locktable.Holding || c.Name() != "L" || c.Token() != t0Floor {
+		t.Errorf("claim: state %v name %q token %#x, want holding L %#x", c.State(), c.Name(), c.Token(), t0Floor)
+	}
+	if tb.Holder("L") != &c {
+		t.Errorf("Holder(L) = %p, want %p", tb.Holder("L"), &c)
+	}
+	if tb.LastToken() != c.Token() {
+		t.Errorf("LastToken = %#x, want %#x", tb.LastToken(), c.Token())
+	}
+	if tb.QueueLen("L") != 0 || len(waiters(tb, "L")) != 0 {
+		t.Error("a fresh grant has waiters")
+	}
+	checkCounts(t, tb, 1, 0)
+}
+
+func TestQueueing(t *testing.T) {
+	tb := locktable.New()
+	var h, w1, w2 locktable.Claim
+	tb.Acquire(&h, "L", t0)
+	tok := h.Token()
+	for _, w := range []*locktable.Claim{&w1, &w2} {
+		if tb.Acquire(w, "L", t0) {
+			t.Fatal("Acquire on a held lock was granted")
+		}
+		if w.State() != locktable.Waiting || w.Token() != 0 || w.Name() != "L" {
+			t.Errorf("waiter: state %v token %d name %q", w.State(), w.Token(), w.Name())
+		}
+	}
+	if got := waiters(tb, "L"); !slices.Equal(got, []*locktable.Claim{&w1, &w2}) {
+		t.Errorf("Waiters = %p, want [%p %p]", got, &w1, &w2)
+	}
+	if tb.QueueLen("L") != 2 {
+		t.Errorf("QueueLen = %d, want 2", tb.QueueLen("L"))
+	}
+	if tb.Holder("L") != &h || h.Token() != tok || tb.LastToken() != tok {
+		t.Error("queueing disturbed the holder or issued a token")
+	}
+	checkCounts(t, tb, 1, 2)
+}
+
+func TestFIFOPromotion(t *testing.T) {
+	tb := locktable.New()
+	cs := make([]locktable.Claim, 5)
+	for i := range cs {
+		tb.Acquire(&cs[i], "L", t0)
+	}
+	prev := cs[0].Token()
+	for i := range len(cs) - 1 {
+		p := tb.Release(&cs[i], t0)
+		if p != &cs[i+1] {
+			t.Fatalf("release of claim %d promoted %p, want claim %d (%p)", i, p, i+1, &cs[i+1])
+		}
+		if p.State() != locktable.Holding || p.Token() <= prev || tb.Holder("L") != p {
+			t.Errorf("promoted claim %d: state %v token %#x (previous %#x)", i+1, p.State(), p.Token(), prev)
+		}
+		if cs[i].State() != locktable.Idle || cs[i].Token() != 0 || cs[i].Name() != "" {
+			t.Errorf("released claim %d: state %v token %d name %q", i, cs[i].State(), cs[i].Token(), cs[i].Name())
+		}
+		prev = p.Token()
+		checkCounts(t, tb, 1, len(cs)-2-i)
+	}
+	if p := tb.Release(&cs[len(cs)-1], t0); p != nil {
+		t.Errorf("last release promoted %p", p)
+	}
+	checkCounts(t, tb, 0, 0)
+}
+
+func TestRemoveWaiterKeepsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gone []int // indexes into the 5 waiters, removed in this order
+	}{
+		{"head", []int{0}},
+		{"middle", []int{2}},
+		{"tail", []int{4}},
+		{"head then tail", []int{0, 4}},
+		{"middle neighbours", []int{2, 1, 3}},
+		{"all from the back", []int{4, 3, 2, 1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := locktable.New()
+			var h locktable.Claim
+			tb.Acquire(&h, "L", t0)
+			ws := make([]locktable.Claim, 5)
+			for i := range ws {
+				tb.Acquire(&ws[i], "L", t0)
+			}
+			for _, i := range tc.gone {
+				if p := tb.Release(&ws[i], t0); p != nil {
+					t.Fatalf("removing waiter %d promoted %p", i, p)
+				}
+				if ws[i].State() != locktable.Idle || ws[i].Name() != "" {
+					t.Errorf("removed waiter %d is %v on %q", i, ws[i].State(), ws[i].Name())
+				}
+			}
+			var want []*locktable.Claim
+			for i := range ws {
+				if !slices.Contains(tc.gone, i) {
+					want = append(want, &ws[i])
+				}
+			}
+			if got := waiters(tb, "L"); !slices.Equal(got, want) {
+				t.Fatalf("Waiters = %p, want %p", got, want)
+			}
+			checkCounts(t, tb, 1, len(want))
+			// The survivors are promoted in the same order.
+			cur := &h
+			for _, w := range want {
+				if p := tb.Release(cur, t0); p != w {
+					t.Fatalf("promoted %p, want %p", p, w)
+				}
+				cur = w
+			}
+			if p := tb.Release(cur, t0); p != nil {
+				t.Fatalf("final release promoted %p", p)
+			}
+			checkCounts(t, tb, 0, 0)
+		})
+	}
+}
+
+func TestIdleLockForgotten(t *testing.T) {
+	tb := locktable.New()
+	var h, w locktable.Claim
+	tb.Acquire(&h, "L", t0)
+	tb.Acquire(&w, "L", t0)
+	tb.Release(&h, t0) // w promoted, lock still live
+	if tb.Len() != 1 || tb.Holder("L") != &w {
+		t.Fatalf("after handover: Len %d, Holder %p, want 1, %p", tb.Len(), tb.Holder("L"), &w)
+	}
+	tb.Release(&w, t0)
+	checkCounts(t, tb, 0, 0)
+	if tb.Holder("L") != nil || tb.QueueLen("L") != 0 || len(waiters(tb, "L")) != 0 {
+		t.Error("forgotten lock still visible")
+	}
+	for name := range tb.Locks() {
+		t.Errorf("Locks yields forgotten lock %q", name)
+	}
+}
+
+// TestRecycledLockTakesNewName guards the free list: a lock struct recycled
+// for another name must not keep the old one.
+func TestRecycledLockTakesNewName(t *testing.T) {
+	tb := locktable.New()
+	var a, b locktable.Claim
+	tb.Acquire(&a, "first", t0)
+	tb.Release(&a, t0)
+	tb.Acquire(&b, "second", t0)
+	if b.Name() != "second" || tb.Holder("second") != &b || tb.Holder("first") != nil {
+		t.Errorf("recycled lock: Name %q, Holder(second) %p, Holder(first) %p", b.Name(), tb.Holder("second"), tb.Holder("first"))
+	}
+	for name, h := range tb.Locks() {
+		if name != "second" || h != &b {
+			t.Errorf("Locks yields %q -> %p", name, h)
+		}
+	}
+}
+
+func TestLocks(t *testing.T) {
+	tb := locktable.New()
+	cs := make([]locktable.Claim, 6)
+	names := []string{"a", "b", "a", "c", "b", "a"}
+	for i, n := range names {
+		tb.Acquire(&cs[i], n, t0)
+	}
+	got := map[string]*locktable.Claim{}
+	for name, h := range tb.Locks() {
+		if _, dup := got[name]; dup {
+			t.Errorf("Locks yields %q twice", name)
+		}
+		got[name] = h
+	}
+	want := map[string]*locktable.Claim{"a": &cs[0], "b": &cs[1], "c": &cs[3]}
+	if len(got) != len(want) {
+		t.Errorf("Locks yields %d locks, want %d", len(got), len(want))
+	}
+	for n, h := range want {
+		if got[n] != h {
+			t.Errorf("Locks: %q -> %p, want %p", n, got[n], h)
+		}
+	}
+	checkCounts(t, tb, 3, 3)
+	// Early exit is honoured.
+	n := 0
+	for range tb.Locks() {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Errorf("break after 1 yielded %d", n)
+	}
+}
+
+// TestKickAllWaiters releases each waiter from inside the Waiters loop, as a
+// forced release of a whole queue would.
+func TestKickAllWaiters(t *testing.T) {
+	tb := locktable.New()
+	cs := make([]locktable.Claim, 5)
+	for i := range cs {
+		tb.Acquire(&cs[i], "L", t0)
+	}
+	var seen []*locktable.Claim
+	for w := range tb.Waiters("L") {
+		seen = append(seen, w)
+		tb.Release(w, t0)
+	}
+	if want := []*locktable.Claim{&cs[1], &cs[2], &cs[3], &cs[4]}; !slices.Equal(seen, want) {
+		t.Errorf("visited %p, want %p", seen, want)
+	}
+	if tb.Holder("L") != &cs[0] {
+		t.Error("kicking waiters changed the holder")
+	}
+	checkCounts(t, tb, 1, 0)
+}
+
+func TestTokensIncreaseAcrossLocks(t *testing.T) {
+	tb := locktable.New()
+	names := []string{"a", "b", "c"}
+	var prev uint64
+	check := func(c *locktable.Claim) {
+		t.Helper()
+		if c.Token() <= prev {
+			t.Fatalf("token %#x after %#x", c.Token(), prev)
+		}
+		if c.Token() != tb.LastToken() {
+			t.Fatalf("token %#x, LastToken %#x", c.Token(), tb.LastToken())
+		}
+		prev = c.Token()
+	}
+	// Same instant throughout, so only the prev+1 term can keep tokens apart.
+	for round := range 50 {
+		holders := make([]*locktable.Claim, len(names))
+		for i, n := range names {
+			holders[i] = new(locktable.Claim)
+			if !tb.Acquire(holders[i], n, t0) {
+				t.Fatalf("round %d: %s not granted", round, n)
+			}
+			check(holders[i])
+			// Queue one waiter to be promoted on release.
+			w := new(locktable.Claim)
+			tb.Acquire(w, n, t0)
+		}
+		for _, h := range holders {
+			p := tb.Release(h, t0)
+			check(p)
+			tb.Release(p, t0)
+		}
+	}
+	if want := t0Floor + 50*6 - 1; prev != want {
+		t.Errorf("last token %#x, want %#x (one per grant from the floor)", prev, want)
+	}
+}
+
+func TestTokenFloorFromClock(t *testing.T) {
+	tb := locktable.New()
+	var a, b, c locktable.Claim
+	tb.Acquire(&a, "a", t0)
+	if a.Token() != t0Floor {
+		t.Errorf("first token %#x, want unix<<32 = %#x", a.Token(), t0Floor)
+	}
+	tb.Acquire(&b, "b", t0.Add(500*time.Millisecond)) // same second
+	if b.Token() != t0Floor+1 {
+		t.Errorf("same-second token %#x, want %#x", b.Token(), t0Floor+1)
+	}
+	tb.Acquire(&c, "c", t0.Add(time.Second))
+	if want := t0Floor + 1<<32; c.Token() != want {
+		t.Errorf("next-second token %#x, want %#x", c.Token(), want)
+	}
+}
+
+func TestClockSteppingBack(t *testing.T) {
+	tb := locktable.New()
+	var a, b, c locktable.Claim
+	tb.Acquire(&a, "a", t0)
+	tb.Acquire(&b, "b", t0.Add(-time.Hour))
+	if b.Token() != a.Token()+1 {
+		t.Errorf("token after clock step back %#x, want %#x", b.Token(), a.Token()+1)
+	}
+	tb.Acquire(&c, "c", time.Unix(-5, 0)) // before 1970
+	if c.Token() != b.Token()+1 {
+		t.Errorf("token with pre-1970 clock %#x, want %#x", c.Token(), b.Token()+1)
+	}
+}
+
+func TestSetLastToken(t *testing.T) {
+	tb := locktable.New()
+	if tb.LastToken() != 0 {
+		t.Fatalf("new table LastToken %d", tb.LastToken())
+	}
+	floor := t0Floor + 1<<40
+	tb.SetLastToken(floor)
+	tb.SetLastToken(5) // never lowers
+	if tb.LastToken() != floor {
+		t.Fatalf("LastToken %#x, want %#x", tb.LastToken(), floor)
+	}
+	var c locktable.Claim
+	tb.Acquire(&c, "L", t0)
+	if c.Token() != floor+1 {
+		t.Errorf("token above floor %#x, want %#x", c.Token(), floor+1)
+	}
+}
+
+func TestAcquireNonIdlePanics(t *testing.T) {
+	tb := locktable.New()
+	var h, w locktable.Claim
+	tb.Acquire(&h, "L", t0)
+	tb.Acquire(&w, "L", t0)
+	mustPanic(t, "Acquire of a holding claim", func() { tb.Acquire(&h, "M", t0) })
+	mustPanic(t, "Acquire of a waiting claim", func() { tb.Acquire(&w, "L", t0) })
+	if h.State() != locktable.Holding || w.State() != locktable.Waiting || tb.QueueLen("L") != 1 || tb.Holder("M") != nil {
+		t.Error("a refused Acquire changed the table")
+	}
+	checkCounts(t, tb, 1, 1)
+}
+
+func TestReleaseIdleIsNoop(t *testing.T) {
+	tb := locktable.New()
+	var h, idle locktable.Claim
+	tb.Acquire(&h, "L", t0)
+	last := tb.LastToken()
+	if p := tb.Release(&idle, t0); p != nil {
+		t.Errorf("Release of a new claim returned %p", p)
+	}
+	var gone locktable.Claim
+	tb.Acquire(&gone, "L", t0)
+	tb.Release(&gone, t0)
+	if p := tb.Release(&gone, t0); p != nil {
+		t.Errorf("second Release returned %p", p)
+	}
+	if tb.Holder("L") != &h || tb.LastToken() != last {
+		t.Error("releasing an idle claim changed the table")
+	}
+	checkCounts(t, tb, 1, 0)
+}
+
+func TestReleaseForeignClaimPanics(t *testing.T) {
+	t1, t2 := locktable.New(), locktable.New()
+	var c locktable.Claim
+	t1.Acquire(&c, "L", t0)
+	mustPanic(t, "Release into the wrong table", func() { t2.Release(&c, t0) })
+	if c.State() != locktable.Holding || t1.Holder("L") != &c {
+		t.Error("refused Release changed the claim")
+	}
+}
+
+func TestValueUntouched(t *testing.T) {
+	type session struct{ id int }
+	tb := locktable.New()
+	s1, s2 := &session{1}, &session{2}
+	h := &locktable.Claim{Value: s1}
+	w := &locktable.Claim{Value: s2}
+	tb.Acquire(h, "L", t0)
+	tb.Acquire(w, "L", t0)
+	p := tb.Release(h, t0)
+	if p.Value != any(s2) || h.Value != any(s1) {
+		t.Errorf("Value changed: promoted %v, released %v", p.Value, h.Value)
+	}
+	tb.Release(w, t0)
+	if w.Value != any(s2) {
+		t.Errorf("Value changed on final release: %v", w.Value)
+	}
+}
+
+// TestTokenExhaustionLeavesTableConsistent checks that running out of tokens
+// panics before any state changes, so a recovered caller sees no half-done
+// grant.
+func TestTokenExhaustionLeavesTableConsistent(t *testing.T) {
+	tb := locktable.New()
+	var h, w, c locktable.Claim
+	tb.Acquire(&h, "L", t0)
+	tb.Acquire(&w, "L", t0)
+	tb.SetLastToken(^uint64(0))
+	mustPanic(t, "grant with no tokens left", func() { tb.Acquire(&c, "M", t0) })
+	if c.State() != locktable.Idle || tb.Holder("M") != nil {
+		t.Error("failed grant left state behind")
+	}
+	mustPanic(t, "promotion with no tokens left", func() { tb.Release(&h, t0) })
+	if h.State() != locktable.Holding || w.State() != locktable.Waiting || tb.Holder("L") != &h {
+		t.Error("failed promotion left state behind")
+	}
+	checkCounts(t, tb, 1, 1)
+}
