@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Accept back-off: the first retry is quick, the longest wait is short enough
@@ -23,10 +25,17 @@ func (s *Server) acceptLoop() {
 		backoff time.Duration
 		failed  int
 	)
+	spare := reserveDescriptor()
+	defer func() { _ = unix.Close(spare) }()
 	for {
 		conn, err := s.ln.Accept()
 		if err == nil {
-			_, err = s.engine.EnrollContext(conn, nil) // dups the descriptor, closes conn
+			// gnet dups the accepted descriptor before it closes ours, so for a
+			// moment the connection needs two. Hand it the spare one, so that a
+			// connection accepted at the descriptor limit is never dropped.
+			_ = unix.Close(spare)
+			_, err = s.engine.EnrollContext(conn, nil)
+			spare = reserveDescriptor()
 		}
 		if err == nil {
 			if failed > 0 {
@@ -58,4 +67,14 @@ func (s *Server) stopping() bool {
 	default:
 		return false
 	}
+}
+
+// reserveDescriptor holds one descriptor for the next enrollment; -1 when
+// none is free (the next accept then fails and backs off instead).
+func reserveDescriptor() int {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // the cheapest descriptor to make
+	if err != nil {
+		return -1
+	}
+	return fd
 }

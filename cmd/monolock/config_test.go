@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	vars := map[string]string{"MONOLOCK_IO_TIMEOUT": "2s", "MONOLOCK_LISTEN_ADDRESS": "127.0.0.1:9999", "MONOLOCK_LOG_LEVEL": "warn"}
+	s, err := parseSettings([]string{"-io-timeout", "3s"}, env(vars), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ioTimeout != 3*time.Second {
+		t.Errorf("flag must beat environment: io-timeout %v", s.ioTimeout)
+	}
+	if s.listen != "127.0.0.1:9999" || s.logLevel != zerolog.WarnLevel {
+		t.Errorf("environment must beat default: listen %q level %v", s.listen, s.logLevel)
+	}
+	if s.logFormat != "text" {
+		t.Errorf("default log format %q", s.logFormat)
+	}
+	d, err := parseSettings(nil, env(nil), &bytes.Buffer{})
+	if err != nil || d.listen != "0.0.0.0:7070" || d.ioTimeout != 5*time.Second || d.logLevel != zerolog.InfoLevel {
+		t.Errorf("defaults: %+v, %v", d, err)
+	}
+}
+
+func TestBadSettingsExit2(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"-io-timeout", "soon"}, "", "invalid -io-timeout"},
+		{[]string{"-io-timeout", "-1s"}, "", "invalid -io-timeout"},
+		{nil, "MONOLOCK_IO_TIMEOUT=0s", "invalid MONOLOCK_IO_TIMEOUT"},
+		{[]string{"-log-level", "loud"}, "", "invalid -log-level"},
+		{[]string{"-log-format", "xml"}, "", "invalid -log-format"},
+		{[]string{"-no-such-flag"}, "", "flag provided but not defined"},
+		{[]string{"extra"}, "", "unexpected argument"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(binary, c.args...)
+		if c.env != "" {
+			cmd.Env = append(cmd.Environ(), c.env)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		exit, ok := err.(*exec.ExitError)
+		if !ok || exit.ExitCode() != 2 {
+			t.Errorf("%v %s: exit %v, want status 2", c.args, c.env, err)
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%v %s: stderr %q, want one line containing %q", c.args, c.env, stderr.String(), c.want)
+		}
+	}
+}
+
+func TestHelpPrintsTheTable(t *testing.T) {
+	out, err := exec.Command(binary, "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, st := range table {
+		if !bytes.Contains(out, []byte("-"+st.flag)) || !bytes.Contains(out, []byte(st.env)) || !bytes.Contains(out, []byte(st.def)) {
+			t.Errorf("-h lacks the row for -%s:\n%s", st.flag, out)
+		}
+	}
+}
