@@ -44,7 +44,7 @@ type owner struct {
 	sessions sessionList
 	fire     func(*timerwheel.Timer)
 
-	frame protocol.Frame            // decoded in place, reused for every frame
+	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
 
 	// grants holds promoted sessions whose ACQUIRED is not yet written. A

@@ -25,7 +25,7 @@ func (c *fakeConn) Peek(n int) ([]byte, error) {
 	}
 	return c.in[:n], nil
 }
-func (c *fakeConn) Discard(n int) (int, error) { c.in = c.in[n:]; return n, nil }
+func (c *fakeConn) Discard(n int) (int, error)  { c.in = c.in[n:]; return n, nil }
 func (c *fakeConn) Write(p []byte) (int, error) { c.out += len(p); return len(p), nil }
 func (c *fakeConn) OutboundBuffered() int       { return 0 }
 func (c *fakeConn) SetContext(ctx any)          { c.ctx = ctx }

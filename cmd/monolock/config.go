@@ -107,4 +107,3 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01.\n")
 }
-
