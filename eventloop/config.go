@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/eventloop/metrics"
 )
 
 // DefaultIOTimeout bounds every I/O wait the server grants a peer.
@@ -20,6 +23,10 @@ type Config struct {
 	IOTimeout time.Duration
 	// Logger receives diagnostics.
 	Logger zerolog.Logger
+	// Metrics, if set, are updated by the server (see metrics.New).
+	Metrics *metrics.Metrics
+	// Audit, if set, receives one JSON line per ownership change.
+	Audit *audit.Log
 }
 
 // DefaultListenAddress is where the server listens unless told otherwise.

@@ -40,7 +40,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		h.loop.Store(&loop)
 		return nil, gnet.None
 	}
-	h.owner.open(c)
+	h.owner.open(c, c.RemoteAddr(), "")
 	h.sessions.Add(1)
 	return nil, gnet.None
 }

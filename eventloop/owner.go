@@ -1,11 +1,14 @@
 package eventloop
 
 import (
+	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
@@ -44,6 +47,9 @@ type owner struct {
 	sessions sessionList
 	fire     func(*timerwheel.Timer)
 
+	metrics *metrics.Metrics
+	audit   *audit.Recorder // nil when the audit log is off
+
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
 
@@ -56,13 +62,20 @@ type owner struct {
 	shuttingDown bool
 }
 
-func newOwner(cfg Config, log zerolog.Logger) *owner {
+func newOwner(cfg Config) *owner {
 	o := &owner{
-		log:       log,
+		log:       cfg.Logger,
 		ioTimeout: cfg.IOTimeout,
 		start:     time.Now(),
 		table:     locktable.New(),
 		wheel:     timerwheel.New(wheelTick, wheelSlots),
+		metrics:   cfg.Metrics,
+	}
+	if o.metrics == nil {
+		o.metrics = metrics.New(nil)
+	}
+	if cfg.Audit != nil {
+		o.audit = audit.NewRecorder(cfg.Audit)
 	}
 	o.fire = o.onTimer
 	return o
@@ -76,14 +89,20 @@ func (o *owner) clock() (time.Time, time.Duration) {
 	return wall, wall.Sub(o.start) + wheelTick
 }
 
-func (o *owner) open(c gnet.Conn) {
+// wallAt converts a monotonic offset back to wall-clock time for people.
+func (o *owner) wallAt(d time.Duration) time.Time { return o.start.Add(d - wheelTick) }
+
+// open registers a new connection; remote is the client's address.
+func (o *owner) open(c gnet.Conn, remote net.Addr, identity string) {
 	_, now := o.clock()
-	s := &session{conn: c, openedAt: now}
+	s := &session{conn: c, openedAt: now, remote: remote, identity: identity}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)
 	o.sessions.add(s)
 	o.wheel.Schedule(&s.timer, now+o.ioTimeout)
+	o.metrics.ConnectionsActive.Inc()
+	o.metrics.ConnectionsAccepted.Inc()
 }
 
 // traffic parses and answers every complete frame buffered for s.
@@ -108,14 +127,14 @@ func (o *owner) traffic(s *session) gnet.Action {
 		}
 		used += n
 		o.handle(s, &o.frame, wall, now)
-		if s.closed || s.closeReason != reasonGraceful {
+		if s.closed || s.closing {
 			break
 		}
 	}
 	if s.closed { // a failed write closed it under us; gnet has released c
 		return gnet.None
 	}
-	if s.closeReason != reasonGraceful {
+	if s.closing {
 		return gnet.Close
 	}
 	_, _ = c.Discard(used)
@@ -123,8 +142,8 @@ func (o *owner) traffic(s *session) gnet.Action {
 	case rest == 0:
 		s.partialSince = 0
 	case s.backlogged && rest > inboundLimit:
-		o.log.Debug().Stringer("remote", c.RemoteAddr()).Msg("closing a peer that sends but does not read its replies")
-		s.closeReason = reasonIOTimeout
+		o.log.Debug().Str("remote", s.remoteAddr()).Msg("closing a peer that sends but does not read its replies")
+		s.closing, s.closeReason = true, metrics.ReleaseIOTimeout
 		return gnet.Close
 	case !s.backlogged && (used > 0 || s.partialSince == 0):
 		s.partialSince = now
@@ -143,6 +162,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			return
 		}
 		s.lastSeen = now
+		o.metrics.Heartbeats.Inc()
 		o.sendState(s)
 	case protocol.TypeAcquire:
 		if s.registered() {
@@ -150,8 +170,13 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			return
 		}
 		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
-		s.lastSeen = now
-		o.table.Acquire(&s.claim, string(f.Name), wall)
+		s.lastSeen, s.queuedAt = now, now
+		o.metrics.Acquires.Inc()
+		if o.table.Acquire(&s.claim, string(f.Name), wall) {
+			o.granted(s, wall, now)
+		} else {
+			o.metrics.Waiters.Inc()
+		}
 		o.armBy(s, now+s.lease+1)
 		o.sendState(s)
 	}
@@ -210,13 +235,13 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 	_, now := o.clock()
 	switch {
 	case !s.registered() && now-s.openedAt >= o.ioTimeout:
-		o.closeNow(s, reasonIOTimeout, "no complete ACQUIRE within io-timeout")
+		o.closeNow(s, metrics.ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
 		return
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
-		o.closeNow(s, reasonIOTimeout, "frame left half-sent for io-timeout")
+		o.closeNow(s, metrics.ReleaseIOTimeout, "frame left half-sent for io-timeout")
 		return
 	case s.registered() && now-s.lastSeen > s.lease:
-		o.closeNow(s, reasonExpired, "lease expired without a heartbeat")
+		o.closeNow(s, metrics.ReleaseExpired, "lease expired without a heartbeat")
 		return
 	}
 	if s.stalledSince != 0 {
@@ -235,7 +260,7 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 		case pending < s.stalledBytes: // draining, if slowly
 			s.stalledSince, s.stalledBytes = now, pending
 		case now-s.stalledSince >= o.ioTimeout:
-			o.closeNow(s, reasonIOTimeout, "output not drained for io-timeout")
+			o.closeNow(s, metrics.ReleaseIOTimeout, "output not drained for io-timeout")
 			return
 		}
 	}
@@ -259,11 +284,11 @@ func (o *owner) rearm(s *session, now time.Duration) {
 
 // closeNow closes a session from the owner's side, outside OnTraffic. gnet
 // runs onClose before it returns.
-func (o *owner) closeNow(s *session, reason closeReason, why string) {
+func (o *owner) closeNow(s *session, reason metrics.ReleaseReason, why string) {
 	if why != "" {
-		o.log.Debug().Stringer("remote", s.conn.RemoteAddr()).Str("lock", s.claim.Name()).Str("reason", reason.String()).Msg(why)
+		o.log.Debug().Str("remote", s.remoteAddr()).Str("lock", s.claim.Name()).Stringer("reason", reason).Msg(why)
 	}
-	s.closeReason = reason
+	s.closing, s.closeReason = true, reason
 	_ = s.conn.EventLoop().Close(s.conn)
 }
 
@@ -273,20 +298,30 @@ func (o *owner) onClose(s *session) {
 	s.conn.SetContext(nil)
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s)
+	o.metrics.ConnectionsActive.Dec()
+	wall, now := o.clock()
+	switch s.claim.State() {
+	case locktable.Holding:
+		o.released(s, wall, now)
+	case locktable.Waiting:
+		o.metrics.Waiters.Dec()
+	}
 	if o.shuttingDown {
 		return // no promotion, ever, while shutting down
 	}
-	o.release(s)
-}
-
-// release takes the session's claim out of the table and pushes ACQUIRED to
-// the waiter it promotes.
-func (o *owner) release(s *session) {
-	next := o.table.Release(&s.claim, time.Now())
+	next := o.table.Release(&s.claim, wall)
 	if next == nil {
 		return
 	}
-	o.grants = append(o.grants, next.Value.(*session))
+	g := next.Value.(*session)
+	o.metrics.Waiters.Dec()
+	o.granted(g, wall, now)
+	o.push(g)
+}
+
+// push sends ACQUIRED to a promoted session.
+func (o *owner) push(g *session) {
+	o.grants = append(o.grants, g)
 	if o.granting {
 		return
 	}
@@ -313,7 +348,7 @@ func (o *owner) shutdown() {
 		next := s.next
 		o.send(s, protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, "server shutting down: reconnect, the lock service will be back"))
 		if !s.closed {
-			o.closeNow(s, reasonShutdown, "")
+			o.closeNow(s, metrics.ReleaseShutdown, "")
 		}
 		s = next
 	}

@@ -33,7 +33,7 @@ func (c *fakeConn) Context() any                { return c.ctx }
 func (c *fakeConn) RemoteAddr() net.Addr        { return &net.TCPAddr{} }
 
 func newBenchOwner() *owner {
-	return newOwner(Config{}.withDefaults(), zerolog.Nop())
+	return newOwner(Config{Logger: zerolog.Nop()}.withDefaults())
 }
 
 // BenchmarkHeartbeat measures one HEARTBEAT through the owner: parse from the
@@ -42,7 +42,7 @@ func newBenchOwner() *owner {
 func BenchmarkHeartbeat(b *testing.B) {
 	o := newBenchOwner()
 	c := &fakeConn{in: protocol.AppendAcquire(nil, 2000, "bench")}
-	o.open(c)
+	o.open(c, &net.TCPAddr{}, "")
 	s := c.ctx.(*session)
 	o.traffic(s)
 	if s.claim.Token() == 0 {
@@ -69,7 +69,7 @@ func BenchmarkHandover(b *testing.B) {
 	acquire := protocol.AppendAcquire(nil, 2000, "bench")
 	join := func() *session {
 		c := &fakeConn{in: acquire}
-		o.open(c)
+		o.open(c, &net.TCPAddr{}, "")
 		s := c.ctx.(*session)
 		o.traffic(s)
 		return s

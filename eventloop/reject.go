@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -39,9 +40,10 @@ func (o *owner) reject(s *session, err error) {
 
 // rejectWith sends ERROR(code, reason) and marks the session for closing.
 func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
-	o.log.Debug().Stringer("remote", s.conn.RemoteAddr()).Uint8("code", uint8(pe.Code)).Msg(reason)
+	o.log.Debug().Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
+	o.metrics.ProtocolError(pe.Code)
 	o.send(s, protocol.AppendError(o.out[:0], pe.Code, reason))
-	s.closeReason = reasonProtocolError
+	s.closing, s.closeReason = true, metrics.ReleaseProtocolError
 }
 
 // quote renders a lock name for an error reason.

@@ -44,7 +44,7 @@ func New(cfg Config) (*Server, error) {
 		stopAccept: make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
-	s.handler = newHandler(newOwner(cfg, cfg.Logger))
+	s.handler = newHandler(newOwner(cfg))
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
 		gnet.WithNumEventLoop(1),

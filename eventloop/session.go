@@ -1,10 +1,12 @@
 package eventloop
 
 import (
+	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
 	"github.com/monolock/monolock/locktable"
 )
@@ -16,17 +18,24 @@ type session struct {
 	claim locktable.Claim  // Value is the session
 	timer timerwheel.Timer // Value is the session; one timer covers every deadline
 
-	lease    time.Duration // chosen by the client in ACQUIRE; zero before it
-	openedAt time.Duration // an ACQUIRE must complete within io-timeout of this
-	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
+	remote     net.Addr // the client's address (of the TLS connection, for TLS)
+	remoteText string   // remote as text, made on first use
+	identity   string   // from the client certificate; empty without mutual TLS
+
+	lease     time.Duration // chosen by the client in ACQUIRE; zero before it
+	openedAt  time.Duration // an ACQUIRE must complete within io-timeout of this
+	lastSeen  time.Duration // the last valid ACQUIRE or HEARTBEAT
+	queuedAt  time.Duration // when the ACQUIRE arrived
+	grantedAt time.Duration // when the lock was granted
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
 	stalledBytes int           // output pending when last seen draining
 	backlogged   bool          // input left unparsed while output is stalled
 
-	closeReason closeReason // why the server closed it; graceful when the peer did
-	closed      bool        // OnClose has run: never write to conn again
+	closing     bool                  // the server decided to close it; ignore further input
+	closeReason metrics.ReleaseReason // why it ended; graceful when the client closed
+	closed      bool                  // OnClose has run: never write to conn again
 
 	prev, next *session // the owner's list of open sessions
 }
@@ -34,32 +43,13 @@ type session struct {
 // registered reports whether the session has sent its ACQUIRE.
 func (s *session) registered() bool { return s.lease != 0 }
 
-// closeReason says why a session ended. Lock releases are counted and audited
-// by it.
-type closeReason uint8
-
-const (
-	reasonGraceful      closeReason = iota // the client closed its connection
-	reasonExpired                          // no heartbeat within the lease
-	reasonIOTimeout                        // io-timeout: no ACQUIRE, half-sent frame, output not drained
-	reasonProtocolError                    // the client broke the protocol and was sent ERROR
-	reasonShutdown                         // the server is shutting down
-)
-
-func (r closeReason) String() string {
-	switch r {
-	case reasonGraceful:
-		return "graceful"
-	case reasonExpired:
-		return "expired"
-	case reasonIOTimeout:
-		return "io_timeout"
-	case reasonProtocolError:
-		return "protocol_error"
-	case reasonShutdown:
-		return "shutdown"
+// remoteAddr returns the client's address as text, made once per session and
+// only for the admin API, the audit log and logs.
+func (s *session) remoteAddr() string {
+	if s.remoteText == "" && s.remote != nil {
+		s.remoteText = s.remote.String()
 	}
-	return "unknown"
+	return s.remoteText
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown

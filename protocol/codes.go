@@ -92,3 +92,9 @@ func Codes() []Code {
 	}
 	return codes
 }
+
+// Label renders the code as it appears in logs and metric labels: 0x15.
+func (c Code) Label() string {
+	const hex = "0123456789abcdef"
+	return string([]byte{'0', 'x', hex[c>>4], hex[c&0xf]})
+}

@@ -1,0 +1,34 @@
+package eventloop
+
+import (
+	"time"
+
+	"github.com/monolock/monolock/eventloop/audit"
+)
+
+// granted does the bookkeeping of a grant: metrics and the audit event.
+func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
+	s.grantedAt = now
+	wait := now - s.queuedAt
+	o.metrics.LocksHeld.Inc()
+	o.metrics.WaitSeconds.Observe(wait.Seconds())
+	if o.audit != nil {
+		o.audit.Granted(wall, o.subject(s), s.claim.Token(), wait)
+	}
+}
+
+// released does the bookkeeping of a holder's release. For one lock it always
+// runs before the grant to the next holder.
+func (o *owner) released(s *session, wall time.Time, now time.Duration) {
+	held := now - s.grantedAt
+	o.metrics.LocksHeld.Dec()
+	o.metrics.HoldSeconds.Observe(held.Seconds())
+	o.metrics.Released(s.closeReason)
+	if o.audit != nil {
+		o.audit.Released(wall, o.subject(s), s.claim.Token(), held, s.closeReason.String())
+	}
+}
+
+func (o *owner) subject(s *session) audit.Subject {
+	return audit.Subject{Lock: s.claim.Name(), Identity: s.identity, RemoteAddr: s.remoteAddr()}
+}
