@@ -47,6 +47,7 @@ func (s *Server) acceptLoop() {
 		if errors.Is(err, net.ErrClosed) || s.stopping() {
 			return
 		}
+		s.metrics.AcceptErrors.Inc()
 		if failed == 0 {
 			s.log.Error().Err(err).Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
 		}

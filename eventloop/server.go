@@ -11,12 +11,15 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/metrics"
 )
 
 // Server is a running monolock protocol server.
 type Server struct {
 	cfg     Config
 	log     zerolog.Logger
+	metrics *metrics.Metrics
 	ln      net.Listener
 	engine  *gnet.Client
 	handler *handler
@@ -44,6 +47,10 @@ func New(cfg Config) (*Server, error) {
 		stopAccept: make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	s.cfg, s.metrics = cfg, cfg.Metrics
 	s.handler = newHandler(newOwner(cfg))
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -14,8 +15,11 @@ import (
 
 // settings is the server's configuration as the operator gave it.
 type settings struct {
-	listen    string
-	ioTimeout time.Duration
+	listen      string
+	opsListen   string
+	adminListen string
+	auditLog    string
+	ioTimeout   time.Duration
 	logLevel  zerolog.Level
 	logFormat string
 }
@@ -30,6 +34,12 @@ type setting struct {
 var table = []setting{
 	{"listen", "MONOLOCK_LISTEN_ADDRESS", eventloop.DefaultListenAddress, "protocol listen address (host:port)",
 		func(s *settings, v string) error { s.listen = v; return nil }},
+	{"ops-listen", "MONOLOCK_OPS_LISTEN_ADDRESS", "", "HTTP address for /metrics, /healthz, /readyz (empty: off)",
+		func(s *settings, v string) error { s.opsListen = v; return nil }},
+	{"admin-listen", "MONOLOCK_ADMIN_LISTEN_ADDRESS", "", "HTTP address of the admin API, unauthenticated: bind to loopback (empty: off)",
+		func(s *settings, v string) error { s.adminListen = v; return nil }},
+	{"audit-log", "MONOLOCK_AUDIT_LOG", "", "audit stream of ownership changes: a file path, or - for stdout (empty: off)",
+		func(s *settings, v string) error { s.auditLog = v; return nil }},
 	{"io-timeout", "MONOLOCK_IO_TIMEOUT", eventloop.DefaultIOTimeout.String(), "bound on a missing ACQUIRE, a half-sent frame and undrained output (Go duration)",
 		func(s *settings, v string) error {
 			d, err := time.ParseDuration(v)
@@ -101,9 +111,15 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "monolock: a single-node lock server (wire protocol v1)\n\nUsage: monolock [flags]\n\nEvery flag has an environment variable; a flag beats the environment, which beats the default.\n\n")
-	fmt.Fprintf(w, "  %-13s %-28s %-13s %s\n", "FLAG", "ENVIRONMENT", "DEFAULT", "MEANING")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FLAG\tENVIRONMENT\tDEFAULT\tMEANING")
 	for _, st := range table {
-		fmt.Fprintf(w, "  %-13s %-28s %-13s %s\n", "-"+st.flag, st.env, st.def, st.usage)
+		def := st.def
+		if def == "" {
+			def = "(off)"
+		}
+		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01.\n")
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP reopens the audit log.\n")
 }

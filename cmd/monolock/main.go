@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/monolock/monolock/eventloop"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -37,41 +35,29 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	log := newLogger(cfg, stderr)
 
-	srv, err := eventloop.New(eventloop.Config{ListenAddress: cfg.listen, IOTimeout: cfg.ioTimeout, Logger: log})
+	// Signals are wired before anything starts so that none is lost.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	d, err := start(cfg, log)
 	if err != nil {
-		log.Error().Err(err).Msg("cannot start")
+		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 1
 	}
-	log.Info().Str("version", version).Str("listen", srv.Addr().String()).Dur("io_timeout", cfg.ioTimeout).Msg("monolock started")
-
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-
-	select {
-	case err := <-served:
-		log.Error().Err(err).Msg("server stopped unexpectedly")
-		return 1
-	case sig := <-signals:
-		log.Info().Stringer("signal", sig).Msg("shutting down: every session gets ERROR 0x01")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	go func() {
+	for {
 		select {
+		case err := <-d.failed:
+			log.Error().Err(err).Msg("server stopped unexpectedly")
+			return 1
 		case sig := <-signals:
-			log.Warn().Stringer("signal", sig).Msg("second signal: exiting now")
-			cancel()
-		case <-ctx.Done():
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			log.Info().Stringer("signal", sig).Msg("shutting down: every session gets ERROR 0x01")
+			return d.shutdown(signals)
 		}
-	}()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Error().Err(err).Msg("shutdown did not finish cleanly")
-		return 1
 	}
-	log.Info().Msg("monolock stopped")
-	return 0
 }
 
 // newLogger writes diagnostics to stderr: human text or JSON lines, UTC
@@ -84,4 +70,19 @@ func newLogger(cfg settings, stderr io.Writer) zerolog.Logger {
 		w = zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr), TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(cfg.logLevel).With().Timestamp().Logger()
+}
+
+// shutdownContext bounds a graceful shutdown by shutdownGrace and by a second
+// signal.
+func shutdownContext(signals <-chan os.Signal, log zerolog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	go func() {
+		select {
+		case sig := <-signals:
+			log.Warn().Stringer("signal", sig).Msg("second signal: exiting now")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

@@ -42,8 +42,9 @@ func TestMain(m *testing.M) {
 
 // process is a monolock server running as a child process.
 type process struct {
-	cmd  *exec.Cmd
-	addr string
+	cmd     *exec.Cmd
+	addr    string
+	started map[string]any // the start line
 	logs chan map[string]any // every JSON log line after the start line
 	done chan error
 }
@@ -61,7 +62,7 @@ func startServer(t *testing.T, args ...string) *process {
 		t.Fatal(err)
 	}
 	p := &process{cmd: cmd, logs: make(chan map[string]any, 1024), done: make(chan error, 1)}
-	started := make(chan string, 1)
+	started := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -71,7 +72,7 @@ func startServer(t *testing.T, args ...string) *process {
 				continue
 			}
 			if line["message"] == "monolock started" {
-				started <- line["listen"].(string)
+				started <- line
 				continue
 			}
 			select {
@@ -86,7 +87,8 @@ func startServer(t *testing.T, args ...string) *process {
 		_ = cmd.Process.Kill()
 	})
 	select {
-	case p.addr = <-started:
+	case p.started = <-started:
+		p.addr = p.started["listen"].(string)
 	case err := <-p.done:
 		t.Fatalf("monolock exited before starting: %v", err)
 	case <-time.After(30 * time.Second):
