@@ -20,8 +20,8 @@ type settings struct {
 	adminListen string
 	auditLog    string
 	ioTimeout   time.Duration
-	logLevel  zerolog.Level
-	logFormat string
+	logLevel    zerolog.Level
+	logFormat   string
 }
 
 // setting is one row of the configuration table: a flag, its environment

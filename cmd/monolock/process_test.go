@@ -44,9 +44,9 @@ func TestMain(m *testing.M) {
 type process struct {
 	cmd     *exec.Cmd
 	addr    string
-	started map[string]any // the start line
-	logs chan map[string]any // every JSON log line after the start line
-	done chan error
+	started map[string]any      // the start line
+	logs    chan map[string]any // every JSON log line after the start line
+	done    chan error
 }
 
 // startServer runs the binary on a free loopback port with JSON logs and
