@@ -29,6 +29,11 @@ func (s *Server) acceptLoop() {
 	defer func() { _ = unix.Close(spare) }()
 	for {
 		conn, err := s.ln.Accept()
+		if err == nil && s.cfg.TLS != nil {
+			s.bridges.Add(1)
+			go s.acceptTLS(conn)
+			continue
+		}
 		if err == nil {
 			// gnet dups the accepted descriptor before it closes ours, so for a
 			// moment the connection needs two. Hand it the spare one, so that a

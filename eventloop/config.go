@@ -1,6 +1,7 @@
 package eventloop
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,6 +28,17 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Audit, if set, receives one JSON line per ownership change.
 	Audit *audit.Log
+	// TLS, if set, makes the protocol port speak TLS only; with client
+	// certificates required it derives each session's identity. Use
+	// GetConfigForClient to rotate material without a restart.
+	TLS *tls.Config
+	// Authorizer, if set, decides which identity may ACQUIRE which lock.
+	Authorizer Authorizer
+}
+
+// Authorizer is the access-control decision (see package acl).
+type Authorizer interface {
+	Allowed(identity, lock string) bool
 }
 
 // DefaultListenAddress is where the server listens unless told otherwise.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 // handler adapts gnet's callbacks to the owner. Every callback except OnTick
@@ -40,7 +42,14 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		h.loop.Store(&loop)
 		return nil, gnet.None
 	}
-	h.owner.open(c, c.RemoteAddr(), "")
+	if h.owner.shuttingDown { // a TLS handshake that finished during shutdown
+		return protocol.AppendError(nil, protocol.CodeShuttingDown, shuttingDownReason), gnet.Close
+	}
+	if p, ok := c.Context().(*peer); ok { // bridged from TLS
+		h.owner.open(c, p.remote, p.identity)
+	} else {
+		h.owner.open(c, c.RemoteAddr(), "")
+	}
 	h.sessions.Add(1)
 	return nil, gnet.None
 }

@@ -47,8 +47,9 @@ type owner struct {
 	sessions sessionList
 	fire     func(*timerwheel.Timer)
 
-	metrics *metrics.Metrics
-	audit   *audit.Recorder // nil when the audit log is off
+	metrics    *metrics.Metrics
+	audit      *audit.Recorder // nil when the audit log is off
+	authorizer Authorizer      // nil when no ACL is configured
 
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
@@ -64,12 +65,13 @@ type owner struct {
 
 func newOwner(cfg Config) *owner {
 	o := &owner{
-		log:       cfg.Logger,
-		ioTimeout: cfg.IOTimeout,
-		start:     time.Now(),
-		table:     locktable.New(),
-		wheel:     timerwheel.New(wheelTick, wheelSlots),
-		metrics:   cfg.Metrics,
+		log:        cfg.Logger,
+		ioTimeout:  cfg.IOTimeout,
+		start:      time.Now(),
+		table:      locktable.New(),
+		wheel:      timerwheel.New(wheelTick, wheelSlots),
+		metrics:    cfg.Metrics,
+		authorizer: cfg.Authorizer,
 	}
 	if o.metrics == nil {
 		o.metrics = metrics.New(nil)
@@ -137,7 +139,9 @@ func (o *owner) traffic(s *session) gnet.Action {
 	if s.closing {
 		return gnet.Close
 	}
-	_, _ = c.Discard(used)
+	if used > 0 { // gnet's Discard(0) discards everything, the partial frame too
+		_, _ = c.Discard(used)
+	}
 	switch rest := len(buf) - used; {
 	case rest == 0:
 		s.partialSince = 0
@@ -167,6 +171,10 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 	case protocol.TypeAcquire:
 		if s.registered() {
 			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
+			return
+		}
+		if o.authorizer != nil && !o.authorizer.Allowed(s.identity, string(f.Name)) {
+			o.deny(s, string(f.Name), wall)
 			return
 		}
 		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
@@ -341,12 +349,14 @@ func (o *owner) push(g *session) {
 	o.granting = false
 }
 
+const shuttingDownReason = "server shutting down: reconnect, the lock service will be back"
+
 // shutdown sends ERROR 0x01 to every session and closes it, promoting no one.
 func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
-		o.send(s, protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, "server shutting down: reconnect, the lock service will be back"))
+		o.send(s, protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, shuttingDownReason))
 		if !s.closed {
 			o.closeNow(s, metrics.ReleaseShutdown, "")
 		}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/monolock/monolock/eventloop/audit"
 	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
@@ -48,3 +50,13 @@ func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
 
 // quote renders a lock name for an error reason.
 func quote(name string) string { return strconv.Quote(name) }
+
+// deny refuses an ACQUIRE the access-control list does not allow.
+func (o *owner) deny(s *session, name string, wall time.Time) {
+	o.metrics.ACLDenials.Inc()
+	o.log.Info().Str("identity", s.identity).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+	if o.audit != nil {
+		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity, RemoteAddr: s.remoteAddr()})
+	}
+	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity)+" has no ACL rule for it; ask the operator to add one")
+}

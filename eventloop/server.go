@@ -27,7 +27,8 @@ type Server struct {
 
 	stopAccept chan struct{} // closed when Shutdown begins
 	accepting  sync.WaitGroup
-	stopped    chan struct{} // closed when Shutdown has finished
+	bridges    sync.WaitGroup // TLS handshakes and bridges
+	stopped    chan struct{}  // closed when Shutdown has finished
 	stopOnce   sync.Once
 	stopErr    error
 }
@@ -106,6 +107,12 @@ func (s *Server) openControl() error {
 // Addr returns the protocol listener's address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
+// allows every lock. Sessions already granted or queued are not re-judged.
+func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
+	return s.onLoop(ctx, func(o *owner) { o.authorizer = a })
+}
+
 // Serve accepts connections until Shutdown, then waits for it to finish. It
 // returns nil after a Shutdown.
 func (s *Server) Serve() error {
@@ -128,6 +135,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			if err := s.onLoop(context.Background(), func(o *owner) { o.shutdown() }); err != nil {
 				s.stopErr = err
 			}
+			// TLS bridges end once the loop closed their inner ends.
+			s.bridges.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}

@@ -1,0 +1,117 @@
+package eventloop
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// peer is what a TLS connection tells the owner about its client, since the
+// connection the owner sees is the inner end of a socket pair.
+type peer struct {
+	remote   net.Addr
+	identity string
+}
+
+// acceptTLS runs the handshake of one accepted connection, bounded by
+// io-timeout, and then bridges it into the event loop. gnet has no TLS, so
+// the plaintext travels through a socket pair: the loop's end is enrolled like
+// any plain connection and the session behaves exactly alike on the wire;
+// two goroutines copy between the TLS connection and the pair's other end.
+func (s *Server) acceptTLS(conn net.Conn) {
+	defer s.bridges.Done()
+	tc := tls.Server(conn, s.cfg.TLS)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IOTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.metrics.TLSHandshakeErrors.Inc()
+		s.log.Debug().Err(err).Stringer("remote", conn.RemoteAddr()).Msg("TLS handshake failed")
+		_ = conn.Close()
+		return
+	}
+	inner, outer, err := socketPair()
+	if err != nil {
+		s.metrics.AcceptErrors.Inc()
+		s.log.Error().Err(err).Msg("cannot bridge a TLS connection into the event loop; closing it")
+		_ = tc.Close()
+		return
+	}
+	p := &peer{remote: conn.RemoteAddr(), identity: identityOf(tc.ConnectionState())}
+	if _, err := s.engine.EnrollContext(inner, p); err != nil {
+		s.metrics.AcceptErrors.Inc()
+		s.log.Error().Err(err).Msg("cannot enroll a TLS connection; closing it")
+		_ = outer.Close()
+		_ = tc.Close()
+		return
+	}
+	bridge(tc, outer)
+}
+
+// bridge copies both ways until either side ends, then closes both, so a
+// close on either side reaches the other: a client's close releases its lock,
+// the server's close ends the TLS connection.
+func bridge(tc *tls.Conn, outer net.Conn) {
+	var once sync.Once
+	closeBoth := func() {
+		once.Do(func() {
+			_ = tc.Close()
+			_ = outer.Close()
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(outer, tc)
+		closeBoth()
+		close(done)
+	}()
+	_, _ = io.Copy(tc, outer)
+	closeBoth()
+	<-done
+}
+
+// socketPair returns two connected stream sockets as net.Conns.
+func socketPair() (inner, outer net.Conn, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket pair: %w", err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "monolock-bridge")
+		conns[i], err = net.FileConn(f)
+		_ = f.Close()
+		if err != nil {
+			for _, c := range conns[:i] {
+				_ = c.Close()
+			}
+			if i == 0 {
+				_ = syscall.Close(fds[1])
+			}
+			return nil, nil, fmt.Errorf("socket pair: %w", err)
+		}
+	}
+	return conns[0], conns[1], nil
+}
+
+// identityOf derives the client's identity from its verified certificate:
+// the first URI SAN, else the first DNS SAN, else the Common Name; empty
+// without a client certificate.
+func identityOf(cs tls.ConnectionState) string {
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	leaf := cs.PeerCertificates[0]
+	switch {
+	case len(leaf.URIs) > 0:
+		return leaf.URIs[0].String()
+	case len(leaf.DNSNames) > 0:
+		return leaf.DNSNames[0]
+	}
+	return leaf.Subject.CommonName
+}
