@@ -10,7 +10,10 @@
 // tick is processed only once the time passed to Advance has reached it.
 package timerwheel
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Timer is one entry. The zero value is a stopped timer.
 type Timer struct {
@@ -70,7 +73,10 @@ func (w *Wheel) Schedule(t *Timer, at time.Duration) {
 	if t.armed {
 		w.unlink(t)
 	}
-	tick := int64((at + w.tick - 1) / w.tick)
+	tick := int64(at / w.tick) // rounded up without computing at+w.tick-1, which overflows near math.MaxInt64
+	if at%w.tick > 0 {
+		tick++
+	}
 	if tick < w.next {
 		tick = w.next
 	}
@@ -88,6 +94,9 @@ func (w *Wheel) Schedule(t *Timer, at time.Duration) {
 func (w *Wheel) Deadline(t *Timer) (time.Duration, bool) {
 	if !t.armed {
 		return 0, false
+	}
+	if t.tick > int64(math.MaxInt64/w.tick) { // beyond any time Advance can reach
+		return math.MaxInt64, true
 	}
 	return time.Duration(t.tick) * w.tick, true
 }
@@ -115,7 +124,7 @@ func (w *Wheel) unlink(t *Timer) {
 // Advance for a time already reached fire at the next Advance.
 func (w *Wheel) Advance(now time.Duration, fire func(*Timer)) {
 	last := int64(now / w.tick)
-	if last < w.next {
+	if now < 0 || last < w.next { // now/w.tick rounds -tick < now < 0 up to tick 0
 		return
 	}
 	// Collect first and fire afterwards, so callbacks never see a slot that is
