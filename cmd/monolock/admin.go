@@ -1,8 +1,24 @@
 package main
 
-import "net/http"
+import (
+	"net/http"
+	"time"
 
-// adminHandler serves the admin API.
+	"github.com/monolock/monolock/eventloop/adminapi"
+)
+
+// adminHandler serves the admin API over the running server.
 func (d *daemon) adminHandler() http.Handler {
-	return http.NotFoundHandler()
+	opsListen := d.cfg.opsListen
+	if d.ops != nil {
+		opsListen = d.ops.Addr // the bound address, not ":0"
+	}
+	return adminapi.New(d.srv, adminapi.Info{
+		Version:   version,
+		Started:   time.Now(),
+		Listen:    d.srv.Addr().String(),
+		OpsListen: opsListen,
+		AuditLog:  d.cfg.auditLog,
+		IOTimeout: d.cfg.ioTimeout,
+	})
 }

@@ -77,11 +77,18 @@ func newLogger(cfg settings, stderr io.Writer) zerolog.Logger {
 func shutdownContext(signals <-chan os.Signal, log zerolog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	go func() {
-		select {
-		case sig := <-signals:
-			log.Warn().Stringer("signal", sig).Msg("second signal: exiting now")
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case sig := <-signals:
+				if sig == syscall.SIGHUP {
+					continue // a reload request is no reason to hurry
+				}
+				log.Warn().Stringer("signal", sig).Msg("second signal: exiting now")
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	return ctx, cancel

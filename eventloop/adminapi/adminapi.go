@@ -1,0 +1,353 @@
+// Package adminapi is monolock's admin HTTP API: it lists locks with their
+// holders and queues, force-releases a lock and kicks a waiter.
+//
+//	GET    /api/info                                  version, uptime, effective config, counts
+//	GET    /api/locks[?match=GLOB]                    every held lock, sorted by name
+//	GET    /api/locks/{name}                          one lock; 404 when idle
+//	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02
+//	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02
+//
+// Lock names may contain '/', so {name} and {remote_addr} are single,
+// percent-encoded path segments ("nightly%2Fimport"); the handler splits the
+// escaped path on '/' and then decodes each segment, so an encoded '/' stays
+// in the name. Mount the handler at the root of its own http.Server: a
+// ServeMux in front of it would clean or redirect some paths first.
+//
+// The API has no authentication: serve it on a loopback address only.
+// Every read and change goes through the server's owner loop (Backend);
+// each call is bounded by the request's context and by CallTimeout.
+//
+// Errors are JSON objects {"error": "…"} saying what was wrong and what to
+// do, with status 400 (bad request), 404 (no such lock, waiter or path),
+// 405 (wrong method, with an Allow header) or 503 (the server did not
+// answer).
+package adminapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/glob"
+	"github.com/monolock/monolock/protocol"
+)
+
+// Backend is the running server, as the admin API needs it.
+// *eventloop.Server satisfies it.
+type Backend interface {
+	// Locks returns every held lock whose name match accepts (all for a
+	// nil match), sorted by name, each with its full FIFO queue.
+	Locks(ctx context.Context, match func(name string) bool) ([]eventloop.LockInfo, error)
+	// Lock returns one lock; ok is false when it is idle.
+	Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error)
+	// ForceRelease takes the lock from its holder; ok is false when idle.
+	ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error)
+	// KickWaiter removes one waiter; ok is false when there is no such waiter.
+	KickWaiter(ctx context.Context, name, remoteAddr string) (ok bool, err error)
+	// Stats is a snapshot of the server's counts.
+	Stats(ctx context.Context) (eventloop.Stats, error)
+}
+
+var _ Backend = (*eventloop.Server)(nil)
+
+// Info is the static part of GET /api/info: the version and the effective
+// configuration.
+type Info struct {
+	Version   string
+	Started   time.Time // zero: when New was called
+	Listen    string    // protocol listen address
+	OpsListen string    // empty when off
+	AuditLog  string    // a path, "-" for stdout, empty when off
+	ACLFile   string    // empty when off
+	TLS       bool
+	MTLS      bool
+	IOTimeout time.Duration
+}
+
+// CallTimeout bounds each backend call beyond the request's own context, so
+// a wedged or stopping server answers 503 instead of hanging the client.
+const CallTimeout = 10 * time.Second
+
+// New returns the admin API over b.
+func New(b Backend, info Info) http.Handler {
+	if info.Started.IsZero() {
+		info.Started = time.Now()
+	}
+	return &handler{b: b, info: info}
+}
+
+type handler struct {
+	b    Backend
+	info Info
+}
+
+// Response bodies.
+type (
+	infoResponse struct {
+		Version  string     `json:"version"`
+		UptimeMS int64      `json:"uptime_ms"`
+		Config   infoConfig `json:"config"`
+		Locks    int        `json:"locks"`
+		Sessions int        `json:"sessions"`
+		Waiters  int        `json:"waiters"`
+	}
+	infoConfig struct {
+		Listen      string `json:"listen"`
+		OpsListen   string `json:"ops_listen"`
+		TLS         bool   `json:"tls"`
+		MTLS        bool   `json:"mtls"`
+		ACLFile     string `json:"acl_file"`
+		AuditLog    string `json:"audit_log"`
+		IOTimeoutMS int64  `json:"io_timeout_ms"`
+	}
+	releaseResponse struct {
+		Lock          string `json:"lock"`
+		ReleasedToken uint64 `json:"released_token"`
+	}
+	kickResponse struct {
+		Lock   string `json:"lock"`
+		Kicked string `json:"kicked"`
+	}
+	errorResponse struct {
+		Error string `json:"error"`
+	}
+)
+
+// Allowed methods per route. GET routes also answer HEAD.
+const (
+	allowGet    = "GET, HEAD"
+	allowPost   = "POST"
+	allowDelete = "DELETE"
+)
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	segs, err := segments(r.URL.EscapedPath())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if len(segs) < 2 || segs[0] != "api" {
+		h.notFound(w, r)
+		return
+	}
+	switch {
+	case len(segs) == 2 && segs[1] == "info":
+		if methodOK(w, r, allowGet) {
+			h.getInfo(w, r)
+		}
+	case len(segs) == 2 && segs[1] == "locks":
+		if methodOK(w, r, allowGet) {
+			h.listLocks(w, r)
+		}
+	case segs[1] != "locks":
+		h.notFound(w, r)
+	case len(segs) == 3:
+		if name, ok := lockName(w, segs[2]); ok && methodOK(w, r, allowGet) {
+			h.getLock(w, r, name)
+		}
+	case len(segs) == 4 && segs[3] == "release":
+		if name, ok := lockName(w, segs[2]); ok && methodOK(w, r, allowPost) {
+			h.release(w, r, name)
+		}
+	case len(segs) == 5 && segs[3] == "waiters":
+		name, ok := lockName(w, segs[2])
+		if !ok {
+			return
+		}
+		if segs[4] == "" {
+			writeError(w, http.StatusNotFound, "no waiter address in the path: use DELETE /api/locks/{name}/waiters/{remote_addr} with the waiter's remote_addr from GET /api/locks/{name}")
+			return
+		}
+		if methodOK(w, r, allowDelete) {
+			h.kick(w, r, name, segs[4])
+		}
+	default:
+		h.notFound(w, r)
+	}
+}
+
+// segments splits an escaped path on '/' and decodes each segment, so that
+// "%2F" inside a segment is part of it, not a separator.
+func segments(escaped string) ([]string, error) {
+	parts := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	for i, p := range parts {
+		s, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, fmt.Errorf("malformed percent-encoding in path segment %q: encode names with %%XX escapes (for example nightly%%2Fimport for nightly/import)", p)
+		}
+		parts[i] = s
+	}
+	return parts, nil
+}
+
+// lockName checks a decoded {name} segment. Names that can never be lock
+// names get a 400 saying why.
+func lockName(w http.ResponseWriter, name string) (string, bool) {
+	if name == "" {
+		writeError(w, http.StatusNotFound, "no lock name in the path: use GET /api/locks to list locks, or /api/locks/{name} with the name percent-encoded (nightly%2Fimport for nightly/import)")
+		return "", false
+	}
+	if err := protocol.ValidateName(name); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q cannot be a lock name (%v): lock names are 1 to %d bytes of UTF-8, percent-encoded as one path segment", name, err, protocol.MaxNameLen))
+		return "", false
+	}
+	return name, true
+}
+
+func methodOK(w http.ResponseWriter, r *http.Request, allow string) bool {
+	if r.Method == allow || (allow == allowGet && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+		return true
+	}
+	w.Header().Set("Allow", allow)
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.EscapedPath(), strings.ReplaceAll(allow, ", ", " or ")))
+	return false
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", r.URL.EscapedPath())
+	if strings.HasPrefix(r.URL.EscapedPath(), "/api/locks/") {
+		msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
+	}
+	writeError(w, http.StatusNotFound, msg)
+}
+
+func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := callContext(r)
+	defer cancel()
+	st, err := h.b.Stats(ctx)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, infoResponse{
+		Version:  h.info.Version,
+		UptimeMS: time.Since(h.info.Started).Milliseconds(),
+		Config: infoConfig{
+			Listen:      h.info.Listen,
+			OpsListen:   h.info.OpsListen,
+			TLS:         h.info.TLS,
+			MTLS:        h.info.MTLS,
+			ACLFile:     h.info.ACLFile,
+			AuditLog:    h.info.AuditLog,
+			IOTimeoutMS: h.info.IOTimeout.Milliseconds(),
+		},
+		Locks:    st.Locks,
+		Sessions: st.Sessions,
+		Waiters:  st.Waiters,
+	})
+}
+
+func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
+	var match func(string) bool
+	if q := r.URL.Query(); q.Has("match") {
+		p, err := glob.Compile(q.Get("match"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (or leave out match= to list every lock)", err))
+			return
+		}
+		match = p.Match
+	}
+	ctx, cancel := callContext(r)
+	defer cancel()
+	locks, err := h.b.Locks(ctx, match)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	if locks == nil {
+		locks = []eventloop.LockInfo{}
+	}
+	writeJSON(w, http.StatusOK, locks)
+}
+
+func (h *handler) getLock(w http.ResponseWriter, r *http.Request, name string) {
+	ctx, cancel := callContext(r)
+	defer cancel()
+	info, ok, err := h.b.Lock(ctx, name)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	if !ok {
+		idle(w, name)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
+	ctx, cancel := callContext(r)
+	defer cancel()
+	token, ok, err := h.b.ForceRelease(ctx, name)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	if !ok {
+		idle(w, name)
+		return
+	}
+	writeJSON(w, http.StatusOK, releaseResponse{Lock: name, ReleasedToken: token})
+}
+
+func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string) {
+	ctx, cancel := callContext(r)
+	defer cancel()
+	ok, err := h.b.KickWaiter(ctx, name, addr)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter at %s: list the queue with GET /api/locks/%s and use a remote_addr from it", name, addr, url.PathEscape(name)))
+		return
+	}
+	writeJSON(w, http.StatusOK, kickResponse{Lock: name, Kicked: addr})
+}
+
+func idle(w http.ResponseWriter, name string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q is idle (no holder, no waiters): check the name and its percent-encoding, or list held locks with GET /api/locks", name))
+}
+
+func callContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), CallTimeout)
+}
+
+// backendError reports a failed call to the server's loop: it timed out, the
+// client went away, or the server is stopping.
+func backendError(w http.ResponseWriter, err error) {
+	msg := fmt.Sprintf("the lock server did not answer: %v; it may be shutting down or overloaded, retry shortly", err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = fmt.Sprintf("the lock server did not answer within %v; it may be shutting down or overloaded, retry shortly", CallTimeout)
+	}
+	writeError(w, http.StatusServiceUnavailable, msg)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorResponse{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		b.Reset()
+		msg, _ := json.Marshal("cannot encode the response: " + err.Error())
+		fmt.Fprintf(&b, "{\"error\":%s}\n", msg)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, b.String())
+}

@@ -1,0 +1,627 @@
+package adminapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/adminapi"
+	"github.com/monolock/monolock/protocol"
+)
+
+// safety bounds every blocking wait: a net against a hung test, never a
+// timing assertion.
+const safety = 5 * time.Second
+
+// longLease is a lease no test outlives, for sessions that never heartbeat.
+const longLease = 120_000
+
+// env is a real server on a loopback port with the admin API in front of it.
+type env struct {
+	srv *eventloop.Server
+	api *httptest.Server
+}
+
+func start(t *testing.T) *env {
+	return startWith(t, adminapi.Info{Version: "test"})
+}
+
+func startWith(t *testing.T, info adminapi.Info) *env {
+	t.Helper()
+	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("eventloop.New: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	api := httptest.NewServer(adminapi.New(srv, info))
+	t.Cleanup(func() {
+		api.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &env{srv: srv, api: api}
+}
+
+// client is a raw protocol connection.
+type client struct {
+	t    *testing.T
+	name string // the lock it asked for
+	nc   net.Conn
+	addr string // its address as the server sees it
+	buf  protocol.FrameBuffer
+}
+
+// acquire connects and sends ACQUIRE for name.
+func (e *env) acquire(t *testing.T, name string) *client {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", e.srv.Addr().String(), safety)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	c := &client{t: t, name: name, nc: nc, addr: nc.LocalAddr().String()}
+	c.write(protocol.AppendAcquire(nil, longLease, name))
+	return c
+}
+
+func (c *client) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatalf("%s: write: %v", c.addr, err)
+	}
+}
+
+// frame reads the next server frame.
+func (c *client) frame() (protocol.Frame, error) {
+	var f protocol.Frame
+	_ = c.nc.SetReadDeadline(time.Now().Add(safety))
+	err := protocol.ReadServerFrame(c.nc, &c.buf, &f)
+	return f, err
+}
+
+func (c *client) mustFrame(want protocol.Type) protocol.Frame {
+	c.t.Helper()
+	f, err := c.frame()
+	if err != nil {
+		c.t.Fatalf("%s on %q: reading a frame: %v", c.addr, c.name, err)
+	}
+	if f.Type != want {
+		c.t.Fatalf("%s on %q: got frame 0x%02x (code 0x%02x %q), want 0x%02x", c.addr, c.name, f.Type, f.Code, f.Reason, want)
+	}
+	return f
+}
+
+// closedByAdmin expects ERROR 0x02 and then the end of the connection.
+func (c *client) closedByAdmin() {
+	c.t.Helper()
+	f := c.mustFrame(protocol.TypeError)
+	if f.Code != protocol.CodeClosedByAdmin {
+		c.t.Fatalf("%s: ERROR code 0x%02x, want 0x02", c.addr, f.Code)
+	}
+	if _, err := c.frame(); !errors.Is(err, io.EOF) {
+		c.t.Fatalf("%s: after ERROR 0x02 read %v, want EOF", c.addr, err)
+	}
+}
+
+// holder acquires a free lock and returns the client and its token.
+func (e *env) holder(t *testing.T, name string) (*client, uint64) {
+	t.Helper()
+	c := e.acquire(t, name)
+	return c, c.mustFrame(protocol.TypeAcquired).Token
+}
+
+// waiter queues on a busy lock; WAITING means it is in the queue.
+func (e *env) waiter(t *testing.T, name string) *client {
+	t.Helper()
+	c := e.acquire(t, name)
+	c.mustFrame(protocol.TypeWaiting)
+	return c
+}
+
+// response is an HTTP answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *env) do(t *testing.T, method, path string) response {
+	t.Helper()
+	return do(t, method, e.api.URL+path)
+}
+
+func do(t *testing.T, method, rawURL string) response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	if err != nil {
+		t.Fatalf("NewRequest %s %s: %v", method, rawURL, err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, rawURL, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, rawURL, err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// decode checks the status and the content type and decodes the JSON body.
+func (r response) decode(t *testing.T, status int, v any) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(r.body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+// wantError checks a JSON error answer.
+func (r response) wantError(t *testing.T, status int) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	r.decode(t, status, &e)
+	if e.Error == "" {
+		t.Fatalf("error body without a message: %s", r.body)
+	}
+	return e.Error
+}
+
+func lockPath(name string) string { return "/api/locks/" + url.PathEscape(name) }
+
+func addrs(ws []eventloop.WaiterInfo) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.RemoteAddr
+	}
+	return out
+}
+
+// checkLock compares a LockInfo with what the clients saw on the wire.
+func checkLock(t *testing.T, got eventloop.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
+	t.Helper()
+	if got.Name != name {
+		t.Errorf("name %q, want %q", got.Name, name)
+	}
+	if got.Holder.Token != token {
+		t.Errorf("%q: holder token %d, want %d (the token the client got on the wire)", name, got.Holder.Token, token)
+	}
+	if got.Holder.RemoteAddr != holder.addr {
+		t.Errorf("%q: holder remote_addr %q, want %q", name, got.Holder.RemoteAddr, holder.addr)
+	}
+	if got.Holder.LeaseMS != longLease {
+		t.Errorf("%q: holder lease_ms %d, want %d", name, got.Holder.LeaseMS, longLease)
+	}
+	if got.Holder.Since.IsZero() || got.Holder.Identity != "" {
+		t.Errorf("%q: holder since %v identity %q, want a time and no identity", name, got.Holder.Since, got.Holder.Identity)
+	}
+	want := make([]string, len(waiters))
+	for i, w := range waiters {
+		want[i] = w.addr
+	}
+	if g := addrs(got.Waiters); !slices.Equal(g, want) {
+		t.Errorf("%q: waiters %v, want %v in FIFO order", name, g, want)
+	}
+	for i, w := range got.Waiters {
+		if w.QueuedAt.IsZero() || (i > 0 && w.QueuedAt.Before(got.Waiters[i-1].QueuedAt)) {
+			t.Errorf("%q: waiter %d queued_at %v out of order", name, i, w.QueuedAt)
+		}
+	}
+}
+
+func TestListAndGet(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	imp, impTok := e.holder(t, "nightly/import")
+	w1 := e.waiter(t, "nightly/import")
+	w2 := e.waiter(t, "nightly/import")
+	w3 := e.waiter(t, "nightly/import")
+	exp, expTok := e.holder(t, "nightly/export/eu")
+	other, otherTok := e.holder(t, "nightly")
+
+	var all []eventloop.LockInfo
+	e.do(t, "GET", "/api/locks").decode(t, 200, &all)
+	if len(all) != 3 {
+		t.Fatalf("GET /api/locks: %d locks, want 3: %+v", len(all), all)
+	}
+	checkLock(t, all[0], "nightly", other, otherTok)
+	checkLock(t, all[1], "nightly/export/eu", exp, expTok)
+	checkLock(t, all[2], "nightly/import", imp, impTok, w1, w2, w3)
+	if all[0].Waiters == nil {
+		t.Error("a lock without waiters must show waiters: [], not null")
+	}
+
+	// The filter: '*' crosses '/', and "nightly/*" does not match "nightly".
+	for _, q := range []string{"?match=nightly/*", "?match=" + url.QueryEscape("nightly/*")} {
+		var matched []eventloop.LockInfo
+		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &matched)
+		if len(matched) != 2 {
+			t.Fatalf("GET /api/locks%s: %d locks, want 2: %+v", q, len(matched), matched)
+		}
+		checkLock(t, matched[0], "nightly/export/eu", exp, expTok)
+		checkLock(t, matched[1], "nightly/import", imp, impTok, w1, w2, w3)
+	}
+
+	var one eventloop.LockInfo
+	e.do(t, "GET", "/api/locks/nightly%2Fimport").decode(t, 200, &one)
+	checkLock(t, one, "nightly/import", imp, impTok, w1, w2, w3)
+
+	// HEAD answers like GET, without a body.
+	if r := e.do(t, "HEAD", "/api/locks/nightly%2Fimport"); r.status != 200 || len(r.body) != 0 {
+		t.Errorf("HEAD: status %d body %q, want 200 and no body", r.status, r.body)
+	}
+}
+
+func TestEmptyListIsArray(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, path := range []string{"/api/locks", "/api/locks?match=*"} {
+		r := e.do(t, "GET", path)
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
+			t.Errorf("GET %s on an idle server: %d %s, want 200 []", path, r.status, r.body)
+		}
+	}
+	e.holder(t, "a")
+	if r := e.do(t, "GET", "/api/locks?match=b*"); r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
+		t.Errorf("GET with a filter matching nothing: %d %s, want 200 []", r.status, r.body)
+	}
+}
+
+func TestBadGlob(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	msg := e.do(t, "GET", "/api/locks?match=").wantError(t, 400)
+	if !strings.Contains(msg, "pattern") {
+		t.Errorf("error %q should name the pattern as the problem", msg)
+	}
+}
+
+func TestIdleIs404(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	_, _ = e.holder(t, "busy")
+	w := e.waiter(t, "busy")
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/locks/idle"},
+		{"GET", "/api/locks/nightly%2Fidle"},
+		{"POST", "/api/locks/idle/release"},
+		{"DELETE", "/api/locks/idle/waiters/" + url.PathEscape(w.addr)},
+		{"DELETE", "/api/locks/busy/waiters/127.0.0.1:1"},
+	} {
+		msg := e.do(t, c.method, c.path).wantError(t, 404)
+		if c.method == "GET" && !strings.Contains(msg, "idle") {
+			t.Errorf("%s %s: error %q should say the lock is idle", c.method, c.path, msg)
+		}
+	}
+}
+
+func TestForceRelease(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	const name = "deploy/prod"
+	h, tok := e.holder(t, name)
+	w1 := e.waiter(t, name)
+	w2 := e.waiter(t, name)
+
+	var res struct {
+		Lock          string `json:"lock"`
+		ReleasedToken uint64 `json:"released_token"`
+	}
+	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
+	if res.Lock != name || res.ReleasedToken != tok {
+		t.Fatalf("release answered %+v, want lock %q and released_token %d", res, name, tok)
+	}
+	h.closedByAdmin()
+	next := w1.mustFrame(protocol.TypeAcquired).Token
+	if next <= tok {
+		t.Fatalf("promoted waiter got token %d, want more than %d", next, tok)
+	}
+
+	var now eventloop.LockInfo
+	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
+	checkLock(t, now, name, w1, next, w2)
+
+	// Releasing again takes it from the promoted holder; then it is idle.
+	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
+	w1.closedByAdmin()
+	last := w2.mustFrame(protocol.TypeAcquired).Token
+	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
+	if res.ReleasedToken != last {
+		t.Fatalf("released_token %d, want %d", res.ReleasedToken, last)
+	}
+	w2.closedByAdmin()
+	e.do(t, "GET", lockPath(name)).wantError(t, 404)
+	e.do(t, "POST", lockPath(name)+"/release").wantError(t, 404)
+}
+
+func TestKickWaiter(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	const name = "shard-7"
+	h, tok := e.holder(t, name)
+	w1 := e.waiter(t, name)
+	w2 := e.waiter(t, name)
+	w3 := e.waiter(t, name)
+
+	var res struct {
+		Lock   string `json:"lock"`
+		Kicked string `json:"kicked"`
+	}
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).decode(t, 200, &res)
+	if res.Lock != name || res.Kicked != w2.addr {
+		t.Fatalf("kick answered %+v, want lock %q kicked %q", res, name, w2.addr)
+	}
+	w2.closedByAdmin()
+
+	var now eventloop.LockInfo
+	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
+	checkLock(t, now, name, h, tok, w1, w3)
+
+	// The others are untouched: still waiting, still holding.
+	for _, c := range []*client{w1, w3} {
+		c.write(protocol.AppendHeartbeat(nil))
+		c.mustFrame(protocol.TypeWaiting)
+	}
+	h.write(protocol.AppendHeartbeat(nil))
+	if got := h.mustFrame(protocol.TypeAcquired).Token; got != tok {
+		t.Fatalf("holder's heartbeat answered token %d, want %d", got, tok)
+	}
+
+	// Kicking it again, or kicking the holder as a waiter, is a 404.
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).wantError(t, 404)
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(h.addr)).wantError(t, 404)
+
+	// Unescaped ':' in the address works too.
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+w3.addr).decode(t, 200, &res)
+	w3.closedByAdmin()
+	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
+	checkLock(t, now, name, h, tok, w1)
+}
+
+func TestEncodedNames(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	names := []string{
+		"nightly/import",
+		"/leading/slash/",
+		"a//b",
+		"with space",
+		"100%",
+		"%2F is not a slash",
+		"a+b",
+		"q?x#y&z=1",
+		"..",
+		".",
+		"日本/語",
+		"emoji 😀",
+		"semi;colon",
+	}
+	tokens := map[string]uint64{}
+	holders := map[string]*client{}
+	for _, name := range names {
+		holders[name], tokens[name] = e.holder(t, name)
+	}
+	for _, name := range names {
+		var got eventloop.LockInfo
+		e.do(t, "GET", lockPath(name)).decode(t, 200, &got)
+		checkLock(t, got, name, holders[name], tokens[name])
+	}
+
+	var matched []eventloop.LockInfo
+	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &matched)
+	if len(matched) != 1 || matched[0].Name != "日本/語" {
+		t.Errorf("match 日本/? returned %+v, want only 日本/語", matched)
+	}
+
+	// Force-release through an encoded name.
+	var res struct {
+		Lock          string `json:"lock"`
+		ReleasedToken uint64 `json:"released_token"`
+	}
+	e.do(t, "POST", lockPath("日本/語")+"/release").decode(t, 200, &res)
+	if res.Lock != "日本/語" || res.ReleasedToken != tokens["日本/語"] {
+		t.Errorf("release answered %+v", res)
+	}
+	holders["日本/語"].closedByAdmin()
+
+	// An unencoded '/' splits the name: a 404 that says how to encode it.
+	msg := e.do(t, "GET", "/api/locks/nightly/import").wantError(t, 404)
+	if !strings.Contains(msg, "nightly%2Fimport") {
+		t.Errorf("404 for an unencoded name should show the encoding, got %q", msg)
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.do(t, "GET", "/api/locks/"+strings.Repeat("a", protocol.MaxNameLen+1)).wantError(t, 400)
+	e.do(t, "GET", "/api/locks/%FF").wantError(t, 400)
+	e.do(t, "GET", "/api/locks/").wantError(t, 404)
+	e.do(t, "DELETE", "/api/locks/x/waiters/").wantError(t, 404)
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	info := adminapi.Info{
+		Version:   "v1.2.3",
+		Started:   time.Now().Add(-time.Hour),
+		Listen:    "127.0.0.1:7070",
+		OpsListen: "127.0.0.1:9090",
+		AuditLog:  "/var/log/monolock/audit.jsonl",
+		ACLFile:   "/etc/monolock/acl.json",
+		TLS:       true,
+		MTLS:      true,
+		IOTimeout: 5 * time.Second,
+	}
+	e := startWith(t, info)
+	e.holder(t, "x")
+	e.waiter(t, "x")
+	e.holder(t, "y")
+
+	var got struct {
+		Version  string `json:"version"`
+		UptimeMS int64  `json:"uptime_ms"`
+		Config   struct {
+			Listen      string `json:"listen"`
+			OpsListen   string `json:"ops_listen"`
+			TLS         bool   `json:"tls"`
+			MTLS        bool   `json:"mtls"`
+			ACLFile     string `json:"acl_file"`
+			AuditLog    string `json:"audit_log"`
+			IOTimeoutMS int64  `json:"io_timeout_ms"`
+		} `json:"config"`
+		Locks    int `json:"locks"`
+		Sessions int `json:"sessions"`
+		Waiters  int `json:"waiters"`
+	}
+	e.do(t, "GET", "/api/info").decode(t, 200, &got)
+	if got.Version != "v1.2.3" || got.UptimeMS < time.Hour.Milliseconds() {
+		t.Errorf("version %q uptime_ms %d, want v1.2.3 and at least an hour", got.Version, got.UptimeMS)
+	}
+	c := got.Config
+	if c.Listen != info.Listen || c.OpsListen != info.OpsListen || !c.TLS || !c.MTLS ||
+		c.ACLFile != info.ACLFile || c.AuditLog != info.AuditLog || c.IOTimeoutMS != 5000 {
+		t.Errorf("config %+v does not reflect %+v", c, info)
+	}
+	if got.Locks != 2 || got.Sessions != 3 || got.Waiters != 1 {
+		t.Errorf("locks %d sessions %d waiters %d, want 2, 3, 1", got.Locks, got.Sessions, got.Waiters)
+	}
+}
+
+func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, c := range []struct{ method, path, allow string }{
+		{"POST", "/api/info", "GET, HEAD"},
+		{"DELETE", "/api/locks", "GET, HEAD"},
+		{"PUT", "/api/locks/x", "GET, HEAD"},
+		{"POST", "/api/locks/a%2Fb", "GET, HEAD"},
+		{"GET", "/api/locks/x/release", "POST"},
+		{"DELETE", "/api/locks/x/release", "POST"},
+		{"GET", "/api/locks/x/waiters/127.0.0.1:5", "DELETE"},
+		{"POST", "/api/locks/x/waiters/127.0.0.1:5", "DELETE"},
+	} {
+		r := e.do(t, c.method, c.path)
+		r.wantError(t, 405)
+		if got := r.header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+	}
+}
+
+func TestUnknownPath(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, path := range []string{"/", "/api", "/api/", "/api/nope", "/metrics", "/api/info/x",
+		"/api/locks/x/nope", "/api/locks/x/waiters", "/api/locks/x/waiters/a/b", "/API/locks"} {
+		e.do(t, "GET", path).wantError(t, 404)
+	}
+}
+
+// fake is a Backend that records what it was asked.
+type fake struct {
+	err      error
+	name     string
+	addr     string
+	deadline bool
+}
+
+func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]eventloop.LockInfo, error) {
+	_, f.deadline = ctx.Deadline()
+	return nil, f.err
+}
+
+func (f *fake) Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error) {
+	_, f.deadline = ctx.Deadline()
+	f.name = name
+	return eventloop.LockInfo{}, false, f.err
+}
+
+func (f *fake) ForceRelease(ctx context.Context, name string) (uint64, bool, error) {
+	f.name = name
+	return 0, false, f.err
+}
+
+func (f *fake) KickWaiter(ctx context.Context, name, addr string) (bool, error) {
+	f.name, f.addr = name, addr
+	return true, f.err
+}
+
+func (f *fake) Stats(ctx context.Context) (eventloop.Stats, error) {
+	return eventloop.Stats{}, f.err
+}
+
+// TestRawPaths sends request lines as a client would write them, with no
+// client-side normalisation, and checks what reaches the backend.
+func TestRawPaths(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ target, name, addr string }{
+		{"/api/locks/a%2Fb/waiters/%5B%3A%3A1%5D%3A4242", "a/b", "[::1]:4242"},
+		{"/api/locks/a%2fb/waiters/[::1]:4242", "a/b", "[::1]:4242"},
+		{"/api/locks/%E6%97%A5%E6%9C%AC%2F%E8%AA%9E/waiters/127.0.0.1:5", "日本/語", "127.0.0.1:5"},
+		{"/api/locks/a%25b/waiters/127.0.0.1:5", "a%b", "127.0.0.1:5"},
+		{"/api/locks/%2E%2E/waiters/127.0.0.1:5", "..", "127.0.0.1:5"},
+	} {
+		f := &fake{}
+		rec := httptest.NewRecorder()
+		adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest("DELETE", c.target, nil))
+		if rec.Code != 200 || f.name != c.name || f.addr != c.addr {
+			t.Errorf("DELETE %s: status %d, backend saw name %q addr %q; want 200, %q, %q", c.target, rec.Code, f.name, f.addr, c.name, c.addr)
+		}
+	}
+}
+
+func TestBackendFailure(t *testing.T) {
+	t.Parallel()
+	f := &fake{err: errors.New("run on event loop: engine stopped")}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/info"},
+		{"GET", "/api/locks"},
+		{"GET", "/api/locks/x"},
+		{"POST", "/api/locks/x/release"},
+		{"DELETE", "/api/locks/x/waiters/127.0.0.1:5"},
+	} {
+		msg := do(t, c.method, api.URL+c.path).wantError(t, 503)
+		if !strings.Contains(msg, "retry") {
+			t.Errorf("%s %s: error %q should say what to do", c.method, c.path, msg)
+		}
+	}
+	f.err = nil
+	do(t, "GET", api.URL+"/api/locks/x").wantError(t, 404)
+	if !f.deadline {
+		t.Error("the backend call had no deadline")
+	}
+}

@@ -1,0 +1,319 @@
+package glob_test
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/monolock/monolock/eventloop/glob"
+)
+
+var matchTests = []struct {
+	pattern, s string
+	want       bool
+}{
+	// Literals: whole string, case sensitive.
+	{"nightly", "nightly", true},
+	{"nightly", "Nightly", false},
+	{"nightly", "nightly2", false},
+	{"nightly", "xnightly", false},
+	{"nightly", "", false},
+	{"a/b", "a/b", true},
+
+	// '*' crosses '/', may be empty, must still match the whole string.
+	{"nightly/*", "nightly/import", true},
+	{"nightly/*", "nightly/a/b/c", true},
+	{"nightly/*", "nightly/", true},
+	{"nightly/*", "nightly", false},
+	{"nightly/*", "nightlyx", false},
+	{"*/import", "nightly/import", true},
+	{"*/import", "a/b/import", true},
+	{"*/import", "/import", true},
+	{"*/import", "import", false},
+	{"a*b*c", "abc", true},
+	{"a*b*c", "a/x/b/y/c", true},
+	{"a*b*c", "acb", false},
+	{"a*b", "abab", true},
+	{"a*b", "abba", false},
+	{"*a", "aaaa", true},
+	{"*ab*ab", "abxab", true},
+	{"*ab*ab", "abab", true},
+	{"*ab*ab", "ab", false},
+
+	// '?' is exactly one character.
+	{"shard-?", "shard-3", true},
+	{"shard-?", "shard-31", false},
+	{"shard-?", "shard-", false},
+	{"shard-?", "shard-/", true},
+	{"shard-??", "shard-31", true},
+	{"?", "", false},
+	{"?", "a", true},
+	{"?", "ab", false},
+
+	// Multi-byte characters: '?' takes a whole code point, never a byte.
+	{"?", "é", true},
+	{"??", "é", false},
+	{"?", "日", true},
+	{"?", "😀", true},
+	{"??", "😀", false},
+	{"caf?", "café", true},
+	{"caf??", "café", false},
+	{"?本", "日本", true},
+	{"日*", "日本/語", true},
+	{"*語", "日本/語", true},
+	{"*本?", "日本語", true},
+	{"é", "é", true},
+	{"é", "e\u0301", false}, // no normalization: a decomposed é is two characters
+	{"e?", "e\u0301", true},
+
+	// Invalid UTF-8: each stray byte is one character, in both strings.
+	{"?", "\xff", true},
+	{"??", "\xff\xfe", true},
+	{"?", "\xff\xfe", false},
+	{"?", "\xe6\x97", false}, // a truncated 日 is two stray bytes
+	{"??", "\xe6\x97", true},
+	{"\xc3?", "é", false}, // a stray lead byte does not match half of é
+	{"\xc3?", "\xc3\xa9", false},
+	{"\xc3?", "\xc3x", true},
+	{"*\xa9", "é", false},
+	{"*\xa9", "x\xa9", true},
+	{"\xff", "\xff", true},
+	{"\xff", "\ufffd", false},
+	{"\ufffd", "\xff", false},
+
+	// The empty string.
+	{"*", "", true},
+	{"**", "", true},
+	{"?*", "", false},
+	{"*?", "", false},
+
+	// Patterns of only stars.
+	{"*", "anything/at/all", true},
+	{"***", "x", true},
+	{"*****", "日本/語", true},
+
+	// No escapes, no classes: these characters are literal.
+	{`[ab]`, "a", false},
+	{`[ab]`, "[ab]", true},
+	{`a\*`, `a\xyz`, true},
+	{`a\*`, `a*`, false},
+	{"a.b", "axb", false},
+	{"a.b", "a.b", true},
+	{"a+", "aa", false},
+}
+
+func TestMatch(t *testing.T) {
+	for _, tt := range matchTests {
+		p, err := glob.Compile(tt.pattern)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tt.pattern, err)
+		}
+		if got := p.Match(tt.s); got != tt.want {
+			t.Errorf("Compile(%q).Match(%q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+		if got := glob.Match(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+		if got := refMatch(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("reference(%q, %q) = %v, want %v: the test table or the reference is wrong", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestCompileEmpty(t *testing.T) {
+	_, err := glob.Compile("")
+	if !errors.Is(err, glob.ErrEmpty) {
+		t.Fatalf(`Compile("") error = %v, want ErrEmpty`, err)
+	}
+	if !strings.Contains(err.Error(), `"*"`) {
+		t.Errorf("the error %q should say what to do instead", err)
+	}
+	if glob.Match("", "") || glob.Match("", "x") {
+		t.Error(`Match("", …) = true, want false: an invalid pattern matches nothing`)
+	}
+	var zero glob.Pattern
+	if zero.Match("") || zero.Match("x") {
+		t.Error("the zero Pattern matched, want it to match nothing")
+	}
+}
+
+func TestMustCompilePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error(`MustCompile("") did not panic`)
+		}
+	}()
+	glob.MustCompile("")
+}
+
+func TestStringAndLiteral(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		literal bool
+	}{
+		{"nightly/import", true},
+		{"a**b", false},
+		{"shard-?", false},
+		{"[x]", true},
+	} {
+		p := glob.MustCompile(tt.pattern)
+		if p.String() != tt.pattern {
+			t.Errorf("String() = %q, want %q", p.String(), tt.pattern)
+		}
+		lit, ok := p.Literal()
+		if ok != tt.literal || (ok && lit != tt.pattern) {
+			t.Errorf("Compile(%q).Literal() = %q, %v; want literal=%v", tt.pattern, lit, ok, tt.literal)
+		}
+	}
+	if _, ok := (glob.Pattern{}).Literal(); ok {
+		t.Error("the zero Pattern claims to be a literal")
+	}
+}
+
+// TestNoBlowUp is the classic exponential case for backtracking matchers:
+// a*a*a*…b against aaaa…. It must finish at once.
+func TestNoBlowUp(t *testing.T) {
+	pattern := strings.Repeat("a*", 50) + "b"
+	s := strings.Repeat("a", 10_000)
+	if glob.Match(pattern, s) {
+		t.Fatal("matched a string without b")
+	}
+	if !glob.Match(pattern, s+"b") {
+		t.Fatal("did not match a string ending in b")
+	}
+}
+
+// units splits s into characters as the package defines them: code points,
+// and single bytes of invalid sequences.
+func units(s string) []string {
+	var u []string
+	for len(s) > 0 {
+		_, w := utf8.DecodeRuneInString(s)
+		u = append(u, s[:w])
+		s = s[w:]
+	}
+	return u
+}
+
+// refMatch is the obviously correct reference: dynamic programming over
+// characters, straight from the definition.
+func refMatch(pattern, s string) bool {
+	if pattern == "" {
+		return false
+	}
+	p, t := units(pattern), units(s)
+	// m[i][j]: p[i:] matches t[j:].
+	m := make([][]bool, len(p)+1)
+	for i := range m {
+		m[i] = make([]bool, len(t)+1)
+	}
+	m[len(p)][len(t)] = true
+	for i := len(p) - 1; i >= 0; i-- {
+		for j := len(t); j >= 0; j-- {
+			switch {
+			case p[i] == "*":
+				m[i][j] = m[i+1][j] || (j < len(t) && m[i][j+1])
+			case j == len(t):
+				m[i][j] = false
+			case p[i] == "?":
+				m[i][j] = m[i+1][j+1]
+			default:
+				m[i][j] = p[i] == t[j] && m[i+1][j+1]
+			}
+		}
+	}
+	return m[0][0]
+}
+
+// regexpFor translates a valid-UTF-8 pattern into an anchored regexp. (?s)
+// lets '.' match '\n'; '.' matches one code point.
+func regexpFor(pattern string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString(`(?s)\A`)
+	for _, r := range pattern {
+		switch r {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString(`\z`)
+	return regexp.MustCompile(b.String())
+}
+
+func FuzzMatch(f *testing.F) {
+	for _, tt := range matchTests {
+		f.Add(tt.pattern, tt.s)
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		if len(pattern) > 64 || len(s) > 256 {
+			return // keep the reference's quadratic table small
+		}
+		want := refMatch(pattern, s)
+		if got := glob.Match(pattern, s); got != want {
+			t.Fatalf("Match(%q, %q) = %v, reference says %v", pattern, s, got, want)
+		}
+		p, err := glob.Compile(pattern)
+		if pattern == "" {
+			if err == nil {
+				t.Fatal(`Compile("") succeeded`)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", pattern, err)
+		}
+		if p.String() != pattern {
+			t.Fatalf("String() = %q, want %q", p.String(), pattern)
+		}
+		if got := p.Match(s); got != want {
+			t.Fatalf("Compile(%q).Match(%q) = %v, reference says %v", pattern, s, got, want)
+		}
+		// A second, independent reference for valid text. regexp reads an
+		// invalid byte as U+FFFD, which would let a literal U+FFFD match it,
+		// so it only judges valid UTF-8.
+		if utf8.ValidString(pattern) && utf8.ValidString(s) {
+			if re := regexpFor(pattern).MatchString(s); re != want {
+				t.Fatalf("regexp %s on %q = %v, DP reference says %v", regexpFor(pattern), s, re, want)
+			}
+		}
+	})
+}
+
+var sink bool
+
+func BenchmarkMatch(b *testing.B) {
+	cases := []struct{ name, pattern, s string }{
+		{"literal", "nightly/import", "nightly/import"},
+		{"prefix", "nightly/*", "nightly/import/2024-06-01"},
+		{"question", "shard-??", "shard-31"},
+		{"utf8", "日本*?", "日本/語/データ"},
+		{"identity", "spiffe://prod/worker/*", "spiffe://prod/worker/eu-west-1/batch-7"},
+		{"backtrack", "*a*a*a*b", strings.Repeat("a", 200)},
+	}
+	for _, c := range cases {
+		p := glob.MustCompile(c.pattern)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = p.Match(c.s)
+			}
+		})
+	}
+}
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	p := glob.MustCompile("spiffe://*/worker/?*")
+	s := "spiffe://prod/worker/日本"
+	if n := testing.AllocsPerRun(100, func() { sink = p.Match(s) }); n != 0 {
+		t.Errorf("Pattern.Match allocates %v times per call, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { sink = glob.Match("shard-?", "shard-3") }); n != 0 {
+		t.Errorf("Match allocates %v times per call, want 0", n)
+	}
+}
