@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/monolock/monolock/eventloop/certs"
 )
 
 // peer is what a TLS connection tells the owner about its client, since the
@@ -42,7 +44,7 @@ func (s *Server) acceptTLS(conn net.Conn) {
 		_ = tc.Close()
 		return
 	}
-	p := &peer{remote: conn.RemoteAddr(), identity: identityOf(tc.ConnectionState())}
+	p := &peer{remote: conn.RemoteAddr(), identity: certs.Identity(tc.ConnectionState())}
 	if _, err := s.engine.EnrollContext(inner, p); err != nil {
 		s.metrics.AcceptErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot enroll a TLS connection; closing it")
@@ -97,21 +99,4 @@ func socketPair() (inner, outer net.Conn, err error) {
 		}
 	}
 	return conns[0], conns[1], nil
-}
-
-// identityOf derives the client's identity from its verified certificate:
-// the first URI SAN, else the first DNS SAN, else the Common Name; empty
-// without a client certificate.
-func identityOf(cs tls.ConnectionState) string {
-	if len(cs.PeerCertificates) == 0 {
-		return ""
-	}
-	leaf := cs.PeerCertificates[0]
-	switch {
-	case len(leaf.URIs) > 0:
-		return leaf.URIs[0].String()
-	case len(leaf.DNSNames) > 0:
-		return leaf.DNSNames[0]
-	}
-	return leaf.Subject.CommonName
 }

@@ -19,6 +19,9 @@ func (d *daemon) adminHandler() http.Handler {
 		Listen:    d.srv.Addr().String(),
 		OpsListen: opsListen,
 		AuditLog:  d.cfg.auditLog,
+		ACLFile:   d.cfg.aclFile,
+		TLS:       d.cfg.tlsCert != "",
+		MTLS:      d.cfg.tlsClientCA != "",
 		IOTimeout: d.cfg.ioTimeout,
 	})
 }

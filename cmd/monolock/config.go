@@ -19,6 +19,10 @@ type settings struct {
 	opsListen   string
 	adminListen string
 	auditLog    string
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
+	aclFile     string
 	ioTimeout   time.Duration
 	logLevel    zerolog.Level
 	logFormat   string
@@ -40,6 +44,14 @@ var table = []setting{
 		func(s *settings, v string) error { s.adminListen = v; return nil }},
 	{"audit-log", "MONOLOCK_AUDIT_LOG", "", "audit stream of ownership changes: a file path, or - for stdout (empty: off)",
 		func(s *settings, v string) error { s.auditLog = v; return nil }},
+	{"tls-cert", "MONOLOCK_TLS_CERT", "", "PEM server certificate; with -tls-key the protocol port speaks TLS only",
+		func(s *settings, v string) error { s.tlsCert = v; return nil }},
+	{"tls-key", "MONOLOCK_TLS_KEY", "", "PEM private key of -tls-cert",
+		func(s *settings, v string) error { s.tlsKey = v; return nil }},
+	{"tls-client-ca", "MONOLOCK_TLS_CLIENT_CA", "", "PEM CA pool for client certificates: mutual TLS, identities",
+		func(s *settings, v string) error { s.tlsClientCA = v; return nil }},
+	{"acl-file", "MONOLOCK_ACL_FILE", "", "JSON access-control list of identity and lock patterns; needs -tls-client-ca",
+		func(s *settings, v string) error { s.aclFile = v; return nil }},
 	{"io-timeout", "MONOLOCK_IO_TIMEOUT", eventloop.DefaultIOTimeout.String(), "bound on a missing ACQUIRE, a half-sent frame and undrained output (Go duration)",
 		func(s *settings, v string) error {
 			d, err := time.ParseDuration(v)
@@ -106,7 +118,22 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 			return settings{}, fmt.Errorf("invalid %s: %w", from, err)
 		}
 	}
-	return s, nil
+	return s, s.checkCombinations()
+}
+
+// checkCombinations rejects settings that only make sense together.
+func (s settings) checkCombinations() error {
+	switch {
+	case s.tlsCert != "" && s.tlsKey == "":
+		return errors.New("-tls-cert needs -tls-key: give the certificate's private key too")
+	case s.tlsKey != "" && s.tlsCert == "":
+		return errors.New("-tls-key needs -tls-cert: give the certificate the key belongs to")
+	case s.tlsClientCA != "" && s.tlsCert == "":
+		return errors.New("-tls-client-ca needs -tls-cert and -tls-key: mutual TLS runs on a TLS port")
+	case s.aclFile != "" && s.tlsClientCA == "":
+		return errors.New("-acl-file needs -tls-client-ca: the ACL matches identities from client certificates")
+	}
+	return nil
 }
 
 func printUsage(w io.Writer) {
@@ -121,5 +148,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/acl"
 	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/eventloop/certs"
 	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/opshttp"
 )
@@ -25,32 +27,62 @@ type daemon struct {
 	srv    *eventloop.Server
 	health opshttp.Health
 	audit  *audit.Log
-	ops    *http.Server // nil when off
-	admin  *http.Server // nil when off
-	failed chan error   // a server that stopped on its own
+	certs  *certs.Reloader // nil without TLS
+	ops    *http.Server    // nil when off
+	admin  *http.Server    // nil when off
+	failed chan error      // a server that stopped on its own
+}
+
+// files is what the settings name on disk, read before anything starts so
+// that a bad file is a configuration error.
+type files struct {
+	certs *certs.Reloader // nil without TLS
+	rules *acl.Rules      // nil without an ACL
+	audit *audit.Log      // nil without an audit log
+}
+
+func openFiles(cfg settings) (f files, err error) {
+	if cfg.tlsCert != "" {
+		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA}); err != nil {
+			return f, err
+		}
+	}
+	if cfg.aclFile != "" {
+		if f.rules, err = acl.Load(cfg.aclFile); err != nil {
+			return f, err
+		}
+	}
+	if cfg.auditLog != "" {
+		if f.audit, err = audit.Open(cfg.auditLog); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
 }
 
 // start brings everything up, or nothing: a failure closes what was opened.
-func start(cfg settings, log zerolog.Logger) (d *daemon, err error) {
-	d = &daemon{cfg: cfg, log: log, failed: make(chan error, 3)}
+func start(cfg settings, log zerolog.Logger, f files) (d *daemon, err error) {
+	d = &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3)}
 	defer func() {
 		if err != nil {
 			d.closeAll()
 		}
 	}()
-	if cfg.auditLog != "" {
-		if d.audit, err = audit.Open(cfg.auditLog); err != nil {
-			return nil, err
-		}
-	}
 	registry := prometheus.NewRegistry()
-	d.srv, err = eventloop.New(eventloop.Config{
+	srvCfg := eventloop.Config{
 		ListenAddress: cfg.listen,
 		IOTimeout:     cfg.ioTimeout,
 		Logger:        log,
 		Metrics:       metrics.New(registry),
 		Audit:         d.audit,
-	})
+	}
+	if f.certs != nil {
+		srvCfg.TLS = f.certs.ServerConfig()
+	}
+	if f.rules != nil {
+		srvCfg.Authorizer = f.rules
+	}
+	d.srv, err = eventloop.New(srvCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +111,8 @@ func start(cfg settings, log zerolog.Logger) (d *daemon, err error) {
 	if d.admin != nil {
 		ev = ev.Str("admin_listen", d.admin.Addr)
 	}
-	ev.Str("audit_log", cfg.auditLog).Msg("monolock started")
+	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("acl_file", cfg.aclFile).
+		Str("audit_log", cfg.auditLog).Msg("monolock started")
 	return d, nil
 }
 
@@ -99,9 +132,19 @@ func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, err
 	return hs, nil
 }
 
-// reload applies SIGHUP: reopen the audit file for log rotation. A failure
-// keeps the previous state.
+// reload applies SIGHUP: reread the TLS material and the ACL, reopen the
+// audit file for log rotation. Any failure keeps the previous good state.
 func (d *daemon) reload() {
+	if d.certs != nil {
+		if err := d.certs.Reload(); err != nil {
+			d.log.Error().Err(err).Msg("SIGHUP: TLS files not reloaded; new connections keep the previous certificate and CA")
+		} else {
+			d.log.Info().Msg("SIGHUP: TLS files reloaded; new connections use them")
+		}
+	}
+	if d.cfg.aclFile != "" {
+		d.reloadACL()
+	}
 	if d.audit != nil {
 		if err := d.audit.Reopen(); err != nil {
 			d.log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit log; still writing to the old file")
@@ -164,4 +207,20 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// reloadACL replaces the ACL for new ACQUIREs; a bad file keeps the old rules.
+func (d *daemon) reloadACL() {
+	rules, err := acl.Load(d.cfg.aclFile)
+	if err != nil {
+		d.log.Error().Err(err).Msg("SIGHUP: ACL not reloaded; the previous rules stay in force")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.srv.SetAuthorizer(ctx, rules); err != nil {
+		d.log.Error().Err(err).Msg("SIGHUP: ACL not applied; the previous rules stay in force")
+		return
+	}
+	d.log.Info().Int("rules", rules.Len()).Msg("SIGHUP: ACL reloaded")
 }

@@ -33,13 +33,18 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 2
 	}
+	f, err := openFiles(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "monolock: %v\n", err)
+		return 2
+	}
 	log := newLogger(cfg, stderr)
 
 	// Signals are wired before anything starts so that none is lost.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	d, err := start(cfg, log)
+	d, err := start(cfg, log, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 1

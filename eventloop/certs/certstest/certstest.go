@@ -1,0 +1,312 @@
+// Package certstest makes a throwaway public-key infrastructure for tests:
+// a CA, a server certificate for localhost and 127.0.0.1, and client
+// certificates with each kind of identity monolock derives (URI SAN, DNS SAN,
+// Common Name), plus one from a CA the server does not trust. Everything is
+// made with crypto/x509, no external tools, and written as PEM files.
+//
+// It is test support: it reports failures through testing.TB and must not be
+// imported by production code.
+package certstest
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Names of the client certificates NewPKI makes, for PKI.ClientTLS and
+// PKI.Clients.
+const (
+	ClientURI       = "uri"       // URI SAN IdentityURI only
+	ClientDNS       = "dns"       // DNS SAN IdentityDNS only, empty subject
+	ClientCN        = "cn"        // Common Name IdentityCN only, no SAN
+	ClientAll       = "all"       // URI SAN IdentityAll, DNS SAN "all.dns.local", CN "all-cn"
+	ClientDNSCN     = "dnscn"     // DNS SAN IdentityDNSCN and CN "dnscn-cn"
+	ClientUntrusted = "untrusted" // URI SAN IdentityURI, signed by the other CA
+	ClientExpired   = "expired"   // URI SAN IdentityURI, signed by the CA, expired an hour ago
+)
+
+// The identities the server derives from the client certificates (the first
+// URI SAN, else the first DNS SAN, else the Common Name).
+const (
+	IdentityURI   = "spiffe://lab/worker/7"
+	IdentityDNS   = "worker.dns.local"
+	IdentityCN    = "cn-worker"
+	IdentityAll   = "spiffe://lab/worker/all" // the URI SAN wins over DNS SAN and CN
+	IdentityDNSCN = "dnscn.dns.local"         // the DNS SAN wins over the CN
+)
+
+// ServerName is the DNS name in the server certificate (it also has the IP
+// SANs 127.0.0.1 and ::1). ClientTLS sets it as the name to verify, so the
+// configs work over net.Pipe and over loopback alike.
+const ServerName = "localhost"
+
+// Pair is the paths of a certificate's PEM file and of its key's PEM file.
+type Pair struct {
+	Cert, Key string
+}
+
+// PKI is the set of files NewPKI wrote. Paths are absolute when dir is.
+type PKI struct {
+	Dir string
+
+	// CA is the PEM certificate of the CA that signs the server and the
+	// trusted clients: the server's client CA (-tls-client-ca) and the
+	// clients' -tls-ca. CAKey is its private key.
+	CA, CAKey string
+	// OtherCA is the PEM certificate of a second CA, which nothing trusts;
+	// it signs ClientUntrusted.
+	OtherCA string
+	// Server is the server certificate (-tls-cert) and key (-tls-key).
+	Server Pair
+	// Clients maps the Client* names to their files.
+	Clients map[string]Pair
+
+	mu         sync.Mutex
+	ca, other  *authority
+	serverLeaf *x509.Certificate
+	pool       *x509.CertPool
+}
+
+type authority struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// NewPKI makes a CA, a second (untrusted) CA, a server certificate and the
+// client certificates, and writes them into dir (which must exist) as
+// ca.pem, ca-key.pem, other-ca.pem, server.pem, server-key.pem and
+// client-NAME.pem, client-NAME-key.pem for each Client* name.
+func NewPKI(t testing.TB, dir string) *PKI {
+	t.Helper()
+	p := &PKI{
+		Dir:     dir,
+		CA:      filepath.Join(dir, "ca.pem"),
+		CAKey:   filepath.Join(dir, "ca-key.pem"),
+		OtherCA: filepath.Join(dir, "other-ca.pem"),
+		Server:  Pair{Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem")},
+		Clients: map[string]Pair{},
+	}
+	p.ca = newAuthority(t, "monolock test CA")
+	p.other = newAuthority(t, "monolock untrusted test CA")
+	writePEM(t, p.CA, "CERTIFICATE", p.ca.cert.Raw)
+	writeKey(t, p.CAKey, p.ca.key)
+	writePEM(t, p.OtherCA, "CERTIFICATE", p.other.cert.Raw)
+	p.pool = x509.NewCertPool()
+	p.pool.AddCert(p.ca.cert)
+
+	p.RotateServer(t)
+
+	now := time.Now()
+	clients := []struct {
+		name        string
+		issuer      *authority
+		cn          string
+		dns, uris   []string
+		expiredCert bool
+	}{
+		{name: ClientURI, issuer: p.ca, uris: []string{IdentityURI}},
+		{name: ClientDNS, issuer: p.ca, dns: []string{IdentityDNS}},
+		{name: ClientCN, issuer: p.ca, cn: IdentityCN},
+		{name: ClientAll, issuer: p.ca, cn: "all-cn", dns: []string{"all.dns.local"}, uris: []string{IdentityAll}},
+		{name: ClientDNSCN, issuer: p.ca, cn: "dnscn-cn", dns: []string{IdentityDNSCN}},
+		{name: ClientUntrusted, issuer: p.other, uris: []string{IdentityURI}},
+		{name: ClientExpired, issuer: p.ca, uris: []string{IdentityURI}, expiredCert: true},
+	}
+	for _, c := range clients {
+		tmpl := leafTemplate(t, c.cn, x509.ExtKeyUsageClientAuth)
+		tmpl.DNSNames = c.dns
+		for _, u := range c.uris {
+			parsed, err := url.Parse(u)
+			if err != nil {
+				t.Fatalf("certstest: URI SAN %q: %v", u, err)
+			}
+			tmpl.URIs = append(tmpl.URIs, parsed)
+		}
+		if c.expiredCert {
+			tmpl.NotBefore, tmpl.NotAfter = now.Add(-2*time.Hour), now.Add(-time.Hour)
+		}
+		_, made := issue(t, c.issuer, tmpl)
+		pair := Pair{
+			Cert: filepath.Join(dir, "client-"+c.name+".pem"),
+			Key:  filepath.Join(dir, "client-"+c.name+"-key.pem"),
+		}
+		writePEM(t, pair.Cert, "CERTIFICATE", made.der)
+		writeKey(t, pair.Key, made.key)
+		p.Clients[c.name] = pair
+	}
+	return p
+}
+
+// ClientNames lists the names in Clients, sorted.
+func (p *PKI) ClientNames() []string {
+	names := make([]string, 0, len(p.Clients))
+	for n := range p.Clients {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ClientTLS is a client configuration that trusts the CA, verifies the
+// server as ServerName and, unless name is empty, presents the client
+// certificate name (one of the Client* constants). It panics on an unknown
+// name. The files are read now, so a config made before a rotation keeps the
+// old client certificate.
+func (p *PKI) ClientTLS(name string) *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    p.pool,
+		ServerName: ServerName,
+	}
+	if name == "" {
+		return cfg
+	}
+	pair, ok := p.Clients[name]
+	if !ok {
+		panic("certstest: no client certificate named " + name)
+	}
+	cert, err := tls.LoadX509KeyPair(pair.Cert, pair.Key)
+	if err != nil {
+		panic("certstest: " + err.Error())
+	}
+	cfg.Certificates = []tls.Certificate{cert}
+	return cfg
+}
+
+// ServerLeaf is the server certificate NewPKI or the last RotateServer wrote.
+func (p *PKI) ServerLeaf() *x509.Certificate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.serverLeaf
+}
+
+// RotateServer issues a new server certificate with a new key from the same
+// CA and overwrites Server.Cert and Server.Key with it (key first, then the
+// certificate, each by an atomic rename). It returns the new certificate.
+// Between the two renames the files do not match; a reload that reads them
+// then fails, which a reloader must survive.
+func (p *PKI) RotateServer(t testing.TB) *x509.Certificate {
+	t.Helper()
+	tmpl := leafTemplate(t, "monolock test server", x509.ExtKeyUsageServerAuth)
+	tmpl.DNSNames = []string{ServerName}
+	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	leaf, made := issue(t, p.ca, tmpl)
+	writeKey(t, p.Server.Key, made.key)
+	writePEM(t, p.Server.Cert, "CERTIFICATE", made.der)
+	p.mu.Lock()
+	p.serverLeaf = leaf
+	p.mu.Unlock()
+	return leaf
+}
+
+// issued is a fresh certificate and its key.
+type issued struct {
+	der []byte
+	key crypto.Signer
+}
+
+func newKey(t testing.TB) crypto.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("certstest: generate key: %v", err)
+	}
+	return k
+}
+
+func serial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		t.Fatalf("certstest: serial number: %v", err)
+	}
+	return n.Add(n, big.NewInt(1))
+}
+
+func newAuthority(t testing.TB, cn string) *authority {
+	t.Helper()
+	key := newKey(t)
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(t),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatalf("certstest: create CA %q: %v", cn, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("certstest: parse CA %q: %v", cn, err)
+	}
+	return &authority{cert: cert, key: key}
+}
+
+func leafTemplate(t testing.TB, cn string, usage x509.ExtKeyUsage) *x509.Certificate {
+	t.Helper()
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+}
+
+func issue(t testing.TB, ca *authority, tmpl *x509.Certificate) (*x509.Certificate, issued) {
+	t.Helper()
+	key := newKey(t)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatalf("certstest: create certificate %q: %v", tmpl.Subject.CommonName, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("certstest: parse certificate %q: %v", tmpl.Subject.CommonName, err)
+	}
+	return cert, issued{der: der, key: key}
+}
+
+func writeKey(t testing.TB, path string, key crypto.Signer) {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("certstest: marshal key: %v", err)
+	}
+	writePEM(t, path, "PRIVATE KEY", der)
+}
+
+// writePEM writes one PEM block to path through a temporary file and a
+// rename, so a reader sees the old file or the new one, never half of one.
+func writePEM(t testing.TB, path, blockType string, der []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
+		t.Fatalf("certstest: %v", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatalf("certstest: %v", err)
+	}
+}

@@ -1,0 +1,122 @@
+package eventloop_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/protocol"
+)
+
+// Shutdown sends ERROR 0x01 to every session and closes it, and promotes
+// nobody meanwhile: holders see ERROR 0x01, waiters see their WAITING and then
+// ERROR 0x01, never an ACQUIRED. Shutdown and Serve both return nil.
+func TestShutdown(t *testing.T) {
+	ts := startServer(t, 0)
+	const locks, waitersPerLock = 6, 4
+	var holders, waiters []*conn
+	open := 0
+	for i := range locks {
+		name := fmt.Sprintf("shutdown-%d", i)
+		// Shutdown walks the sessions in some order. For half of the locks the
+		// holder's connection is the oldest, for the other half the newest, so
+		// whatever the order, some holder is closed before its waiters, and a
+		// server that promoted during shutdown would send one an ACQUIRED.
+		holderFirst := i%2 == 0
+		var h *conn
+		if holderFirst {
+			h, _ = holder(t, ts, name, longLease)
+			open++
+		}
+		ws := make([]*conn, waitersPerLock)
+		for j := range ws {
+			ws[j] = dial(t, ts, fmt.Sprintf("waiter %d of %s", j, name))
+			open++
+			ts.waitStatsFunc(t, fmt.Sprintf("%d sessions", open), func(st eventloop.Stats) bool { return st.Sessions == open })
+		}
+		if !holderFirst {
+			h, _ = holder(t, ts, name, longLease)
+			open++
+		}
+		holders = append(holders, h)
+		for _, w := range ws {
+			w.sendAcquire(name, longLease)
+			w.expectWaiting()
+		}
+		waiters = append(waiters, ws...)
+	}
+	waiters[0].sendHeartbeat()
+	waiters[0].expectWaiting()
+	// Sessions that have not completed an ACQUIRE are sessions too.
+	silent := dial(t, ts, "silent")
+	partial := dial(t, ts, "partial")
+	partial.send(acquireFrame("shutdown-partial", longLease)[:4])
+	sessions := len(holders) + len(waiters) + 2
+	ts.waitStats(t, eventloop.Stats{Sessions: sessions, Locks: len(holders), Waiters: len(waiters), Timers: sessions})
+
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	defer cancel()
+	ts.down = true
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-ts.served:
+		if err != nil {
+			t.Fatalf("Serve returned %v, want nil", err)
+		}
+	case <-time.After(safety):
+		t.Fatalf("Serve did not return within %v of Shutdown", safety)
+	}
+
+	// Every session's next frame is ERROR 0x01 (so no ACQUIRED came first),
+	// and then the connection is closed.
+	all := append(append(append([]*conn{}, holders...), waiters...), silent, partial)
+	for _, c := range all {
+		f := c.readFrame()
+		if f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+			t.Errorf("%s: got %v after Shutdown, want ERROR 0x01", c.label, f)
+			continue
+		}
+		if err := checkReason(f); err != nil {
+			t.Errorf("%s: %v", c.label, err)
+		}
+		if err := c.eofErr(); err != nil {
+			t.Errorf("%s: after ERROR 0x01: %v", c.label, err)
+		}
+	}
+
+	// The listener is closed, and a second Shutdown is harmless.
+	if nc, err := net.DialTimeout("tcp", ts.Addr().String(), safety); err == nil {
+		_ = nc.Close()
+		t.Errorf("dial after Shutdown succeeded")
+	}
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+}
+
+// Shutdown of an idle server returns nil, and so does Serve.
+func TestShutdownIdle(t *testing.T) {
+	ts := startServer(t, 0)
+	c, _ := holder(t, ts, "idle", longLease) // Serve is surely running
+	c.close()
+	ts.waitStats(t, eventloop.Stats{})
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	defer cancel()
+	ts.down = true
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-ts.served:
+		if err != nil {
+			t.Fatalf("Serve returned %v, want nil", err)
+		}
+	case <-time.After(safety):
+		t.Fatalf("Serve did not return within %v of Shutdown", safety)
+	}
+}
