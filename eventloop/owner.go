@@ -23,6 +23,12 @@ import (
 const (
 	outboundLimit = 16 << 10
 	inboundLimit  = 64 << 10
+	replyBatch    = 8 << 10 // answers collected before a write, well below outboundLimit
+
+	// framesPerTurn bounds the frames parsed for one session before the loop
+	// serves the others; the rest waits for the session's next turn. A
+	// pipelining client is served fairly, not first.
+	framesPerTurn = 1024
 )
 
 // Timer wheel geometry: 1 ms ticks keep lease expiry within a few ms of the
@@ -53,6 +59,12 @@ type owner struct {
 
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
+
+	// replies collects the answers to one batch of a session's input, so that
+	// a client pipelining many frames costs one write(2) per batch, not one
+	// per frame: a heartbeat flood must not monopolize the loop.
+	replies  []byte
+	replying *session
 
 	// grants holds promoted sessions whose ACQUIRED is not yet written. A
 	// failing write closes a session, which may promote the next one; queueing
@@ -114,7 +126,17 @@ func (o *owner) traffic(s *session) gnet.Action {
 	buf, _ := c.Peek(-1)
 	used := 0
 	s.backlogged = false
+	o.replying = s
+	frames := 0
 	for used < len(buf) {
+		if frames == framesPerTurn {
+			_ = c.Wake(nil) // another turn, after the sessions already waiting
+			break
+		}
+		frames++
+		if len(o.replies) >= replyBatch {
+			o.flushReplies(s)
+		}
 		if c.OutboundBuffered() >= outboundLimit {
 			s.backlogged = true
 			break
@@ -133,6 +155,8 @@ func (o *owner) traffic(s *session) gnet.Action {
 			break
 		}
 	}
+	o.flushReplies(s)
+	o.replying = nil
 	if s.closed { // a failed write closed it under us; gnet has released c
 		return gnet.None
 	}
@@ -145,8 +169,8 @@ func (o *owner) traffic(s *session) gnet.Action {
 	switch rest := len(buf) - used; {
 	case rest == 0:
 		s.partialSince = 0
-	case s.backlogged && rest > inboundLimit:
-		o.log.Debug().Str("remote", s.remoteAddr()).Msg("closing a peer that sends but does not read its replies")
+	case rest > inboundLimit: // only a backlog or a pipelining flood leaves this much
+		o.log.Debug().Str("remote", s.remoteAddr()).Msg("closing a peer that sends faster than it reads its replies")
 		s.closing, s.closeReason = true, metrics.ReleaseIOTimeout
 		return gnet.Close
 	case !s.backlogged && (used > 0 || s.partialSince == 0):
@@ -203,7 +227,19 @@ func (o *owner) sendState(s *session) {
 // so the reused buffer is free again on return. A write that fails closes the
 // connection inside gnet, which runs onClose before send returns.
 func (o *owner) send(s *session, frame []byte) {
+	if s == o.replying {
+		o.replies = append(o.replies, frame...)
+		return
+	}
 	_, _ = s.conn.Write(frame)
+}
+
+// flushReplies writes the collected answers of the session being parsed.
+func (o *owner) flushReplies(s *session) {
+	if len(o.replies) > 0 && !s.closed {
+		_, _ = s.conn.Write(o.replies)
+	}
+	o.replies = o.replies[:0]
 }
 
 // noteOutput starts the io-timeout clock for output the peer has not drained.
