@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// Enqueue dials, sends ACQUIRE and returns as soon as the server has answered:
+// the lock is then held (Granted is closed) or queued, and promotion closes
+// Granted later. ctx bounds only the dial and the first reply; after that the
+// lock lives until Close or loss. The caller must Close the lock.
+//
+// An invalid name or lease fails before dialing with the protocol package's
+// errors (protocol.ErrInvalidLease, protocol.ErrEmptyName,
+// protocol.ErrNameTooLong, protocol.ErrInvalidUTF8).
+func (c *Client) Enqueue(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	leaseMS, err := protocol.LeaseMS(lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := protocol.ValidateName(name); err != nil {
+		return nil, err
+	}
+	conn, err := c.dialer.DialContext(ctx, "tcp", c.address)
+	if err != nil {
+		return nil, &dialError{address: c.address, err: err}
+	}
+	l := startLock(conn, name, lease, leaseMS, c.observe)
+	select {
+	case <-l.answered:
+		return l, nil
+	case <-l.done:
+		return nil, l.err
+	case <-ctx.Done():
+		_ = l.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Acquire returns once the lock is granted, waiting in the lock's queue as long
+// as ctx allows; cancelling ctx while waiting leaves the queue and returns
+// ctx.Err() at once. ctx does not bound the hold: the lock stays held until
+// Close or loss (watch Lost). The caller must Close the lock.
+func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	l, err := c.Enqueue(ctx, name, lease)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-l.granted:
+		return l, nil
+	case <-l.done:
+		return nil, l.err
+	case <-ctx.Done():
+		_ = l.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// TryAcquire is Acquire without waiting: when the server queues the request
+// (someone holds the lock) it closes the connection and returns ErrBusy.
+func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	l, err := c.Enqueue(ctx, name, lease)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-l.granted:
+		return l, nil
+	default:
+		_ = l.Close()
+		return nil, ErrBusy
+	}
+}
+
+// dialError marks a failed dial, which DoRetry retries unless it is a
+// configuration problem.
+type dialError struct {
+	address string
+	err     error
+}
+
+func (e *dialError) Error() string { return fmt.Sprintf("monolock: dial %s: %v", e.address, e.err) }
+func (e *dialError) Unwrap() error { return e.err }
+
+// temporary reports whether another dial may succeed: not for a malformed
+// address or a TLS setup that the peer rejects or cannot verify.
+func (e *dialError) temporary() bool {
+	var (
+		addrErr   *net.AddrError
+		verifyErr *tls.CertificateVerificationError
+		recordErr tls.RecordHeaderError
+		alertErr  tls.AlertError
+	)
+	return !errors.As(e.err, &addrErr) && !errors.As(e.err, &verifyErr) &&
+		!errors.As(e.err, &recordErr) && !errors.As(e.err, &alertErr)
+}

@@ -1,0 +1,63 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+func TestBackoffDoublesUpToFiveSeconds(t *testing.T) {
+	steps := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 5000 * ms, 5000 * ms}
+	var high, low backoff
+	for i, step := range steps {
+		if got := high.next(func(n int64) int64 { return n - 1 }); got != step {
+			t.Errorf("attempt %d, highest jitter: %v, want %v", i, got, step)
+		}
+		if got := low.next(func(int64) int64 { return 0 }); got != step/2 {
+			t.Errorf("attempt %d, lowest jitter: %v, want %v", i, got, step/2)
+		}
+	}
+	var b backoff
+	for i, step := range steps {
+		if got := b.next(rand.Int64N); got < step/2 || got > step {
+			t.Errorf("attempt %d: %v outside [%v, %v]", i, got, step/2, step)
+		}
+	}
+}
+
+func TestTransient(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&ServerError{Code: protocol.CodeShuttingDown}, true},
+		{&ServerError{Code: protocol.CodeClosedByAdmin}, true},
+		{&ServerError{Code: 0x0f}, true},
+		{&ServerError{Code: protocol.CodeNotAuthorized}, false},
+		{&ServerError{Code: 0x42}, false},
+		{&dialError{address: "x", err: refused}, true},
+		{&dialError{address: "x", err: &net.OpError{Op: "dial", Err: &net.AddrError{Err: "missing port in address"}}}, false},
+		{&dialError{address: "x", err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, false},
+		{&dialError{address: "x", err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, false},
+		{fmt.Errorf("%w: EOF", ErrConnectionClosed), true},
+		{fmt.Errorf("%w (400ms)", ErrHeartbeatTimeout), true},
+		{fmt.Errorf("%w: token changed", ErrProtocolViolation), false},
+		{protocol.ErrNameTooLong, false},
+		{context.Canceled, false},
+		{errors.New("something else"), false},
+	} {
+		if got := transient(tc.err); got != tc.want {
+			t.Errorf("transient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// Why a lock ended other than by Close. The returned errors wrap these with
+// detail; compare with errors.Is.
+var (
+	// ErrHeartbeatTimeout: no WAITING or ACQUIRED arrived within 0.8 × lease of
+	// the last acknowledged send, so the server may be about to drop the session.
+	ErrHeartbeatTimeout = errors.New("monolock: no confirmation from the server within 0.8 × lease")
+	// ErrConnectionClosed: the connection ended (end of stream, read or write
+	// failure) without an ERROR frame.
+	ErrConnectionClosed = errors.New("monolock: connection lost")
+	// ErrProtocolViolation: the server sent something the protocol does not allow
+	// at that point (an unknown frame type, an unsolicited reply, WAITING after
+	// ACQUIRED, a changed token). The client trusts nothing after that.
+	ErrProtocolViolation = errors.New("monolock: protocol violation by the server")
+)
+
+// ErrBusy is returned by TryAcquire when the server queued the request because
+// someone else holds the lock.
+var ErrBusy = errors.New("monolock: lock is busy")
+
+// ErrReleased is the cause of a Lock's context after Close when the lock had
+// not been lost before.
+var ErrReleased = errors.New("monolock: lock released")
+
+// ServerError is an ERROR frame from the server. The server closes the
+// connection after sending it.
+type ServerError struct {
+	Code protocol.Code
+	// Reason is for people; branch on Code (or errors.Is with the protocol
+	// package's canonical errors), never on the text.
+	Reason string
+}
+
+func (e *ServerError) Error() string {
+	reason := e.Reason
+	if reason == "" {
+		reason = e.Code.String()
+	}
+	return fmt.Sprintf("monolock: server error 0x%02x: %s", uint8(e.Code), reason)
+}
+
+// Temporary reports whether the code is a server condition (below 0x10) after
+// which a new connection may succeed, rather than an error in the request.
+// Unknown codes classify by the same range.
+func (e *ServerError) Temporary() bool { return e.Code.Temporary() }
+
+// Unwrap returns the protocol package's canonical error for the code, so that
+// errors.Is(err, protocol.ErrShuttingDown) works; nil for an unknown code.
+func (e *ServerError) Unwrap() error {
+	if canonical := e.Code.Err(); canonical != nil {
+		return canonical
+	}
+	return nil
+}

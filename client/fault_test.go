@@ -1,0 +1,146 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/bench/faultproxy"
+)
+
+// Tests that put a faultproxy between the client and a real server.
+
+func startProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// TestFrozenRepliesCancelWork: with replies frozen, the work is cancelled and
+// Do reports ErrHeartbeatTimeout, 0.8 × lease after the last confirmed send.
+// (That this comes before the server could hand the lock on is checked against
+// the server itself by TestFrozenHolderStopsBeforeHandover; wall-clock bounds
+// here stay generous because test machines stall.)
+func TestFrozenRepliesCancelWork(t *testing.T) {
+	const lease = 500 * time.Millisecond
+	proxy := startProxy(t, startServer(t))
+	c := New(Config{Address: proxy.Addr()})
+	acks := watchAcks(c)
+	var frozenFor time.Duration
+	var cause error
+	err := c.Do(testContext(t), "freeze", lease, func(ctx context.Context, _ uint64) error {
+		nextAck(ctx, t, acks, true)
+		proxy.Freeze(faultproxy.ServerToClient)
+		frozen := time.Now()
+		<-ctx.Done()
+		frozenFor, cause = time.Since(frozen), context.Cause(ctx)
+		return nil
+	})
+	if !errors.Is(err, ErrHeartbeatTimeout) || !errors.Is(cause, ErrHeartbeatTimeout) {
+		t.Fatalf("Do = %v, fn's cause %v; want ErrHeartbeatTimeout", err, cause)
+	}
+	t.Logf("work cancelled %v after the freeze", frozenFor)
+	if frozenFor >= 3*lease {
+		t.Fatalf("work cancelled %v after the freeze; want about 0.8 × %v", frozenFor, lease)
+	}
+}
+
+// TestFrozenHolderStopsBeforeHandover: a holder cut off in both directions
+// stops its work before the server's lease expiry hands the lock to a waiter.
+func TestFrozenHolderStopsBeforeHandover(t *testing.T) {
+	const lease = 2 * time.Second // the margin is 0.2 × lease: room for a stalling machine
+	addr := startServer(t)
+	proxy := startProxy(t, addr)
+	holder := New(Config{Address: proxy.Addr()})
+	acks := watchAcks(holder)
+	ctx := testContext(t)
+
+	handover := make(chan time.Time, 1)
+	var waiter *Lock
+	err := holder.Do(ctx, "partition", lease, func(ctx context.Context, _ uint64) error {
+		var err error
+		if waiter, err = New(Config{Address: addr}).Enqueue(ctx, "partition", 10*time.Second); err != nil {
+			return err
+		}
+		go func() {
+			select {
+			case <-waiter.Granted():
+				handover <- time.Now()
+			case <-waiter.Lost():
+			}
+		}()
+		nextAck(ctx, t, acks, true)
+		proxy.Freeze(faultproxy.Both)
+		<-ctx.Done()
+		stopped := time.Now()
+		if at := await(t, handover, "handover by lease expiry"); !stopped.Before(at) {
+			t.Errorf("work stopped %v after the server handed the lock on", stopped.Sub(at))
+		}
+		return nil
+	})
+	if waiter != nil {
+		defer waiter.Close()
+	}
+	if !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("Do = %v, want ErrHeartbeatTimeout", err)
+	}
+}
+
+// TestRTTShortensTheInterval: delay through the proxy shortens the heartbeat
+// interval by twice the smoothed RTT, and it never exceeds lease/4, also after
+// the delay goes. Every interval the session uses is exactly what the pure
+// schedule computes from the RTTs the session measured; the only bound on
+// time is that an RTT through the proxy is at least twice its delay.
+func TestRTTShortensTheInterval(t *testing.T) {
+	const (
+		lease = time.Second
+		base  = lease / 4
+		delay = 20 * time.Millisecond
+	)
+	proxy := startProxy(t, startServer(t))
+	proxy.SetDelay(delay)
+	c := New(Config{Address: proxy.Addr()})
+	acks := watchAcks(c)
+	l, err := c.Acquire(testContext(t), "rtt", lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	model := newHeartbeatSchedule(lease)
+	check := func(e ackEvent) {
+		t.Helper()
+		model.observe(e.RTT)
+		if e.Interval != model.interval() || e.SmoothedRTT != model.smoothedRTT() {
+			t.Fatalf("ack %+v; the schedule says interval %v, smoothed RTT %v", e, model.interval(), model.smoothedRTT())
+		}
+		if e.Interval > base || e.Interval < min(100*time.Millisecond, base) {
+			t.Fatalf("interval %v outside [100ms, %v]", e.Interval, base)
+		}
+	}
+	check(nextAck(l.Context(), t, acks, false))
+	var shortest time.Duration = base
+	for range 3 {
+		e := nextAck(l.Context(), t, acks, true)
+		check(e)
+		if e.RTT < 2*delay {
+			t.Fatalf("RTT %v through a %v proxy delay each way", e.RTT, delay)
+		}
+		shortest = min(shortest, e.Interval)
+	}
+	if shortest > base-4*delay {
+		t.Fatalf("interval %v with RTT ≥ %v; want at most %v", shortest, 2*delay, base-4*delay)
+	}
+	// Without the delay the average decays, the interval grows back towards
+	// lease/4 (how fast is the pure schedule's business, tested there) and
+	// never beyond it.
+	proxy.SetDelay(0)
+	for range 3 {
+		check(nextAck(l.Context(), t, acks, true))
+	}
+}

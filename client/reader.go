@@ -1,0 +1,65 @@
+package client
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// inbound is one event from the reader: a WAITING or ACQUIRED frame, or the
+// error that ended the connection (an ERROR frame becomes a *ServerError).
+type inbound struct {
+	typ   protocol.Type
+	token uint64
+	at    time.Time // when the frame was read, for the RTT
+	err   error     // terminal; the reader stops after sending it
+}
+
+// readBufferSize holds several server frames, so a burst costs one read call.
+const readBufferSize = 512
+
+// readFrames is the connection's permanent reader (client rule 1): the server
+// pushes a promotion without being asked, so something must always be reading.
+// It reads whole frames (rule 2) and hands them to the session goroutine until
+// the connection fails or stop is closed.
+func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	r := bufio.NewReaderSize(conn, readBufferSize)
+	var buf protocol.FrameBuffer
+	var f protocol.Frame
+	for {
+		in := inbound{}
+		if err := protocol.ReadServerFrame(r, &buf, &f); err != nil {
+			in.err = readError(err)
+		} else if f.Type == protocol.TypeError {
+			in.err = &ServerError{Code: f.Code, Reason: string(f.Reason)}
+		} else {
+			in.typ, in.token, in.at = f.Type, f.Token, time.Now()
+		}
+		select {
+		case out <- in:
+		case <-stop:
+			return
+		}
+		if in.err != nil {
+			return
+		}
+	}
+}
+
+// readError classifies a failed read: garbage from the server is a protocol
+// violation, anything else a lost connection.
+func readError(err error) error {
+	if errors.Is(err, protocol.ErrUnexpectedFrame) {
+		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	if err == io.EOF {
+		return fmt.Errorf("%w: closed by the server", ErrConnectionClosed)
+	}
+	return fmt.Errorf("%w: %v", ErrConnectionClosed, err)
+}

@@ -1,0 +1,108 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// TestDoRetryReconnectsAfterRestart: a waiter told "server shutting down"
+// reconnects, rides out the refused dials while the server is down, and runs
+// fn exactly once on the restarted server at the same address.
+func TestDoRetryReconnectsAfterRestart(t *testing.T) {
+	first := startServerAt(t, "127.0.0.1:0")
+	addr := first.Addr().String()
+	ctx := testContext(t)
+	holder, err := New(Config{Address: addr}).Acquire(ctx, "restart", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+
+	c := New(Config{Address: addr})
+	acks := watchAcks(c)
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- c.DoRetry(ctx, "restart", 10*time.Second, func(context.Context, uint64) error {
+			calls.Add(1)
+			return nil
+		})
+	}()
+	nextAck(ctx, t, acks, false) // queued behind the holder on the first server
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	await(t, holder.Lost(), "holder's loss at shutdown")
+	startServerAt(t, addr)
+
+	if err := await(t, done, "DoRetry"); err != nil {
+		t.Fatalf("DoRetry = %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("fn ran %d times, want once", n)
+	}
+	nextAck(ctx, t, acks, false) // the ACQUIRE's reply from the second server
+}
+
+func TestDoRetryReturnsPermanentErrorsAtOnce(t *testing.T) {
+	addr, accepted := fakeServer(t, func(conn net.Conn) {
+		_, _ = conn.Write(protocol.AppendError(nil, protocol.CodeNotAuthorized, "not authorized for lock"))
+	})
+	err := New(Config{Address: addr}).DoRetry(testContext(t), "x", time.Second, func(context.Context, uint64) error {
+		t.Error("fn called")
+		return nil
+	})
+	if !errors.Is(err, protocol.ErrNotAuthorized) {
+		t.Fatalf("DoRetry = %v, want not authorized", err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d connections for a permanent error, want 1", n)
+	}
+}
+
+func TestDoRetryStopsWhenContextEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	d := &countingDialer{}
+	ctx, cancel := context.WithTimeout(testContext(t), 500*time.Millisecond)
+	defer cancel()
+	err = New(Config{Address: addr, Dialer: d}).DoRetry(ctx, "x", time.Second, func(context.Context, uint64) error {
+		t.Error("fn called")
+		return nil
+	})
+	var de *dialError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &de) {
+		t.Fatalf("DoRetry = %v, want the deadline and the last dial error", err)
+	}
+	if n := d.n.Load(); n < 2 {
+		t.Fatalf("%d dials, want retries", n)
+	}
+}
+
+// TestDoRetryNeverRerunsFn: a loss after fn started is returned, not retried.
+func TestDoRetryNeverRerunsFn(t *testing.T) {
+	srv := startServerAt(t, "127.0.0.1:0")
+	var calls atomic.Int32
+	err := New(Config{Address: srv.Addr().String()}).DoRetry(testContext(t), "once", 10*time.Second, func(ctx context.Context, _ uint64) error {
+		calls.Add(1)
+		go func() { _ = srv.Shutdown(context.Background()) }()
+		<-ctx.Done()
+		return nil
+	})
+	if !errors.Is(err, protocol.ErrShuttingDown) {
+		t.Fatalf("DoRetry = %v, want server shutting down", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("fn ran %d times, want once", n)
+	}
+}

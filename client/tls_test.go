@@ -1,0 +1,100 @@
+package client
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestTLSDialer: a *tls.Dialer as Config.Dialer gives TLS. A TLS-terminating
+// relay stands in front of the plaintext test server.
+func TestTLSDialer(t *testing.T) {
+	cert, pool := selfSigned(t)
+	addr := tlsRelay(t, startServer(t), cert)
+
+	trusting := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: pool}}})
+	l, err := trusting.Acquire(testContext(t), "tls", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// An untrusted certificate is a permanent error, not retried.
+	untrusting := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: x509.NewCertPool()}}})
+	_, err = untrusting.Acquire(testContext(t), "tls", time.Second)
+	var verr *tls.CertificateVerificationError
+	if !errors.As(err, &verr) || transient(err) {
+		t.Fatalf("Acquire with an untrusted certificate = %v; want a permanent verification error", err)
+	}
+}
+
+// selfSigned returns a certificate for 127.0.0.1 and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "monolock test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// tlsRelay terminates TLS on a loopback port and forwards to target.
+func tlsRelay(t *testing.T, target string, cert tls.Certificate) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+				_, _ = io.Copy(in, out)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}

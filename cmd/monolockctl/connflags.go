@@ -1,0 +1,83 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/monolock/monolock/client"
+)
+
+// connectTimeout bounds the TCP connect (and TLS handshake), so an address that
+// drops packets fails as unreachable instead of hanging.
+const connectTimeout = 10 * time.Second
+
+// connFlags are the connection flags every command takes.
+type connFlags struct {
+	addr, tlsCA, tlsCert, tlsKey string
+}
+
+// addConnFlags registers the connection flags on fs. A flag's default is its
+// environment variable when set, so a flag beats the environment, which beats
+// the built-in default (and -h shows the value in effect).
+func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
+	c := &connFlags{}
+	fs.StringVar(&c.addr, "addr", envOr(getenv, "MONOLOCK_ADDRESS", client.DefaultAddress),
+		"`host:port` of the server (env MONOLOCK_ADDRESS)")
+	fs.StringVar(&c.tlsCA, "tls-ca", getenv("MONOLOCK_TLS_CA"),
+		"PEM `file` with the CAs that sign the server's certificate; any -tls-* flag turns TLS on, without -tls-ca the system roots are used (env MONOLOCK_TLS_CA)")
+	fs.StringVar(&c.tlsCert, "tls-cert", getenv("MONOLOCK_TLS_CERT"),
+		"PEM client certificate `file` for mutual TLS, with -tls-key (env MONOLOCK_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", getenv("MONOLOCK_TLS_KEY"),
+		"PEM private key `file` of -tls-cert (env MONOLOCK_TLS_KEY)")
+	return c
+}
+
+func envOr(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// client builds the protocol client the flags describe.
+func (c *connFlags) client() (*client.Client, error) {
+	d, err := c.dialer()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Address: c.addr, Dialer: d}), nil
+}
+
+func (c *connFlags) dialer() (client.Dialer, error) {
+	plain := &net.Dialer{Timeout: connectTimeout}
+	if c.tlsCA == "" && c.tlsCert == "" && c.tlsKey == "" {
+		return plain, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.tlsCA != "" {
+		pem, err := os.ReadFile(c.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-ca: no PEM certificate in %s", c.tlsCA)
+		}
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return nil, fmt.Errorf("-tls-cert and -tls-key go together")
+	}
+	if c.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return &tls.Dialer{NetDialer: plain, Config: cfg}, nil
+}

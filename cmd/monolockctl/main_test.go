@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop"
+)
+
+// patience bounds every wait for something that must happen.
+const patience = 10 * time.Second
+
+// ctlPath is the monolockctl binary built for the end-to-end tests.
+var ctlPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "monolockctl-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctlPath = filepath.Join(dir, "monolockctl")
+	if out, err := exec.Command("go", "build", "-o", ctlPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startServer starts a real server on a free loopback port for one test.
+func startServer(t *testing.T) *eventloop.Server {
+	t.Helper()
+	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", IOTimeout: 5 * time.Second, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	})
+	return srv
+}
+
+// ctl is one monolockctl process.
+type ctl struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader // read by waitLine and wait
+	seen   bytes.Buffer  // stdout read so far
+	stderr bytes.Buffer
+}
+
+// startCtl starts monolockctl with args against addr, with a clean
+// environment apart from extraEnv.
+func startCtl(t *testing.T, addr string, extraEnv []string, args ...string) *ctl {
+	t.Helper()
+	if addr != "" {
+		args = append([]string{args[0], "-addr", addr}, args[1:]...)
+	}
+	c := &ctl{cmd: exec.Command(ctlPath, args...)}
+	c.cmd.Env = append(cleanEnv(), extraEnv...)
+	c.cmd.Stderr = &c.stderr
+	pipe, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stdout = bufio.NewReader(pipe)
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.cmd.Process.Kill() })
+	return c
+}
+
+// cleanEnv is the test's environment without MONOLOCK_ variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MONOLOCK_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitLine reads stdout until a line equal to want.
+func (c *ctl) waitLine(t *testing.T, want string) {
+	t.Helper()
+	found := make(chan error, 1)
+	go func() {
+		for {
+			line, err := c.stdout.ReadString('\n')
+			c.seen.WriteString(line)
+			if strings.TrimSpace(line) == want {
+				found <- nil
+				return
+			}
+			if err != nil {
+				found <- fmt.Errorf("stdout ended before %q: %v", want, err)
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-found:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("no line %q on stdout within %v", want, patience)
+	}
+}
+
+// wait waits for the process to exit and returns its status and outputs.
+func (c *ctl) wait(t *testing.T) (status int, stdout, stderr string) {
+	t.Helper()
+	rest := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(c.stdout)
+		rest <- string(b)
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		out := <-rest
+		c.seen.WriteString(out)
+		exited <- c.cmd.Wait()
+	}()
+	select {
+	case <-exited:
+	case <-time.After(patience):
+		_ = c.cmd.Process.Kill()
+		t.Fatalf("monolockctl %v did not exit within %v", c.cmd.Args[1:], patience)
+	}
+	return c.cmd.ProcessState.ExitCode(), c.seen.String(), c.stderr.String()
+}
+
+// runCtl runs monolockctl to completion.
+func runCtl(t *testing.T, addr string, extraEnv []string, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	return startCtl(t, addr, extraEnv, args...).wait(t)
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+const runUsage = `Usage: monolockctl run [FLAGS] NAME -- COMMAND [ARGS...]
+
+Waits for the lock NAME, runs COMMAND while holding it, and releases the lock
+when COMMAND exits: flock(1) for a fleet. COMMAND finds the lock's name in
+MONOLOCK_LOCK and the grant's fencing token (decimal) in MONOLOCK_TOKEN; hand
+the token to whatever COMMAND writes to, so that writes from a stale holder can
+be rejected. SIGINT and SIGTERM are forwarded to COMMAND.
+
+COMMAND runs in its own process group, so that stopping it reaches its children
+too (it therefore cannot read from a terminal). If the lock is lost while it
+runs (no confirmation from the server within 0.8 × lease, connection lost,
+server error), the group gets SIGTERM, then SIGKILL after %v.
+
+Flags:
+%s
+Exit status:
+  N      COMMAND's own status when it finished holding the lock
+         (128+N when COMMAND was killed by signal N)
+  2      usage or client error: bad flags or arguments, invalid NAME or lease,
+         unusable TLS files, a server error 0x10 or higher (such as 0x18, not
+         authorized); the error is printed
+  69     server unavailable: no connection (connect timeout %v), or the
+         connection ended before the lock was granted (server shutting down,
+         closed by an administrator, no confirmation, protocol violation)
+  75     lock busy: -no-wait found it held, or -wait elapsed
+  76     lock lost while COMMAND ran; COMMAND was stopped
+  126    COMMAND could not be executed
+  127    COMMAND was not found
+  128+N  monolockctl received signal N while waiting for the lock
+The statuses of monolockctl and of COMMAND share one range; a COMMAND that
+exits with 75, say, looks busy.
+
+Examples:
+  # Run the nightly import on one host only; the others queue behind it.
+  monolockctl run nightly-import -- /usr/local/bin/import --full
+
+  # Skip this run when another host holds the lock (exit 75).
+  monolockctl run -no-wait report -- ./make-report.sh
+
+  # Wait at most 10 minutes; a longer lease for a slow link; mutual TLS.
+  monolockctl run -wait 10m -lease 10s -addr locks.example.com:7070 \
+      -tls-ca ca.pem -tls-cert host.pem -tls-key host-key.pem \
+      deploy -- ./deploy.sh production
+`
+
+// stopGrace is how long COMMAND has between SIGTERM and SIGKILL after a loss.
+const stopGrace = 2 * time.Second
+
+// runArgs is the parsed command line of 'run'.
+type runArgs struct {
+	conn   *connFlags
+	lease  time.Duration
+	wait   time.Duration // 0: wait as long as it takes
+	noWait bool
+	name   string
+	argv   []string // COMMAND and its arguments
+}
+
+func runMain(args []string, e *env) int {
+	r, status, ok := parseRun(args, e)
+	if !ok {
+		return status
+	}
+	c, err := r.conn.client()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
+		return exitUsage
+	}
+
+	// Signals are caught from the start: while waiting they abort the wait,
+	// while COMMAND runs they are forwarded to it.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	lock, status, ok := r.waitForLock(c, sigs, e)
+	if !ok {
+		return status
+	}
+	return r.runHolding(lock, sigs, e)
+}
+
+func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	r = &runArgs{conn: addConnFlags(fs, e.getenv)}
+	fs.DurationVar(&r.lease, "lease", 2*time.Second,
+		"how long the server keeps the lock after the last heartbeat it got; more for slow or unreliable links")
+	fs.DurationVar(&r.wait, "wait", 0, "give up (exit 75) when the lock is not granted within this `duration`; 0 waits as long as it takes")
+	fs.BoolVar(&r.noWait, "no-wait", false, "exit 75 at once when the lock is held")
+	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, flags, connectTimeout) })
+	if status, ok := parseFlags(fs, args, e); !ok {
+		return nil, status, false
+	}
+	rest := fs.Args()
+	switch {
+	case r.noWait && r.wait != 0:
+		return nil, usageError(e, "run", "-wait and -no-wait exclude each other"), false
+	case r.wait < 0:
+		return nil, usageError(e, "run", "-wait must not be negative"), false
+	case len(rest) == 0:
+		return nil, usageError(e, "run", "missing NAME"), false
+	case len(rest) < 2 || rest[1] != "--":
+		return nil, usageError(e, "run", "expected -- after NAME, then COMMAND"), false
+	case len(rest) == 2:
+		return nil, usageError(e, "run", "missing COMMAND after --"), false
+	}
+	r.name, r.argv = rest[0], rest[2:]
+	return r, 0, true
+}
+
+// maxReportedName is how much of the lock name a message quotes; an invalid
+// name may be long.
+const maxReportedName = 64
+
+// report prints a message about the lock to stderr.
+func (r *runArgs) report(e *env, format string, args ...any) {
+	name := r.name
+	if len(name) > maxReportedName {
+		name = name[:maxReportedName] + "..."
+	}
+	fmt.Fprintf(e.stderr, "monolockctl run: lock %q: %s\n", name, fmt.Sprintf(format, args...))
+}
