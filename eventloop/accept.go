@@ -52,7 +52,7 @@ func (s *Server) acceptLoop() {
 		if errors.Is(err, net.ErrClosed) || s.stopping() {
 			return
 		}
-		s.metrics.AcceptErrors.Inc()
+		s.metrics.AcceptError()
 		if failed == 0 {
 			s.log.Error().Err(err).Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
 		}

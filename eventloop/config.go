@@ -24,7 +24,8 @@ type Config struct {
 	IOTimeout time.Duration
 	// Logger receives diagnostics.
 	Logger zerolog.Logger
-	// Metrics, if set, are updated by the server (see metrics.New).
+	// Metrics, if set, are updated by the server (see metrics.New); nil
+	// costs nothing.
 	Metrics *metrics.Metrics
 	// Audit, if set, receives one JSON line per ownership change.
 	Audit *audit.Log

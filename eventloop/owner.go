@@ -85,9 +85,6 @@ func newOwner(cfg Config) *owner {
 		metrics:    cfg.Metrics,
 		authorizer: cfg.Authorizer,
 	}
-	if o.metrics == nil {
-		o.metrics = metrics.New(nil)
-	}
 	if cfg.Audit != nil {
 		o.audit = audit.NewRecorder(cfg.Audit)
 	}
@@ -115,8 +112,7 @@ func (o *owner) open(c gnet.Conn, remote net.Addr, identity string) {
 	c.SetContext(s)
 	o.sessions.add(s)
 	o.wheel.Schedule(&s.timer, now+o.ioTimeout)
-	o.metrics.ConnectionsActive.Inc()
-	o.metrics.ConnectionsAccepted.Inc()
+	o.metrics.Opened()
 }
 
 // traffic parses and answers every complete frame buffered for s.
@@ -190,7 +186,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			return
 		}
 		s.lastSeen = now
-		o.metrics.Heartbeats.Inc()
+		o.metrics.Heartbeat()
 		o.sendState(s)
 	case protocol.TypeAcquire:
 		if s.registered() {
@@ -203,11 +199,11 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 		}
 		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
 		s.lastSeen, s.queuedAt = now, now
-		o.metrics.Acquires.Inc()
+		o.metrics.Acquire()
 		if o.table.Acquire(&s.claim, string(f.Name), wall) {
 			o.granted(s, wall, now)
 		} else {
-			o.metrics.Waiters.Inc()
+			o.metrics.Queued()
 		}
 		o.armBy(s, now+s.lease+1)
 		o.sendState(s)
@@ -342,13 +338,13 @@ func (o *owner) onClose(s *session) {
 	s.conn.SetContext(nil)
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s)
-	o.metrics.ConnectionsActive.Dec()
+	o.metrics.Closed()
 	wall, now := o.clock()
 	switch s.claim.State() {
 	case locktable.Holding:
 		o.released(s, wall, now)
 	case locktable.Waiting:
-		o.metrics.Waiters.Dec()
+		o.metrics.Dequeued()
 	}
 	if o.shuttingDown {
 		return // no promotion, ever, while shutting down
@@ -358,7 +354,7 @@ func (o *owner) onClose(s *session) {
 		return
 	}
 	g := next.Value.(*session)
-	o.metrics.Waiters.Dec()
+	o.metrics.Dequeued()
 	o.granted(g, wall, now)
 	o.push(g)
 }

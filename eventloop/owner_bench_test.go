@@ -2,11 +2,16 @@ package eventloop
 
 import (
 	"net"
+	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -32,31 +37,110 @@ func (c *fakeConn) SetContext(ctx any)          { c.ctx = ctx }
 func (c *fakeConn) Context() any                { return c.ctx }
 func (c *fakeConn) RemoteAddr() net.Addr        { return &net.TCPAddr{} }
 
-func newBenchOwner() *owner {
-	return newOwner(Config{Logger: zerolog.Nop()}.withDefaults())
+// bookkeeping is what the owner does besides the protocol: nothing, metrics,
+// or metrics and the audit log.
+var bookkeeping = []struct {
+	name           string
+	metrics, audit bool
+}{
+	{"bare", false, false},
+	{"metrics", true, false},
+	{"metrics+audit", true, true},
+}
+
+func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
+	cfg := Config{Logger: zerolog.Nop()}
+	if withMetrics {
+		cfg.Metrics = metrics.New(nil)
+	}
+	if withAudit {
+		log, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = log.Close() })
+		cfg.Audit = log
+	}
+	return newOwner(cfg.withDefaults())
+}
+
+func (o *owner) join(b *testing.B, frame []byte) *session {
+	c := &fakeConn{in: frame}
+	o.open(c, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, "")
+	s := c.ctx.(*session)
+	o.traffic(s)
+	if s.claim.State() == 0 {
+		b.Fatal("ACQUIRE not applied")
+	}
+	return s
+}
+
+// cpuTime is the process's user plus system CPU time, which includes the
+// audit log's writer goroutine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkHeartbeat measures one HEARTBEAT through the owner: parse from the
 // inbound buffer, refresh lastSeen, look up the state in the lock table and
 // encode the ACQUIRED reply. It must not allocate.
 func BenchmarkHeartbeat(b *testing.B) {
-	o := newBenchOwner()
-	c := &fakeConn{in: protocol.AppendAcquire(nil, 2000, "bench")}
-	o.open(c, &net.TCPAddr{}, "")
-	s := c.ctx.(*session)
-	o.traffic(s)
-	if s.claim.Token() == 0 {
-		b.Fatal("not granted")
+	for _, bk := range bookkeeping {
+		b.Run(bk.name, func(b *testing.B) {
+			o := newBenchOwner(b, bk.metrics, bk.audit)
+			s := o.join(b, protocol.AppendAcquire(nil, 2000, "bench"))
+			c := s.conn.(*fakeConn)
+			hb := protocol.AppendHeartbeat(nil)
+			b.ReportAllocs()
+			start := cpuTime()
+			b.ResetTimer()
+			for range b.N {
+				c.in = hb
+				o.traffic(s)
+			}
+			b.StopTimer()
+			reportCPU(b, start)
+			if c.out != protocol.AcquiredLen*(b.N+1) {
+				b.Fatalf("wrote %d bytes for %d heartbeats", c.out, b.N)
+			}
+		})
 	}
-	hb := protocol.AppendHeartbeat(nil)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		c.in = hb
-		o.traffic(s)
-	}
-	if c.out != protocol.AcquiredLen*(b.N+1) {
-		b.Fatalf("wrote %d bytes for %d heartbeats", c.out, b.N)
+}
+
+// BenchmarkGrant measures a grant and its release on a free lock: ACQUIRE
+// parsed and granted, ACQUIRED encoded, then the connection's close. The
+// session itself is reused, so what remains is the protocol work, the lock
+// table and the bookkeeping.
+func BenchmarkGrant(b *testing.B) {
+	for _, bk := range bookkeeping {
+		b.Run(bk.name, func(b *testing.B) {
+			o := newBenchOwner(b, bk.metrics, bk.audit)
+			acquire := protocol.AppendAcquire(nil, 2000, "bench")
+			s := o.join(b, acquire)
+			c := s.conn.(*fakeConn)
+			o.onClose(s)
+			b.ReportAllocs()
+			start := cpuTime()
+			b.ResetTimer()
+			for range b.N {
+				// The session is reopened in place, as a new connection would be.
+				*s = session{conn: c, remote: s.remote, remoteText: s.remoteText}
+				s.claim.Value, s.timer.Value = s, s
+				c.ctx = s
+				o.sessions.add(s)
+				c.in = acquire
+				o.traffic(s)
+				o.onClose(s)
+			}
+			b.StopTimer()
+			reportCPU(b, start)
+		})
 	}
 }
 
@@ -65,18 +149,11 @@ func BenchmarkHeartbeat(b *testing.B) {
 // the back (so the queue stays the same length). Apart from the new session,
 // which a real connection also allocates, nothing is allocated.
 func BenchmarkHandover(b *testing.B) {
-	o := newBenchOwner()
+	o := newBenchOwner(b, true, false)
 	acquire := protocol.AppendAcquire(nil, 2000, "bench")
-	join := func() *session {
-		c := &fakeConn{in: acquire}
-		o.open(c, &net.TCPAddr{}, "")
-		s := c.ctx.(*session)
-		o.traffic(s)
-		return s
-	}
-	holder := join()
+	holder := o.join(b, acquire)
 	for range 8 {
-		join()
+		o.join(b, acquire)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -84,7 +161,7 @@ func BenchmarkHandover(b *testing.B) {
 		o.onClose(holder)
 		holder = o.table.Holder("bench").Value.(*session)
 		b.StopTimer()
-		join()
+		o.join(b, acquire)
 		b.StartTimer()
 	}
 }

@@ -10,8 +10,7 @@ import (
 func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 	s.grantedAt = now
 	wait := now - s.queuedAt
-	o.metrics.LocksHeld.Inc()
-	o.metrics.WaitSeconds.Observe(wait.Seconds())
+	o.metrics.Granted(wait)
 	if o.audit != nil {
 		o.audit.Granted(wall, o.subject(s), s.claim.Token(), wait)
 	}
@@ -21,9 +20,7 @@ func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 // runs before the grant to the next holder.
 func (o *owner) released(s *session, wall time.Time, now time.Duration) {
 	held := now - s.grantedAt
-	o.metrics.LocksHeld.Dec()
-	o.metrics.HoldSeconds.Observe(held.Seconds())
-	o.metrics.Released(s.closeReason)
+	o.metrics.Released(s.closeReason, held)
 	if o.audit != nil {
 		o.audit.Released(wall, o.subject(s), s.claim.Token(), held, s.closeReason.String())
 	}

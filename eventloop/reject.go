@@ -53,7 +53,7 @@ func quote(name string) string { return strconv.Quote(name) }
 
 // deny refuses an ACQUIRE the access-control list does not allow.
 func (o *owner) deny(s *session, name string, wall time.Time) {
-	o.metrics.ACLDenials.Inc()
+	o.metrics.ACLDenied()
 	o.log.Info().Str("identity", s.identity).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	if o.audit != nil {
 		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity, RemoteAddr: s.remoteAddr()})

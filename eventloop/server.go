@@ -48,9 +48,6 @@ func New(cfg Config) (*Server, error) {
 		stopAccept: make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New(nil)
-	}
 	s.cfg, s.metrics = cfg, cfg.Metrics
 	s.handler = newHandler(newOwner(cfg))
 	s.engine, err = gnet.NewClient(s.handler,

@@ -32,21 +32,21 @@ func (s *Server) acceptTLS(conn net.Conn) {
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
-		s.metrics.TLSHandshakeErrors.Inc()
+		s.metrics.TLSHandshakeError()
 		s.log.Debug().Err(err).Stringer("remote", conn.RemoteAddr()).Msg("TLS handshake failed")
 		_ = conn.Close()
 		return
 	}
 	inner, outer, err := socketPair()
 	if err != nil {
-		s.metrics.AcceptErrors.Inc()
+		s.metrics.AcceptError()
 		s.log.Error().Err(err).Msg("cannot bridge a TLS connection into the event loop; closing it")
 		_ = tc.Close()
 		return
 	}
 	p := &peer{remote: conn.RemoteAddr(), identity: certs.Identity(tc.ConnectionState())}
 	if _, err := s.engine.EnrollContext(inner, p); err != nil {
-		s.metrics.AcceptErrors.Inc()
+		s.metrics.AcceptError()
 		s.log.Error().Err(err).Msg("cannot enroll a TLS connection; closing it")
 		_ = outer.Close()
 		_ = tc.Close()

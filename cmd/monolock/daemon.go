@@ -68,13 +68,17 @@ func start(cfg settings, log zerolog.Logger, f files) (d *daemon, err error) {
 			d.closeAll()
 		}
 	}()
-	registry := prometheus.NewRegistry()
 	srvCfg := eventloop.Config{
 		ListenAddress: cfg.listen,
 		IOTimeout:     cfg.ioTimeout,
 		Logger:        log,
-		Metrics:       metrics.New(registry),
 		Audit:         d.audit,
+	}
+	// Metrics cost a little on every frame; without an endpoint to read them
+	// the server does not keep them.
+	registry := prometheus.NewRegistry()
+	if cfg.opsListen != "" {
+		srvCfg.Metrics = metrics.New(registry)
 	}
 	if f.certs != nil {
 		srvCfg.TLS = f.certs.ServerConfig()

@@ -1,7 +1,8 @@
 // Package audit writes the audit stream: one JSON line per ownership change.
 //
 // The owner loop appends encoded lines to a memory buffer; a goroutine of the
-// Log writes the buffer out, so an event costs the owner no syscall. No event
+// Log writes the buffer out at most every 10 ms, so an event costs the owner
+// no syscall and no goroutine wake-up of its own. No event
 // is ever dropped: if the disk falls more than MaxPending bytes behind, the
 // owner waits for it (see Stalls), which bounds the memory a slow disk can
 // take instead of losing events.
@@ -20,6 +21,9 @@ import (
 // before the owner waits. At roughly 200 bytes a line it is some 40,000
 // events.
 const MaxPending = 8 << 20
+
+// flushDelay is how long an event may wait in memory before it is written.
+const flushDelay = 10 * time.Millisecond
 
 // retryWrite is the pause before a failed write to the destination is tried
 // again; the events stay buffered meanwhile.
@@ -82,10 +86,13 @@ func (l *Log) Write(p []byte) (int, error) {
 		l.mu.Unlock()
 		return 0, errors.New("audit log is closed")
 	}
+	first := len(l.pending) == 0
 	l.pending = append(l.pending, p...)
-	select { // under mu, so that Close cannot close wake in between
-	case l.wake <- struct{}{}:
-	default:
+	if first { // under mu, so that Close cannot close wake in between
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	}
 	l.mu.Unlock()
 	return len(p), nil
@@ -96,6 +103,9 @@ func (l *Log) writeLoop() {
 	defer close(l.done)
 	var batch []byte
 	for range l.wake {
+		// Let a batch gather: one wake-up and one write per flushDelay at
+		// most, however busy the owner is.
+		time.Sleep(flushDelay)
 		for {
 			l.mu.Lock()
 			batch, l.pending = l.pending, batch[:0]

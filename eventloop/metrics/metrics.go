@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -35,22 +37,22 @@ func (r ReleaseReason) String() string {
 	return "unknown"
 }
 
-// Metrics are the server's series. The zero value is not usable; call New.
+// Metrics are the server's series. Every method is safe on a nil *Metrics
+// and then does nothing, so a server without an ops endpoint pays nothing.
 type Metrics struct {
-	ConnectionsActive   prometheus.Gauge
-	LocksHeld           prometheus.Gauge
-	Waiters             prometheus.Gauge
-	Acquires            prometheus.Counter
-	ACLDenials          prometheus.Counter
-	ConnectionsAccepted prometheus.Counter
-	AcceptErrors        prometheus.Counter
-	TLSHandshakeErrors  prometheus.Counter
-	Heartbeats          prometheus.Counter
-	WaitSeconds         prometheus.Observer
-	HoldSeconds         prometheus.Observer
-
-	releases       [releaseReasons]prometheus.Counter
-	protocolErrors [256]prometheus.Counter // by wire code; only defined codes are set
+	connectionsActive   prometheus.Gauge
+	locksHeld           prometheus.Gauge
+	waiters             prometheus.Gauge
+	acquires            prometheus.Counter
+	aclDenials          prometheus.Counter
+	connectionsAccepted prometheus.Counter
+	acceptErrors        prometheus.Counter
+	tlsHandshakeErrors  prometheus.Counter
+	heartbeats          prometheus.Counter
+	waitSeconds         prometheus.Observer
+	holdSeconds         prometheus.Observer
+	releases            [releaseReasons]prometheus.Counter
+	protocolErrors      [256]prometheus.Counter // by wire code; only defined codes are set
 }
 
 // New creates the metrics and registers them, with the Go runtime and process
@@ -71,17 +73,17 @@ func New(reg prometheus.Registerer) *Metrics {
 	protoErrs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_protocol_errors_total", Help: "ERROR frames sent for client errors, by wire code."}, []string{"code"})
 
 	m := &Metrics{
-		ConnectionsActive:   gauge("connections_active", "Open protocol connections."),
-		LocksHeld:           gauge("locks_held", "Locks with a holder."),
-		Waiters:             gauge("waiters", "Sessions queued behind a holder."),
-		Acquires:            counter("acquires_total", "Valid ACQUIRE frames."),
-		ACLDenials:          counter("acl_denials_total", "ACQUIREs denied by the ACL."),
-		ConnectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
-		AcceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
-		TLSHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
-		Heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
-		WaitSeconds:         wait,
-		HoldSeconds:         hold,
+		connectionsActive:   gauge("connections_active", "Open protocol connections."),
+		locksHeld:           gauge("locks_held", "Locks with a holder."),
+		waiters:             gauge("waiters", "Sessions queued behind a holder."),
+		acquires:            counter("acquires_total", "Valid ACQUIRE frames."),
+		aclDenials:          counter("acl_denials_total", "ACQUIREs denied by the ACL."),
+		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
+		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
+		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
+		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
+		waitSeconds:         wait,
+		holdSeconds:         hold,
 	}
 	for r := range releaseReasons {
 		m.releases[r] = releases.WithLabelValues(r.String())
@@ -90,20 +92,98 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.protocolErrors[code] = protoErrs.WithLabelValues(code.Label())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ConnectionsActive, m.LocksHeld, m.Waiters, m.Acquires, m.ACLDenials,
-			m.ConnectionsAccepted, m.AcceptErrors, m.TLSHandshakeErrors, m.Heartbeats,
+		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
+			m.connectionsAccepted, m.acceptErrors, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
 }
 
-// Released counts a holder's release.
-func (m *Metrics) Released(r ReleaseReason) { m.releases[r].Inc() }
+// Opened counts a new connection.
+func (m *Metrics) Opened() {
+	if m != nil {
+		m.connectionsActive.Inc()
+		m.connectionsAccepted.Inc()
+	}
+}
+
+// Closed counts a connection's end.
+func (m *Metrics) Closed() {
+	if m != nil {
+		m.connectionsActive.Dec()
+	}
+}
+
+// Acquire counts a valid ACQUIRE.
+func (m *Metrics) Acquire() {
+	if m != nil {
+		m.acquires.Inc()
+	}
+}
+
+// Heartbeat counts an answered HEARTBEAT.
+func (m *Metrics) Heartbeat() {
+	if m != nil {
+		m.heartbeats.Inc()
+	}
+}
+
+// Queued counts a session joining a queue; Dequeued one leaving it.
+func (m *Metrics) Queued() {
+	if m != nil {
+		m.waiters.Inc()
+	}
+}
+
+// Dequeued counts a session leaving a queue, by promotion or departure.
+func (m *Metrics) Dequeued() {
+	if m != nil {
+		m.waiters.Dec()
+	}
+}
+
+// Granted counts a grant after wait in the queue (zero for a free lock).
+func (m *Metrics) Granted(wait time.Duration) {
+	if m != nil {
+		m.locksHeld.Inc()
+		m.waitSeconds.Observe(wait.Seconds())
+	}
+}
+
+// Released counts a holder's release after holding for held.
+func (m *Metrics) Released(r ReleaseReason, held time.Duration) {
+	if m != nil {
+		m.locksHeld.Dec()
+		m.holdSeconds.Observe(held.Seconds())
+		m.releases[r].Inc()
+	}
+}
 
 // ProtocolError counts an ERROR frame sent with code.
 func (m *Metrics) ProtocolError(code protocol.Code) {
-	if c := m.protocolErrors[code]; c != nil {
-		c.Inc()
+	if m != nil && m.protocolErrors[code] != nil {
+		m.protocolErrors[code].Inc()
+	}
+}
+
+// ACLDenied counts an ACQUIRE the ACL refused.
+func (m *Metrics) ACLDenied() {
+	if m != nil {
+		m.aclDenials.Inc()
+	}
+}
+
+// AcceptError counts a failed accept or enrollment.
+func (m *Metrics) AcceptError() {
+	if m != nil {
+		m.acceptErrors.Inc()
+	}
+}
+
+// TLSHandshakeError counts a failed or timed-out TLS handshake.
+func (m *Metrics) TLSHandshakeError() {
+	if m != nil {
+		m.tlsHandshakeErrors.Inc()
 	}
 }

@@ -1,0 +1,228 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tokens as the server issues them: unixSeconds << 32, so about 2^62; a
+// float64 would round them.
+const t0 = uint64(1767225600) << 32
+
+// ev is one audit line in the server's field order.
+func ev(event, lock, addr string, extra string) string {
+	s := fmt.Sprintf(`{"time":"2026-01-01T00:00:01.5Z","event":%q,"lock":%q,"identity":"","remote_addr":%q`, event, lock, addr)
+	if extra != "" {
+		s += "," + extra
+	}
+	return s + "}"
+}
+
+func granted(lock, addr string, token uint64) string {
+	return ev(EventGranted, lock, addr, fmt.Sprintf(`"token":%d,"wait_ms":0`, token))
+}
+
+func released(lock, addr string, token uint64, reason string) string {
+	return ev(EventReleased, lock, addr, fmt.Sprintf(`"token":%d,"held_ms":12,"reason":%q`, token, reason))
+}
+
+func check(t *testing.T, lines ...string) (Report, error) {
+	t.Helper()
+	return Check(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+}
+
+func TestCheckGoodHistory(t *testing.T) {
+	rep, err := check(t,
+		granted("nightly/import", "10.0.0.1:5000", t0+1),
+		ev(EventDenied, "secret", "10.0.0.9:5000", ""),
+		granted("deploy", "10.0.0.2:5000", t0+2),
+		released("nightly/import", "10.0.0.1:5000", t0+1, "graceful"),
+		granted("nightly/import", "10.0.0.3:5000", t0+3), // promotion
+		ev(EventKickWaiter, "nightly/import", "10.0.0.4:5000", ""),
+		ev(EventForceRelease, "nightly/import", "10.0.0.3:5000", fmt.Sprintf(`"token":%d`, t0+3)),
+		released("nightly/import", "10.0.0.3:5000", t0+3, "force"),
+		"",
+		`{"time":"2026-01-01T00:00:02Z","event":"something_new","extra":[1,2]}`, // unknown event: tolerated
+		// A restart: its tokens start higher.
+		granted("nightly/import", "10.0.0.1:5001", t0+(5<<32)),
+		released("nightly/import", "10.0.0.1:5001", t0+(5<<32), "shutdown"),
+		granted("nightly/import", "10.0.0.1:5002", t0+(5<<32)+1),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("violations in a good history:\n%s", rep)
+	}
+	if rep.Lines != 12 || rep.Locks != 3 || rep.Events[EventGranted] != 5 || rep.Events[EventReleased] != 3 ||
+		rep.Events["something_new"] != 1 || rep.MaxToken != t0+(5<<32)+1 {
+		t.Errorf("counts:\n%s", rep)
+	}
+	wantHeld := []Holding{
+		{Lock: "deploy", Token: t0 + 2, RemoteAddr: "10.0.0.2:5000", Line: 3},
+		{Lock: "nightly/import", Token: t0 + (5 << 32) + 1, RemoteAddr: "10.0.0.1:5002", Line: 13},
+	}
+	if fmt.Sprint(rep.StillHeld) != fmt.Sprint(wantHeld) {
+		t.Errorf("still held %v, want %v", rep.StillHeld, wantHeld)
+	}
+	if rep.First.Format(time.RFC3339Nano) != "2026-01-01T00:00:01.5Z" || rep.Last.Format(time.RFC3339) != "2026-01-01T00:00:02Z" {
+		t.Errorf("time range %v .. %v", rep.First, rep.Last)
+	}
+	s := rep.String()
+	for _, want := range []string{"violations: none", "granted 5", "something_new 1", "still held: 2", fmt.Sprint(t0 + (5 << 32) + 1)} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestCheckViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		line  int    // of the (first) violation
+		want  string // in its text
+	}{
+		{"two holders", []string{
+			granted("a", "h1:1", t0+1),
+			granted("a", "h2:1", t0+2),
+		}, 2, "two holders"},
+		{"token going backwards", []string{
+			granted("a", "h1:1", t0+5),
+			released("a", "h1:1", t0+5, "graceful"),
+			granted("b", "h2:1", t0+4),
+		}, 3, fmt.Sprintf("token %d, not greater than token %d granted on line 1", t0+4, t0+5)},
+		{"token repeated on another lock", []string{
+			granted("a", "h1:1", t0+5),
+			granted("b", "h2:1", t0+5),
+		}, 2, "must strictly increase"},
+		{"release of the wrong token", []string{
+			granted("a", "h1:1", t0+1),
+			released("a", "h1:1", t0+7, "graceful"),
+		}, 2, fmt.Sprintf("released token %d, but the holder has token %d", t0+7, t0+1)},
+		{"release without a holder", []string{
+			granted("a", "h1:1", t0+1),
+			released("a", "h1:1", t0+1, "graceful"),
+			released("a", "h1:1", t0+1, "graceful"),
+		}, 3, "without a holder"},
+		{"force_release of the wrong token", []string{
+			granted("a", "h1:1", t0+1),
+			ev(EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
+		}, 2, "force_release of token"},
+		{"force_release of an idle lock", []string{
+			ev(EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
+		}, 1, "without a holder"},
+		{"token zero", []string{
+			granted("a", "h1:1", 0),
+		}, 1, "never 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := check(t, tc.lines...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() {
+				t.Fatalf("no violation found:\n%s", rep)
+			}
+			v := rep.Violations[0]
+			if v.Line != tc.line || !strings.Contains(v.What, tc.want) {
+				t.Fatalf("first violation %q, want line %d with %q", v, tc.line, tc.want)
+			}
+			if s := rep.String(); !strings.Contains(s, fmt.Sprintf("line %d: lock ", tc.line)) {
+				t.Errorf("report does not name the line:\n%s", s)
+			}
+		})
+	}
+}
+
+// TestCheckContinuesAfterViolation: checking goes on after a violation, so one
+// run lists them all.
+func TestCheckContinuesAfterViolation(t *testing.T) {
+	rep, err := check(t,
+		granted("a", "h1:1", t0+1),
+		granted("a", "h2:1", t0+2), // two holders
+		released("a", "h2:1", t0+2, "graceful"),
+		granted("a", "h3:1", t0+1),              // backwards
+		released("a", "h3:1", t0+9, "graceful"), // wrong token
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	for _, v := range rep.Violations {
+		lines = append(lines, v.Line)
+	}
+	if fmt.Sprint(lines) != "[2 4 5]" {
+		t.Fatalf("violations on lines %v, want [2 4 5]:\n%s", lines, rep)
+	}
+}
+
+func TestCheckMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		name, line, want string
+	}{
+		{"not JSON", `{"time":"2026-01-01T00:00:01Z","event":"granted"`, "not a JSON audit event"},
+		{"not an object", `[1,2]`, "not a JSON audit event"},
+		{"no event", `{"time":"2026-01-01T00:00:01Z","lock":"a"}`, `no "event"`},
+		{"no time", `{"event":"granted","lock":"a","token":1}`, `no "time"`},
+		{"bad time", `{"time":"yesterday","event":"granted","lock":"a","token":1}`, "RFC 3339"},
+		{"granted without token", ev(EventGranted, "a", "h:1", ""), `without a "token"`},
+		{"released without lock", `{"time":"2026-01-01T00:00:01Z","event":"released","token":1}`, `without a "lock"`},
+		{"negative token", ev(EventGranted, "a", "h:1", `"token":-1`), "not a JSON audit event"},
+		{"token beyond uint64", ev(EventGranted, "a", "h:1", `"token":18446744073709551616`), "not a JSON audit event"},
+		{"token as float", ev(EventGranted, "a", "h:1", `"token":1.5`), "not a JSON audit event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := check(t, granted("z", "h:1", t0), "", tc.line, granted("y", "h:1", t0+1))
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != 3 || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "line 3: ") {
+				t.Fatalf("error %v, want a LineError for line 3 mentioning %q", err, tc.want)
+			}
+			if rep.Lines != 1 || len(rep.StillHeld) != 1 {
+				t.Errorf("report up to the bad line:\n%s", rep)
+			}
+		})
+	}
+}
+
+func TestCheckLongLine(t *testing.T) {
+	long := ev("note", "a", "h:1", `"pad":"`+strings.Repeat("x", MaxLineLen)+`"`)
+	_, err := check(t, granted("a", "h:1", t0), long)
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 2 {
+		t.Fatalf("error %v, want a LineError for line 2", err)
+	}
+}
+
+func TestCheckEmpty(t *testing.T) {
+	rep, err := Check(bytes.NewReader(nil))
+	if err != nil || !rep.OK() || rep.Lines != 0 {
+		t.Fatalf("empty input: %v\n%s", err, rep)
+	}
+	if s := rep.String(); !strings.Contains(s, "events:     0 lines") {
+		t.Errorf("report:\n%s", s)
+	}
+}
+
+// TestCheckRecorderOutput: the lines the Recorder writes pass the checker.
+func TestCheckRecorderOutput(t *testing.T) {
+	var buf bytes.Buffer
+	rec := NewRecorder(nil)
+	rec.enc = rec.enc.Output(&buf) // in memory instead of a Log
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := Subject{Lock: "nightly/import", RemoteAddr: "127.0.0.1:5000"}
+	rec.Granted(now, s, t0+1, 0)
+	rec.ForceRelease(now, s, t0+1)
+	rec.Released(now, s, t0+1, time.Second, "force")
+	rec.KickWaiter(now, Subject{Lock: "nightly/import", RemoteAddr: "127.0.0.1:5001"})
+	rec.Denied(now, Subject{Lock: "secret", Identity: "cn=x"})
+	rec.Granted(now.Add(time.Second), s, t0+2, time.Second)
+	rep, err := Check(&buf)
+	if err != nil || !rep.OK() || rep.Lines != 6 || rep.Locks != 2 || rep.MaxToken != t0+2 {
+		t.Fatalf("%v\n%s", err, rep)
+	}
+}
