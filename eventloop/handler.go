@@ -46,9 +46,9 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return protocol.AppendError(nil, protocol.CodeShuttingDown, shuttingDownReason), gnet.Close
 	}
 	if p, ok := c.Context().(*peer); ok { // bridged from TLS
-		h.owner.open(c, p.remote, p.identity)
+		h.owner.open(c, p)
 	} else {
-		h.owner.open(c, c.RemoteAddr(), "")
+		h.owner.open(c, nil)
 	}
 	h.sessions.Add(1)
 	return nil, gnet.None

@@ -65,9 +65,9 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
 	info := LockInfo{
 		Name: name,
 		Holder: HolderInfo{
-			Identity:   h.identity,
+			Identity:   h.identity(),
 			RemoteAddr: h.remoteAddr(),
-			Since:      o.wallAt(h.grantedAt).UTC(),
+			Since:      o.wallAt(h.since).UTC(),
 			LeaseMS:    h.lease.Milliseconds(),
 			Token:      holder.Token(),
 		},
@@ -75,7 +75,7 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
 	}
 	for c := range o.table.Waiters(name) {
 		w := c.Value.(*session)
-		info.Waiters = append(info.Waiters, WaiterInfo{Identity: w.identity, RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.queuedAt).UTC()})
+		info.Waiters = append(info.Waiters, WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()})
 	}
 	return info
 }

@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -103,10 +102,10 @@ func (o *owner) clock() (time.Time, time.Duration) {
 // wallAt converts a monotonic offset back to wall-clock time for people.
 func (o *owner) wallAt(d time.Duration) time.Time { return o.start.Add(d - wheelTick) }
 
-// open registers a new connection; remote is the client's address.
-func (o *owner) open(c gnet.Conn, remote net.Addr, identity string) {
+// open registers a new connection; p describes the client of a TLS bridge.
+func (o *owner) open(c gnet.Conn, p *peer) {
 	_, now := o.clock()
-	s := &session{conn: c, openedAt: now, remote: remote, identity: identity}
+	s := &session{conn: c, since: now, peer: p}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)
@@ -193,14 +192,14 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
 			return
 		}
-		if o.authorizer != nil && !o.authorizer.Allowed(s.identity, string(f.Name)) {
+		if o.authorizer != nil && !o.authorizer.Allowed(s.identity(), string(f.Name)) {
 			o.deny(s, string(f.Name), wall)
 			return
 		}
 		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
-		s.lastSeen, s.queuedAt = now, now
+		s.lastSeen, s.since = now, now
 		o.metrics.Acquire()
-		if o.table.Acquire(&s.claim, string(f.Name), wall) {
+		if o.table.AcquireBytes(&s.claim, f.Name, wall) {
 			o.granted(s, wall, now)
 		} else {
 			o.metrics.Queued()
@@ -247,7 +246,7 @@ func (o *owner) noteOutput(s *session, now time.Duration) {
 	}
 	if s.stalledSince == 0 {
 		s.stalledSince = now
-		s.stalledBytes = pending
+		s.stalledBytes = int32(pending)
 		o.armBy(s, now+stallPoll)
 	}
 }
@@ -274,7 +273,7 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 	}
 	_, now := o.clock()
 	switch {
-	case !s.registered() && now-s.openedAt >= o.ioTimeout:
+	case !s.registered() && now-s.since >= o.ioTimeout:
 		o.closeNow(s, metrics.ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
 		return
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
@@ -297,8 +296,8 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 					return
 				}
 			}
-		case pending < s.stalledBytes: // draining, if slowly
-			s.stalledSince, s.stalledBytes = now, pending
+		case pending < int(s.stalledBytes): // draining, if slowly
+			s.stalledSince, s.stalledBytes = now, int32(pending)
 		case now-s.stalledSince >= o.ioTimeout:
 			o.closeNow(s, metrics.ReleaseIOTimeout, "output not drained for io-timeout")
 			return
@@ -309,7 +308,7 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 
 // rearm schedules the session's timer at its earliest pending deadline.
 func (o *owner) rearm(s *session, now time.Duration) {
-	at := s.openedAt + o.ioTimeout
+	at := s.since + o.ioTimeout
 	if s.registered() {
 		at = s.lastSeen + s.lease + 1 // expiry is strictly after the lease
 	}

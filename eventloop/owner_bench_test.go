@@ -66,7 +66,7 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 
 func (o *owner) join(b *testing.B, frame []byte) *session {
 	c := &fakeConn{in: frame}
-	o.open(c, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, "")
+	o.open(c, nil)
 	s := c.ctx.(*session)
 	o.traffic(s)
 	if s.claim.State() == 0 {
@@ -130,7 +130,7 @@ func BenchmarkGrant(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				// The session is reopened in place, as a new connection would be.
-				*s = session{conn: c, remote: s.remote, remoteText: s.remoteText}
+				*s = session{conn: c}
 				s.claim.Value, s.timer.Value = s, s
 				c.ctx = s
 				o.sessions.add(s)

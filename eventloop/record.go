@@ -8,8 +8,8 @@ import (
 
 // granted does the bookkeeping of a grant: metrics and the audit event.
 func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
-	s.grantedAt = now
-	wait := now - s.queuedAt
+	wait := now - s.since
+	s.since = now
 	o.metrics.Granted(wait)
 	if o.audit != nil {
 		o.audit.Granted(wall, o.subject(s), s.claim.Token(), wait)
@@ -19,7 +19,7 @@ func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 // released does the bookkeeping of a holder's release. For one lock it always
 // runs before the grant to the next holder.
 func (o *owner) released(s *session, wall time.Time, now time.Duration) {
-	held := now - s.grantedAt
+	held := now - s.since
 	o.metrics.Released(s.closeReason, held)
 	if o.audit != nil {
 		o.audit.Released(wall, o.subject(s), s.claim.Token(), held, s.closeReason.String())
@@ -27,5 +27,5 @@ func (o *owner) released(s *session, wall time.Time, now time.Duration) {
 }
 
 func (o *owner) subject(s *session) audit.Subject {
-	return audit.Subject{Lock: s.claim.Name(), Identity: s.identity, RemoteAddr: s.remoteAddr()}
+	return audit.Subject{Lock: s.claim.Name(), Identity: s.identity(), RemoteAddr: s.remoteAddr()}
 }

@@ -54,9 +54,9 @@ func quote(name string) string { return strconv.Quote(name) }
 // deny refuses an ACQUIRE the access-control list does not allow.
 func (o *owner) deny(s *session, name string, wall time.Time) {
 	o.metrics.ACLDenied()
-	o.log.Info().Str("identity", s.identity).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+	o.log.Info().Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	if o.audit != nil {
-		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity, RemoteAddr: s.remoteAddr()})
+		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity(), RemoteAddr: s.remoteAddr()})
 	}
-	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity)+" has no ACL rule for it; ask the operator to add one")
+	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity())+" has no ACL rule for it; ask the operator to add one")
 }

@@ -18,19 +18,15 @@ type session struct {
 	claim locktable.Claim  // Value is the session
 	timer timerwheel.Timer // Value is the session; one timer covers every deadline
 
-	remote     net.Addr // the client's address (of the TLS connection, for TLS)
-	remoteText string   // remote as text, made on first use
-	identity   string   // from the client certificate; empty without mutual TLS
+	peer *peer // the TLS client behind a bridged connection; nil for plain TCP
 
-	lease     time.Duration // chosen by the client in ACQUIRE; zero before it
-	openedAt  time.Duration // an ACQUIRE must complete within io-timeout of this
-	lastSeen  time.Duration // the last valid ACQUIRE or HEARTBEAT
-	queuedAt  time.Duration // when the ACQUIRE arrived
-	grantedAt time.Duration // when the lock was granted
+	lease    time.Duration // chosen by the client in ACQUIRE; zero before it
+	since    time.Duration // when opened, then when queued, then when granted
+	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
-	stalledBytes int           // output pending when last seen draining
+	stalledBytes int32         // output pending when last seen draining
 	backlogged   bool          // input left unparsed while output is stalled
 
 	closing     bool                  // the server decided to close it; ignore further input
@@ -43,13 +39,28 @@ type session struct {
 // registered reports whether the session has sent its ACQUIRE.
 func (s *session) registered() bool { return s.lease != 0 }
 
-// remoteAddr returns the client's address as text, made once per session and
-// only for the admin API, the audit log and logs.
+// remoteAddr returns the client's address as text, for the admin API, the
+// audit log and logs. Not kept in the session: most sessions never need it.
+// Valid until onClose returns.
 func (s *session) remoteAddr() string {
-	if s.remoteText == "" && s.remote != nil {
-		s.remoteText = s.remote.String()
+	var addr net.Addr
+	if s.peer != nil {
+		addr = s.peer.remote
+	} else {
+		addr = s.conn.RemoteAddr()
 	}
-	return s.remoteText
+	if addr == nil {
+		return ""
+	}
+	return addr.String()
+}
+
+// identity returns the client's certificate identity; empty without mutual TLS.
+func (s *session) identity() string {
+	if s.peer == nil {
+		return ""
+	}
+	return s.peer.identity
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown

@@ -6,12 +6,13 @@ package locktable
 // point it is forgotten. So the table never keeps state for idle names, and
 // its memory follows the number of sessions, not the number of names ever
 // used.
+//
+// It is kept small (48 bytes) because there is one per held lock, and a
+// server holds tens of thousands.
 type lock struct {
-	table  *Table // owner, to catch a claim released into the wrong table
 	name   string // also the map key; the caller's string, never copied
 	holder *Claim
 	q      queue
-	free   *lock // next on the table's free list while recycled
 }
 
 // maxFree bounds the free list. Recycling exists so that steady-state
@@ -22,13 +23,13 @@ const maxFree = 1024
 
 // newLock returns a recycled lock if there is one, else a fresh one.
 func (t *Table) newLock(name string) *lock {
-	lk := t.free
-	if lk != nil {
-		t.free = lk.free
-		t.nfree--
-		lk.free = nil
+	var lk *lock
+	if n := len(t.free); n > 0 {
+		lk = t.free[n-1]
+		t.free[n-1] = nil
+		t.free = t.free[:n-1]
 	} else {
-		lk = &lock{table: t}
+		lk = &lock{}
 	}
 	lk.name = name
 	return lk
@@ -37,14 +38,12 @@ func (t *Table) newLock(name string) *lock {
 // forget deletes an idle lock from the map and recycles its struct.
 func (t *Table) forget(lk *lock) {
 	delete(t.locks, lk.name)
-	if t.nfree >= maxFree {
+	if len(t.free) >= maxFree {
 		return
 	}
 	// Clear the name and holder so a recycled struct keeps neither the
 	// caller's string nor a released session alive; the queue is already
 	// empty.
 	lk.name, lk.holder = "", nil
-	lk.free = t.free
-	t.free = lk
-	t.nfree++
+	t.free = append(t.free, lk)
 }

@@ -232,7 +232,7 @@ func (m *model) check(t *rapid.T, tb *Table) {
 // queue lengths, and the free list bound.
 func (t *Table) checkLinks() error {
 	for name, lk := range t.locks {
-		if lk.name != name || lk.table != t || lk.holder == nil || lk.holder.lock != lk ||
+		if lk.name != name || lk.holder == nil || lk.holder.lock != lk ||
 			lk.holder.prev != nil || lk.holder.next != nil {
 			return fmt.Errorf("lock %q: bad header", name)
 		}
@@ -249,15 +249,13 @@ func (t *Table) checkLinks() error {
 			return fmt.Errorf("lock %q: tail/len wrong (len %d, counted %d)", name, lk.q.len, n)
 		}
 	}
-	n := 0
-	for lk := t.free; lk != nil; lk = lk.free {
+	for n, lk := range t.free {
 		if lk.holder != nil || lk.q != (queue{}) || lk.name != "" {
 			return fmt.Errorf("free lock %d not clean", n)
 		}
-		n++
 	}
-	if n != t.nfree || n > maxFree {
-		return fmt.Errorf("free list has %d, nfree %d, max %d", n, t.nfree, maxFree)
+	if len(t.free) > maxFree {
+		return fmt.Errorf("free list has %d, max %d", len(t.free), maxFree)
 	}
 	return nil
 }

@@ -10,8 +10,7 @@ type Table struct {
 	locks   map[string]*lock // live locks only (those with a holder)
 	waiting int              // waiters over all locks, kept so Waiting is O(1)
 	last    uint64           // last token issued, or the floor set by SetLastToken
-	free    *lock            // recycled lock structs, see maxFree
-	nfree   int
+	free    []*lock          // recycled lock structs, see maxFree
 }
 
 // New returns an empty table whose first token will come from the clock.
@@ -27,10 +26,23 @@ func New() *Table {
 // The name string is kept as the map key when the lock is created (no copy),
 // so the caller allocates the name once.
 func (t *Table) Acquire(c *Claim, name string, now time.Time) (granted bool) {
+	return t.acquire(c, t.locks[name], name, nil, now)
+}
+
+// AcquireBytes is Acquire for a name still in a read buffer: it makes a
+// string of the name only when the lock is new, so a waiter, which shares
+// the holder's copy, costs no allocation.
+func (t *Table) AcquireBytes(c *Claim, name []byte, now time.Time) (granted bool) {
+	return t.acquire(c, t.locks[string(name)], "", name, now)
+}
+
+// acquire does Acquire on lk, the live lock of the name if any; the name is
+// given as a string or, to be copied only if needed, as bytes.
+func (t *Table) acquire(c *Claim, lk *lock, name string, nameBytes []byte, now time.Time) bool {
 	if c.state != Idle {
 		panic("locktable: Acquire on a " + c.state.String() + " claim")
 	}
-	if lk := t.locks[name]; lk != nil {
+	if lk != nil {
 		c.lock = lk
 		c.state = Waiting
 		lk.q.pushBack(c)
@@ -40,7 +52,10 @@ func (t *Table) Acquire(c *Claim, name string, now time.Time) (granted bool) {
 	// Compute the token before touching any state so that the exhaustion
 	// panic in NextToken leaves the table consistent.
 	tok := NextToken(t.last, now)
-	lk := t.newLock(name)
+	if nameBytes != nil {
+		name = string(nameBytes)
+	}
+	lk = t.newLock(name)
 	t.locks[lk.name] = lk
 	t.grant(lk, c, tok)
 	return true
@@ -61,9 +76,6 @@ func (t *Table) Release(c *Claim, now time.Time) (promoted *Claim) {
 	lk := c.lock
 	if c.state == Idle {
 		return nil
-	}
-	if lk.table != t {
-		panic("locktable: Release of a claim that belongs to another table")
 	}
 	if c.state == Waiting {
 		// The lock keeps its holder, so it stays live.

@@ -397,16 +397,6 @@ func TestReleaseIdleIsNoop(t *testing.T) {
 	checkCounts(t, tb, 1, 0)
 }
 
-func TestReleaseForeignClaimPanics(t *testing.T) {
-	t1, t2 := locktable.New(), locktable.New()
-	var c locktable.Claim
-	t1.Acquire(&c, "L", t0)
-	mustPanic(t, "Release into the wrong table", func() { t2.Release(&c, t0) })
-	if c.State() != locktable.Holding || t1.Holder("L") != &c {
-		t.Error("refused Release changed the claim")
-	}
-}
-
 func TestValueUntouched(t *testing.T) {
 	type session struct{ id int }
 	tb := locktable.New()
@@ -443,4 +433,23 @@ func TestTokenExhaustionLeavesTableConsistent(t *testing.T) {
 		t.Error("failed promotion left state behind")
 	}
 	checkCounts(t, tb, 1, 1)
+}
+
+func TestAcquireBytesSharesTheName(t *testing.T) {
+	tb := locktable.New()
+	var h, w locktable.Claim
+	if !tb.AcquireBytes(&h, []byte("L"), t0) || tb.AcquireBytes(&w, []byte("L"), t0) {
+		t.Fatal("want the first granted and the second queued")
+	}
+	if h.Name() != "L" || w.Name() != "L" || tb.QueueLen("L") != 1 {
+		t.Fatalf("names %q %q, queue %d", h.Name(), w.Name(), tb.QueueLen("L"))
+	}
+	buf := []byte("L")
+	var w2 locktable.Claim
+	if n := testing.AllocsPerRun(1, func() {
+		tb.AcquireBytes(&w2, buf, t0)
+		tb.Release(&w2, t0)
+	}); n != 0 {
+		t.Errorf("a waiter's AcquireBytes allocated %v times", n)
+	}
 }
