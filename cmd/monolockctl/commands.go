@@ -28,6 +28,12 @@ type command struct {
 // commands lists the subcommands in the order the usage shows them.
 var commands = []command{
 	{name: "run", summary: "run a command while holding a lock", run: runMain},
+	{name: "locks", summary: "list the held locks (admin API)", run: locksMain},
+	{name: "lock", summary: "show one lock's holder and queue (admin API)", run: lockMain},
+	{name: "release", summary: "force-release a lock from its holder (admin API)", run: releaseMain},
+	{name: "kick", summary: "remove one waiter from a lock's queue (admin API)", run: kickMain},
+	{name: "info", summary: "show the server's version, configuration and counts (admin API)", run: infoMain},
+	{name: "audit-check", summary: "check the history in an audit log file", run: auditCheckMain},
 }
 
 const usage = `monolockctl is the command-line client of monolock, a lock service.
@@ -40,11 +46,17 @@ Commands:
 Every command takes the connection flags -addr, -tls-ca, -tls-cert and -tls-key
 (environment MONOLOCK_ADDRESS, MONOLOCK_TLS_CA, MONOLOCK_TLS_CERT,
 MONOLOCK_TLS_KEY; a flag beats the environment, which beats the default).
+The admin API commands also take -admin, the server's -admin-listen address
+(environment MONOLOCK_ADMIN_ADDRESS, default 127.0.0.1:7071), and -json.
 Run 'monolockctl COMMAND -h' for a command's flags, exit statuses and examples.
 
 Examples:
   monolockctl run nightly-import -- /usr/local/bin/import --full
   monolockctl run -no-wait -addr locks.internal:7070 deploy -- ./deploy.sh
+  monolockctl locks -match 'nightly/*'
+  monolockctl lock nightly/import
+  monolockctl release nightly/import
+  monolockctl audit-check /var/log/monolock/audit.jsonl
 `
 
 // execute runs the command line args (without the program name) and returns
@@ -72,7 +84,7 @@ func execute(args []string, e *env) int {
 func printUsage(w io.Writer) {
 	var list bytes.Buffer
 	for _, c := range commands {
-		fmt.Fprintf(&list, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(&list, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, usage, list.String())
 }

@@ -55,8 +55,18 @@ func (c *connFlags) client() (*client.Client, error) {
 
 func (c *connFlags) dialer() (client.Dialer, error) {
 	plain := &net.Dialer{Timeout: connectTimeout}
+	cfg, err := c.tlsConfig()
+	if err != nil || cfg == nil {
+		return plain, err
+	}
+	return &tls.Dialer{NetDialer: plain, Config: cfg}, nil
+}
+
+// tlsConfig is the TLS configuration the -tls-* flags describe, nil when none
+// is set.
+func (c *connFlags) tlsConfig() (*tls.Config, error) {
 	if c.tlsCA == "" && c.tlsCert == "" && c.tlsKey == "" {
-		return plain, nil
+		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.tlsCA != "" {
@@ -79,5 +89,5 @@ func (c *connFlags) dialer() (client.Dialer, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &tls.Dialer{NetDialer: plain, Config: cfg}, nil
+	return cfg, nil
 }

@@ -69,7 +69,7 @@ var knownEvents = []string{EventGranted, EventReleased, EventForceRelease, Event
 // every violation.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "events:     %d lines", r.Lines)
+	fmt.Fprintf(&b, "events:     %d (", r.Lines)
 	var unknown []string
 	for name := range r.Events {
 		if !slices.Contains(knownEvents, name) {
@@ -77,10 +77,13 @@ func (r Report) String() string {
 		}
 	}
 	slices.Sort(unknown)
-	for _, name := range append(slices.Clone(knownEvents), unknown...) {
-		fmt.Fprintf(&b, ", %s %d", name, r.Events[name])
+	for i, name := range append(slices.Clone(knownEvents), unknown...) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", name, r.Events[name])
 	}
-	b.WriteByte('\n')
+	b.WriteString(")\n")
 	fmt.Fprintf(&b, "locks:      %d\n", r.Locks)
 	if r.Lines > 0 {
 		fmt.Fprintf(&b, "time:       %s .. %s\n", r.First.Format(time.RFC3339Nano), r.Last.Format(time.RFC3339Nano))

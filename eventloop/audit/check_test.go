@@ -203,7 +203,7 @@ func TestCheckEmpty(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Lines != 0 {
 		t.Fatalf("empty input: %v\n%s", err, rep)
 	}
-	if s := rep.String(); !strings.Contains(s, "events:     0 lines") {
+	if s := rep.String(); !strings.Contains(s, "events:     0 (granted 0, released 0,") {
 		t.Errorf("report:\n%s", s)
 	}
 }
