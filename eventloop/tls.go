@@ -68,13 +68,25 @@ func bridge(tc *tls.Conn, outer net.Conn) {
 	}
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(outer, tc)
+		copyFrames(outer, tc)
 		closeBoth()
 		close(done)
 	}()
-	_, _ = io.Copy(tc, outer)
+	copyFrames(tc, outer)
 	closeBoth()
 	<-done
+}
+
+// bridgeBuffer is each direction's copy buffer. Frames are at most a few
+// hundred bytes, so a small buffer serves them; io.Copy's default 32 KiB per
+// direction would make a TLS session cost 64 KiB more.
+const bridgeBuffer = 1 << 10
+
+// copyFrames copies until EOF or an error through a bridgeBuffer. The
+// wrappers hide ReadFrom and WriteTo, which would bring their own buffers.
+func copyFrames(dst io.Writer, src io.Reader) {
+	buf := make([]byte, bridgeBuffer)
+	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
 // socketPair returns two connected stream sockets as net.Conns.
