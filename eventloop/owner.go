@@ -24,10 +24,16 @@ const (
 	inboundLimit  = 64 << 10
 	replyBatch    = 8 << 10 // answers collected before a write, well below outboundLimit
 
-	// framesPerTurn bounds the frames parsed for one session before the loop
-	// serves the others; the rest waits for the session's next turn. A
-	// pipelining client is served fairly, not first.
-	framesPerTurn = 1024
+	// bytesPerTurn bounds the input parsed for one session before the loop
+	// serves the others; the rest waits for the session's next turn. It
+	// matches gnet's largest read, so a pipelining client that reads its
+	// replies is never left behind (a turn of 64 Ki heartbeats takes a few
+	// milliseconds), while one that does not read is closed by the limits
+	// above.
+	bytesPerTurn = 64 << 10
+	// maxUnparsed closes a session whose unparsed input still grows although
+	// its output drains: it sends faster than the server can parse.
+	maxUnparsed = 4 * inboundLimit
 )
 
 // Timer wheel geometry: 1 ms ticks keep lease expiry within a few ms of the
@@ -122,13 +128,11 @@ func (o *owner) traffic(s *session) gnet.Action {
 	used := 0
 	s.backlogged = false
 	o.replying = s
-	frames := 0
 	for used < len(buf) {
-		if frames == framesPerTurn {
+		if used >= bytesPerTurn {
 			_ = c.Wake(nil) // another turn, after the sessions already waiting
 			break
 		}
-		frames++
 		if len(o.replies) >= replyBatch {
 			o.flushReplies(s)
 		}
@@ -164,7 +168,7 @@ func (o *owner) traffic(s *session) gnet.Action {
 	switch rest := len(buf) - used; {
 	case rest == 0:
 		s.partialSince = 0
-	case rest > inboundLimit: // only a backlog or a pipelining flood leaves this much
+	case s.backlogged && rest > inboundLimit, rest > maxUnparsed:
 		o.log.Debug().Str("remote", s.remoteAddr()).Msg("closing a peer that sends faster than it reads its replies")
 		s.closing, s.closeReason = true, metrics.ReleaseIOTimeout
 		return gnet.Close
