@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all build run test lint vet fmt-check staticcheck fuzz fuzz-short bench-micro clean
+.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro clean
 
 all: build
 
@@ -19,10 +19,10 @@ build:
 run: build
 	./$(BIN)/monolock
 
-## test: vet, formatting, the whole suite under the race detector, short fuzz runs
-test: vet fmt-check
+## test: vet, gofmt, staticcheck, the whole suite under the race detector, short fuzz runs
+test: vet fmt-check staticcheck
 	$(GO) test -race -count=1 -timeout 8m ./...
-	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 vet:
 	$(GO) vet ./...
@@ -37,15 +37,21 @@ staticcheck:
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck
 
-# A few seconds of each fuzz target as part of `make test`.
-fuzz-short:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeClient$$' -fuzztime 4s ./protocol/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeServer$$' -fuzztime 4s ./protocol/
+# Every fuzz target, FUZZTIME each (3s inside `make test`).
+FUZZ_TARGETS := \
+	FuzzDecodeClient:./protocol/ \
+	FuzzDecodeServer:./protocol/ \
+	FuzzServer:./eventloop/ \
+	FuzzMatch:./eventloop/glob/ \
+	FuzzParse:./eventloop/acl/
 
-## fuzz: long fuzz runs (FUZZTIME each, default 5m)
+## fuzz: run every fuzz target for FUZZTIME (default 5m each)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeClient$$' -fuzztime $(FUZZTIME) ./protocol/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeServer$$' -fuzztime $(FUZZTIME) ./protocol/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		name=$${t%%:*}; pkg=$${t#*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 ## bench-micro: the testing.B benchmarks of the hot paths, with allocations
 bench-micro:
@@ -53,3 +59,28 @@ bench-micro:
 
 clean:
 	rm -rf $(BIN)
+
+# --- benchmarks (bench/) ---------------------------------------------------
+
+.PHONY: bench bench-quick bench-peers
+
+## bench: the full benchmark run (several minutes): tables on stdout, JSON and charts in bench/out
+bench: build
+	$(GO) run ./bench -wait-quiet 60s -json bench/out/results.json -out bench/out
+
+## bench-quick: every scenario and every installed peer at small sizes (well under a minute)
+bench-quick: build
+	$(GO) run ./bench -quick -json bench/out/results-quick.json -out bench/out
+
+## bench-peers: install the peers the harness compares with (Redis, etcd, PostgreSQL); needs root
+bench-peers:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server etcd-server postgresql
+
+# --- chaos harness (bench/chaos) ---------------------------------------------
+
+.PHONY: chaos
+
+## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
+chaos: build
+	$(GO) run ./bench/chaos -build=false -server $(BIN)/monolock
