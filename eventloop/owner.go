@@ -391,6 +391,7 @@ func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
+		s.closing, s.closeReason = true, metrics.ReleaseShutdown // also if the write fails
 		o.send(s, protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, shuttingDownReason))
 		if !s.closed {
 			o.closeNow(s, metrics.ReleaseShutdown, "")
