@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// sizes are the knobs of one run: -quick picks the small set.
+type sizes struct {
+	dur, warm time.Duration // S0, S1, S2: measured time after a warm-up
+	workers   int           // S0 and S1 concurrency (C)
+	waiters   int           // S2 waiters on the one lock (N)
+	holdLease time.Duration // lease of S1/S2 sessions (no heartbeat is due in a cycle)
+
+	s3Sessions []int // monolock session counts; the 10,000 case first
+	s3Floor    int   // sessions against the bare gnet server (the CPU comparison)
+	s3Pairs    int   // alternating bare gnet / monolock runs at s3Floor sessions
+	s3Lease    time.Duration
+	s3Warm     time.Duration // after every session answered, before the window
+	s3Window   time.Duration
+
+	s4Leases []time.Duration
+	s4Reps   int
+
+	s5Queues []int
+	s5Reps   int
+}
+
+// coreSessions is the session count of the core-server figures.
+const coreSessions = 10_000
+
+func fullSizes(maxSessions int) sizes {
+	return sizes{
+		dur: 5 * time.Second, warm: time.Second, workers: 32, waiters: 32, holdLease: 30 * time.Second,
+		s3Sessions: capSessions([]int{coreSessions, maxSessions}, maxSessions),
+		s3Floor:    min(coreSessions, maxSessions), s3Pairs: 3,
+		s3Lease: 2 * time.Second, s3Warm: 2 * time.Second, s3Window: 5 * time.Second,
+		s4Leases: []time.Duration{250 * time.Millisecond, time.Second, 2 * time.Second},
+		s4Reps:   5,
+		s5Queues: capSessions([]int{1_000, 2_000, 4_000, 8_000, 16_000, maxSessions}, maxSessions),
+		s5Reps:   3,
+	}
+}
+
+func quickSizes(maxSessions int) sizes {
+	return sizes{
+		dur: 700 * time.Millisecond, warm: 200 * time.Millisecond, workers: 16, waiters: 16, holdLease: 30 * time.Second,
+		s3Sessions: capSessions([]int{1_000}, maxSessions),
+		s3Floor:    min(1_000, maxSessions), s3Pairs: 1,
+		s3Lease: time.Second, s3Warm: 300 * time.Millisecond, s3Window: time.Second,
+		s4Leases: []time.Duration{time.Second},
+		s4Reps:   2,
+		s5Queues: capSessions([]int{250, 500, 1_000}, maxSessions),
+		s5Reps:   1,
+	}
+}
+
+// capSessions drops counts above the limit, keeps the limit itself when it
+// was asked for, removes duplicates and sorts (an even count: half holders).
+func capSessions(ns []int, limit int) []int {
+	var out []int
+	for _, n := range ns {
+		n = min(n, limit) &^ 1
+		if n > 0 && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// descriptor headroom kept free in both processes beyond the sessions.
+const fdHeadroom = 500
+
+// raiseNoFile raises the soft descriptor limit to the hard one (children
+// inherit it) and returns both, and the largest session count that leaves
+// headroom in the harness and in a server with the same limit. Loopback
+// ephemeral ports bound it as well.
+func raiseNoFile(ports int) (soft, hard uint64, maxSessions int, err error) {
+	var rl syscall.Rlimit
+	if err = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0, 0, fmt.Errorf("getrlimit: %w", err)
+	}
+	if rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		if err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return 0, 0, 0, fmt.Errorf("setrlimit: %w", err)
+		}
+	}
+	soft, hard = rl.Cur, rl.Max
+	limit := min(int64(soft), 1<<20) - fdHeadroom
+	if ports > 0 {
+		limit = min(limit, int64(ports)-2*fdHeadroom)
+	}
+	limit = limit / 500 * 500
+	return soft, hard, max(int(limit), 0), nil
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// churnLoad is S5 on one lock: a holder, w waiters queued behind it, and a
+// sentinel queued last. On go it closes the w waiters in random order, then
+// the holder; the sentinel can only be granted once every waiter ahead of it
+// has left the queue, so its grant marks the end of the departures.
+//
+// ids: 0 is the holder, 1..w the waiters, w+1 the sentinel.
+type churnLoad struct {
+	baseWorkload
+	w    int
+	name string
+	req  []byte
+	chk  *Checker
+	rng  *rand.Rand
+
+	conns    []*rconn
+	nextDial int
+	inflight int
+	queued   int // waiters answered WAITING
+
+	ready atomic.Bool // everyone queued: the driver may sample and say go
+	goNow atomic.Bool // set by the driver
+	fired bool
+	done  atomic.Bool
+
+	t0, tEnd int64 // first close; sentinel's grant
+	err      error
+}
+
+func newChurnLoad(w int, name string, seed uint64, chk *Checker) *churnLoad {
+	return &churnLoad{
+		w: w, name: name, chk: chk, rng: rand.New(rand.NewPCG(seed, uint64(w))),
+		req:   protocol.AppendAcquire(nil, uint32((10 * time.Minute).Milliseconds()), name),
+		conns: make([]*rconn, w+2),
+	}
+}
+
+func (l *churnLoad) start(r *reactor) { l.dialOne(r, 0) }
+
+func (l *churnLoad) dialOne(r *reactor, id int) {
+	c, err := r.dial(id)
+	if err != nil {
+		l.fail(r, fmt.Errorf("dial %d: %w", id, err))
+		return
+	}
+	l.conns[id] = c
+	l.inflight++
+}
+
+// dialWaiters keeps up to maxInflightDials waiters connecting.
+func (l *churnLoad) dialWaiters(r *reactor) {
+	for l.inflight < maxInflightDials && l.nextDial <= l.w {
+		l.dialOne(r, l.nextDial)
+		l.nextDial++
+	}
+}
+
+func (l *churnLoad) connected(r *reactor, c *rconn) { _ = r.send(c, l.req) }
+
+func (l *churnLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
+	now := r.tick()
+	switch {
+	case f.Type == protocol.TypeAcquired && c.id == 0:
+		l.inflight--
+		c.granted = true
+		l.chk.Grant(l.name, 0, now, f.Token, true)
+		l.nextDial = 1
+		l.dialWaiters(r)
+	case f.Type == protocol.TypeWaiting && c.id <= l.w:
+		l.inflight--
+		l.queued++
+		if l.queued == l.w {
+			l.dialOne(r, l.w+1)
+		} else {
+			l.dialWaiters(r)
+		}
+	case f.Type == protocol.TypeWaiting && c.id == l.w+1:
+		l.inflight--
+		l.ready.Store(true)
+	case f.Type == protocol.TypeAcquired && c.id == l.w+1 && l.fired:
+		l.tEnd = now
+		l.chk.Grant(l.name, c.id, now, f.Token, true)
+		l.chk.Release(l.name, c.id)
+		r.close(c)
+		l.done.Store(true)
+		r.Stop()
+	default:
+		l.fail(r, fmt.Errorf("S5: connection %d answered %#x (code %#x %q)", c.id, byte(f.Type), byte(f.Code), f.Reason))
+	}
+}
+
+func (l *churnLoad) idle(r *reactor) {
+	if l.fired || !l.goNow.Load() {
+		return
+	}
+	l.fired = true
+	order := make([]int, l.w)
+	for i := range order {
+		order[i] = i + 1
+	}
+	l.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	l.t0 = r.tick()
+	for _, id := range order {
+		r.close(l.conns[id])
+	}
+	l.chk.Release(l.name, 0)
+	r.close(l.conns[0])
+}
+
+func (l *churnLoad) lost(r *reactor, c *rconn, err error) {
+	l.fail(r, fmt.Errorf("S5: connection %d lost: %w", c.id, err))
+}
+
+func (l *churnLoad) fail(r *reactor, err error) {
+	if l.err == nil {
+		l.err = err
+	}
+	r.abort(err)
+}
+
+// floorChurnLoad is S5's floor: w connections to the bare gnet server, each
+// answered once (so the server has accepted and registered it), closed in
+// random order; then a sentinel connection sends a byte and waits for the
+// answer. gnet handles the events of one epoll batch in order, so the answer
+// comes after the closes the server had been told of; the driver then
+// samples the server's CPU once it has gone quiet. ids: 0..w-1 the
+// connections, w the sentinel.
+type floorChurnLoad struct {
+	baseWorkload
+	w   int
+	rng *rand.Rand
+
+	conns    []*rconn
+	nextDial int
+	inflight int
+	answered int
+
+	ready atomic.Bool
+	goNow atomic.Bool
+	fired bool
+	done  atomic.Bool
+
+	t0, tEnd int64
+	err      error
+}
+
+func newFloorChurnLoad(w int, seed uint64) *floorChurnLoad {
+	return &floorChurnLoad{w: w, rng: rand.New(rand.NewPCG(seed, uint64(w))), conns: make([]*rconn, w+1)}
+}
+
+func (l *floorChurnLoad) start(r *reactor) { l.dialMore(r) }
+
+func (l *floorChurnLoad) dialMore(r *reactor) {
+	for l.inflight < maxInflightDials && l.nextDial <= l.w {
+		c, err := r.dial(l.nextDial)
+		if err != nil {
+			l.fail(r, err)
+			return
+		}
+		l.conns[l.nextDial] = c
+		l.nextDial++
+		l.inflight++
+	}
+}
+
+func (l *floorChurnLoad) connected(r *reactor, c *rconn) { _ = r.send(c, heartbeatFrame) }
+
+func (l *floorChurnLoad) frame(r *reactor, c *rconn, _ *protocol.Frame) {
+	if l.fired {
+		if c.id == l.w {
+			l.tEnd = r.tick()
+			l.done.Store(true)
+			r.Stop()
+		}
+		return
+	}
+	l.inflight--
+	l.answered++
+	if l.answered == l.w+1 {
+		l.ready.Store(true)
+		return
+	}
+	l.dialMore(r)
+}
+
+func (l *floorChurnLoad) idle(r *reactor) {
+	if l.fired || !l.goNow.Load() {
+		return
+	}
+	l.fired = true
+	order := make([]int, l.w)
+	for i := range order {
+		order[i] = i
+	}
+	l.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	l.t0 = r.tick()
+	for _, id := range order {
+		r.close(l.conns[id])
+	}
+	_ = r.send(l.conns[l.w], heartbeatFrame)
+}
+
+func (l *floorChurnLoad) lost(r *reactor, c *rconn, err error) {
+	l.fail(r, fmt.Errorf("S5 floor: connection %d lost: %w", c.id, err))
+}
+
+func (l *floorChurnLoad) fail(r *reactor, err error) {
+	if l.err == nil {
+		l.err = err
+	}
+	r.abort(err)
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// expiryCase is one repetition of S4: a holder that heartbeats holderBeats
+// times and then goes silent (socket open, nothing sent), and one waiter.
+type expiryCase struct {
+	lease time.Duration
+	name  string
+	req   []byte
+
+	lastBeat int64 // send time of the holder's last acknowledged heartbeat
+	silent   bool  // the holder stopped heartbeating
+	beatsOut int
+	grantAt  int64 // the waiter's grant; 0 before
+	dropAt   int64 // the holder's connection closed by the server; 0 before
+	holder   *rconn
+	waiter   *rconn
+	done     bool
+}
+
+// Overshoot is how long after the earliest legal moment the waiter was
+// granted: grant − (last heartbeat + lease).
+func (c *expiryCase) Overshoot() time.Duration {
+	return time.Duration(c.grantAt - c.lastBeat - int64(c.lease))
+}
+
+const holderBeats = 2
+
+// expiryLoad runs every case at once on one loop (each on its own lock).
+type expiryLoad struct {
+	cases    []*expiryCase
+	chk      *Checker
+	deadline int64
+	left     int
+	err      error
+}
+
+func newExpiryLoad(leases []time.Duration, reps int, chk *Checker) *expiryLoad {
+	l := &expiryLoad{chk: chk}
+	var longest time.Duration
+	for _, lease := range leases {
+		for i := range reps {
+			name := fmt.Sprintf("s4-%v-%d", lease, i)
+			l.cases = append(l.cases, &expiryCase{
+				lease: lease, name: name,
+				req: protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name),
+			})
+			longest = max(longest, lease)
+		}
+	}
+	l.left = len(l.cases)
+	l.deadline = mono() + int64(3*longest+10*time.Second)
+	return l
+}
+
+// ids: the holder of case k is 2k, its waiter 2k+1.
+func (l *expiryLoad) ofConn(c *rconn) (*expiryCase, bool) { return l.cases[c.id/2], c.id%2 == 0 }
+
+func (l *expiryLoad) start(r *reactor) {
+	for k, ec := range l.cases {
+		c, err := r.dial(2 * k)
+		if err != nil {
+			r.abort(err)
+			return
+		}
+		ec.holder = c
+	}
+}
+
+func (l *expiryLoad) connected(r *reactor, c *rconn) {
+	ec, _ := l.ofConn(c)
+	c.t0 = r.tick()
+	_ = r.send(c, ec.req)
+}
+
+func (l *expiryLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
+	now := r.tick()
+	ec, isHolder := l.ofConn(c)
+	if f.Type == protocol.TypeError {
+		l.fail(r, fmt.Errorf("%s: ERROR %#x %q", ec.name, byte(f.Code), f.Reason))
+		return
+	}
+	interval := int64(ec.lease / 4)
+	if isHolder {
+		switch {
+		case f.Type != protocol.TypeAcquired:
+			l.fail(r, fmt.Errorf("%s: the holder was answered %#x", ec.name, byte(f.Type)))
+		case !c.granted: // the grant
+			c.granted, c.token = true, f.Token
+			l.chk.Grant(ec.name, c.id, now, f.Token, true)
+			ec.lastBeat = c.t0
+			ec.beatsOut = holderBeats
+			r.after(c.t0+interval, c, timerHeartbeat)
+			w, err := r.dial(c.id + 1)
+			if err != nil {
+				l.fail(r, err)
+				return
+			}
+			ec.waiter = w
+		default: // a heartbeat answered
+			c.hbOut = false
+			ec.lastBeat = c.t0
+			if ec.beatsOut > 0 {
+				r.after(c.t0+interval, c, timerHeartbeat)
+				return
+			}
+			ec.silent = true
+			l.chk.Lapse(ec.name, c.id, ec.lastBeat+int64(ec.lease))
+		}
+		return
+	}
+	// The waiter.
+	c.hbOut = false
+	if f.Type == protocol.TypeWaiting {
+		r.after(c.t0+interval, c, timerHeartbeat)
+		return
+	}
+	if ec.grantAt != 0 {
+		return
+	}
+	ec.grantAt = now
+	l.chk.Grant(ec.name, c.id, now, f.Token, true)
+	if !ec.silent {
+		l.chk.Report("%s: the waiter was granted while the holder still heartbeated", ec.name)
+	}
+	r.close(c)
+	l.finish(r, ec)
+}
+
+func (l *expiryLoad) timer(r *reactor, c *rconn, _ uint8) {
+	ec, isHolder := l.ofConn(c)
+	if ec.done || c.hbOut {
+		return
+	}
+	if isHolder {
+		if ec.beatsOut == 0 {
+			return
+		}
+		ec.beatsOut--
+	}
+	c.t0 = r.tick()
+	c.hbOut = true
+	_ = r.send(c, heartbeatFrame)
+}
+
+func (l *expiryLoad) lost(r *reactor, c *rconn, err error) {
+	ec, isHolder := l.ofConn(c)
+	now := r.tick()
+	if !isHolder || !errors.Is(err, errPeerClosed) {
+		l.fail(r, fmt.Errorf("%s: connection lost: %w", ec.name, err))
+		return
+	}
+	ec.dropAt = now
+	switch {
+	case !ec.silent:
+		l.chk.Report("%s: the holder was dropped while it still heartbeated", ec.name)
+	case now < ec.lastBeat+int64(ec.lease):
+		l.chk.Report("%s: the holder was dropped %v before its lease ended", ec.name, time.Duration(ec.lastBeat+int64(ec.lease)-now))
+	}
+	l.finish(r, ec)
+}
+
+// finish marks a case done once the waiter is granted and the holder gone.
+func (l *expiryLoad) finish(r *reactor, ec *expiryCase) {
+	if ec.done || ec.grantAt == 0 || ec.dropAt == 0 {
+		return
+	}
+	ec.done = true
+	l.left--
+	if l.left == 0 {
+		r.Stop()
+	}
+}
+
+func (l *expiryLoad) fail(r *reactor, err error) {
+	if l.err == nil {
+		l.err = err
+	}
+	r.abort(err)
+}
+
+func (l *expiryLoad) idle(r *reactor) {
+	if r.now > l.deadline {
+		l.fail(r, fmt.Errorf("S4: %d of %d cases unfinished at the deadline", l.left, len(l.cases)))
+	}
+}

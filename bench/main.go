@@ -1,0 +1,390 @@
+// Command bench is monolock's benchmark harness: it starts monolock, a bare
+// gnet server (the floor) and the installed peers (Redis, etcd, PostgreSQL)
+// on loopback, drives each with the same workloads, checks that no lock ever
+// has two holders, and prints one table per scenario. See
+// ../../shared/spec/bench.md and bench/RESULTS.md.
+//
+//	go run ./bench [-quick] [-json FILE] [-out DIR] [-only S1,S3] [-peers redis,etcd,postgres]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
+		os.Exit(floorServerMain(os.Args[2:], os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command's flags.
+type options struct {
+	quick      bool
+	jsonPath   string
+	outDir     string
+	only       string
+	peers      string
+	monolock   string
+	redisRetry time.Duration
+	noProgress bool
+	waitQuiet  time.Duration
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.quick, "quick", false, "small sizes: the whole run in well under a minute")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&o.outDir, "out", "bench/out", "directory for PNG charts and server logs")
+	fs.StringVar(&o.only, "only", "", "run only these scenarios, e.g. S1,S3 (default all)")
+	fs.StringVar(&o.peers, "peers", strings.Join(peerNames, ","), "peers to start; empty for none")
+	fs.StringVar(&o.monolock, "monolock", "bin/monolock", "the monolock binary (built with go build when missing)")
+	fs.DurationVar(&o.redisRetry, "redis-retry", time.Millisecond, "Redis waiters retry after a random pause in [d, 2d)")
+	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
+	fs.DurationVar(&o.waitQuiet, "wait-quiet", 0, "before starting, wait up to this long for other load on the machine to drop under 15% of a core")
+	fs.Usage = func() {
+		_, _ = fmt.Fprintln(stderr, "usage: go run ./bench [flags]\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.redisRetry <= 0 {
+		return o, errors.New("-redis-retry must be positive")
+	}
+	return o, nil
+}
+
+// bench is one run's state.
+type bench struct {
+	opt      options
+	sz       sizes
+	srv      *servers
+	peers    []peer
+	skipped  []PeerStatus
+	report   *Report
+	prog     *progress
+	checkers []namedChecker
+	stderr   io.Writer
+}
+
+type namedChecker struct {
+	name string
+	chk  *Checker
+}
+
+// checker returns a fresh checker whose violations end up in the report.
+func (b *bench) checker(name string) *Checker {
+	c := NewChecker()
+	b.checkers = append(b.checkers, namedChecker{name, c})
+	return c
+}
+
+// fail records an error that makes the run exit non-zero.
+func (b *bench) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.report.Errors = append(b.report.Errors, msg)
+	b.prog.log("error: " + msg)
+}
+
+func (b *bench) step(desc string) { b.prog.step(desc) }
+
+// skippedRows adds a "skipped" row for every peer that did not start.
+func (b *bench) skippedRows(sc *Scenario, figure string) {
+	for _, s := range b.skipped {
+		sc.Add(&Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
+	}
+}
+
+func (b *bench) redisRetry() (time.Duration, bool) {
+	for _, p := range b.peers {
+		if r, ok := p.(*redisPeer); ok {
+			return r.retry, true
+		}
+	}
+	return 0, false
+}
+
+func (b *bench) want(id string) bool {
+	if b.opt.only == "" {
+		return true
+	}
+	for f := range strings.SplitSeq(b.opt.only, ",") {
+		if strings.EqualFold(strings.TrimSpace(f), id) {
+			return true
+		}
+	}
+	return false
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	opt, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	rep := &Report{Started: time.Now(), Command: "go run ./bench " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+		Violations: []string{}, Errors: []string{}}
+	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	rep.Limits = Limits{NoFileSoft: soft, NoFileHard: hard, MaxSessions: maxSessions}
+	if maxSessions < 1000 {
+		_, _ = fmt.Fprintf(stderr, "bench: the descriptor limit (%d) leaves room for only %d sessions; raise it (ulimit -n)\n", soft, maxSessions)
+		return 1
+	}
+	sz := fullSizes(maxSessions)
+	if opt.quick {
+		sz = quickSizes(maxSessions)
+	}
+	monoBin, err := ensureMonolock(opt.monolock, stderr)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	logDir := ""
+	if opt.outDir != "" {
+		logDir = filepath.Join(opt.outDir, "logs")
+		_ = os.RemoveAll(logDir)
+	}
+	tmp, err := os.MkdirTemp("", "monolock-bench-")
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	_ = os.Chmod(tmp, 0o755) // peers running as another user need to reach their directories
+	defer func() { _ = os.RemoveAll(tmp) }()
+
+	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr,
+		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir}}
+	var peerList []string
+	for p := range strings.SplitSeq(opt.peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			peerList = append(peerList, p)
+		}
+	}
+	withPeers := b.want("S1") || b.want("S2") || b.want("S4")
+	if !withPeers {
+		peerList = nil
+	}
+	b.prog = newProgress(stderr, b.countSteps(len(peerList)), !opt.noProgress)
+
+	// Stop every child on an interrupt.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		b.prog.log(fmt.Sprintf("bench: %v: stopping servers", s))
+		stopAllChildren()
+		_ = os.RemoveAll(tmp)
+		os.Exit(130)
+	}()
+	defer stopAllChildren()
+
+	if opt.waitQuiet > 0 {
+		b.prog.log("waiting for the machine to be quiet …")
+		rep.Machine.Background = waitQuiet(opt.waitQuiet)
+		b.prog.log("machine: " + rep.Machine.Background)
+	}
+	if len(peerList) > 0 {
+		b.step("starting peers")
+		b.peers, rep.Peers = startPeers(peerList, tmp, logDir, opt.redisRetry)
+		for _, s := range rep.Peers {
+			if s.Status == "skipped" {
+				b.skipped = append(b.skipped, s)
+				b.prog.log(fmt.Sprintf("peer %s skipped: %s", s.Name, s.Reason))
+			}
+		}
+	}
+	scs := map[string]*Scenario{}
+	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5 so
+	// that the session-heavy runs have the machine to themselves.
+	for _, s := range []struct {
+		id string
+		fn func() *Scenario
+	}{{"S0", b.s0}, {"S1", b.s1}, {"S2", b.s2}, {"S4", b.s4}} {
+		if b.want(s.id) {
+			scs[s.id] = s.fn()
+		}
+	}
+	for _, p := range b.peers {
+		p.Stop()
+	}
+	for _, s := range []struct {
+		id string
+		fn func() *Scenario
+	}{{"S3", b.s3}, {"S5", b.s5}} {
+		if b.want(s.id) {
+			scs[s.id] = s.fn()
+		}
+	}
+	b.prog.finish()
+
+	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5"} {
+		if sc, ok := scs[id]; ok {
+			rep.Scenarios = append(rep.Scenarios, sc)
+		}
+	}
+	computeRatios(rep.Scenarios)
+	rep.Monolock = b.srv.version
+	for _, nc := range b.checkers {
+		for _, v := range nc.chk.Violations() {
+			rep.Violations = append(rep.Violations, nc.name+": "+v)
+		}
+	}
+	rep.Finished = time.Now()
+	rep.Machine.LoadAvgEnd = loadAvg()
+
+	_, _ = fmt.Fprint(stdout, renderReport(rep))
+	if opt.outDir != "" {
+		files, err := writeCharts(rep, opt.outDir)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "bench: charts: %v\n", err)
+			rep.Errors = append(rep.Errors, "charts: "+err.Error())
+		} else if len(files) > 0 {
+			_, _ = fmt.Fprintf(stdout, "charts: %s\n", strings.Join(files, ", "))
+		}
+	}
+	if opt.jsonPath != "" {
+		if err := rep.WriteJSON(opt.jsonPath); err != nil {
+			_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		_, _ = fmt.Fprintf(stdout, "json: %s\n", opt.jsonPath)
+	}
+	if rep.Failed() {
+		_, _ = fmt.Fprintf(stderr, "bench: FAILED: %d violation(s), %d error(s)\n", len(rep.Violations), len(rep.Errors))
+		return 1
+	}
+	return 0
+}
+
+// countSteps is the progress bar's total.
+func (b *bench) countSteps(peers int) int {
+	n := 0
+	if peers > 0 {
+		n++
+	}
+	if b.want("S0") {
+		n += 4
+	}
+	for _, id := range []string{"S1", "S2", "S4"} {
+		if b.want(id) {
+			n += 1 + peers
+		}
+	}
+	if b.want("S3") {
+		n += 2*b.sz.s3Pairs + 2
+		for _, s := range b.sz.s3Sessions {
+			if s != b.sz.s3Floor {
+				n++
+			}
+		}
+	}
+	if b.want("S5") {
+		n += len(b.sz.s5Queues) + 1
+	}
+	return n
+}
+
+// renderReport is everything printed on stdout.
+func renderReport(rep *Report) string {
+	var s strings.Builder
+	m := rep.Machine
+	fmt.Fprintf(&s, "monolock bench — %s, %d CPUs (%s), kernel %s, %s; RLIMIT_NOFILE %d/%d → up to %s sessions\n",
+		rep.Started.UTC().Format(time.RFC3339), m.NProc, m.CPUModel, m.Kernel, m.GoVersion,
+		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, groupThousands(int64(rep.Limits.MaxSessions)))
+	fmt.Fprintf(&s, "load average at start %s, at end %s", m.LoadAvgStart, m.LoadAvgEnd)
+	if m.Background != "" {
+		fmt.Fprintf(&s, "; %s", m.Background)
+	}
+	s.WriteString(" (rows marked ⚠ ran while other processes used the CPU)\n")
+	if rep.Monolock != "" {
+		fmt.Fprintf(&s, "monolock %s\n", rep.Monolock)
+	}
+	for _, p := range rep.Peers {
+		if p.Status == "ok" {
+			fmt.Fprintf(&s, "peer %s %s\n", p.Name, p.Version)
+		} else {
+			fmt.Fprintf(&s, "peer %s skipped: %s\n", p.Name, p.Reason)
+		}
+	}
+	s.WriteString("ratios: ×monolock = this row ÷ monolock's row; ×floor = this row ÷ its floor row (S0, or bare gnet in S3 and S5)\n\n")
+	for _, sc := range rep.Scenarios {
+		s.WriteString(renderScenario(sc))
+		s.WriteByte('\n')
+	}
+	c := rep.Core
+	if c.Sessions > 0 {
+		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×)\n",
+			groupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio)
+	}
+	if len(rep.Violations) > 0 {
+		s.WriteString("\nVIOLATIONS:\n")
+		for _, v := range rep.Violations {
+			fmt.Fprintf(&s, "  %s\n", v)
+		}
+	} else {
+		s.WriteString("correctness: no two holders of one lock and no token going backwards were seen\n")
+	}
+	if len(rep.Errors) > 0 {
+		s.WriteString("\nERRORS:\n")
+		for _, e := range rep.Errors {
+			fmt.Fprintf(&s, "  %s\n", e)
+		}
+	}
+	fmt.Fprintf(&s, "took %s\n", rep.Finished.Sub(rep.Started).Round(time.Second))
+	return s.String()
+}
+
+// ensureMonolock returns the monolock binary, building it when missing.
+func ensureMonolock(path string, stderr io.Writer) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return filepath.Abs(path)
+	}
+	_, _ = fmt.Fprintf(stderr, "bench: %s is missing; building it\n", path)
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/monolock")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s (run from the repository root, or make build): %w", path, err)
+	}
+	return filepath.Abs(path)
+}
+
+// ephemeralPorts is the size of the local port range (0 when unknown).
+func ephemeralPorts() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi < lo {
+		return 0
+	}
+	return hi - lo + 1
+}

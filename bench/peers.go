@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A peer is another lock service the harness starts on loopback and drives
+// with its usual Go client, one connection per worker.
+type peer interface {
+	Name() string
+	Version() string
+	// NewClient opens one worker's connection.
+	NewClient(ctx context.Context, worker int) (peerClient, error)
+	// Expiry runs reps S4 cases with the given lease at once and returns each
+	// case's overshoot (grant − last heartbeat − lease). errNoLease when the
+	// peer has no lease.
+	Expiry(ctx context.Context, lease time.Duration, reps int, chk *Checker) (expiryResult, error)
+	Stop()
+}
+
+// expiryResult is what a peer's S4 run measured.
+type expiryResult struct {
+	overshoots []time.Duration
+	lease      time.Duration // the lease the peer actually applied
+	note       string
+}
+
+// errNoLease: the peer has no notion of a lease (S4 is n/a).
+var errNoLease = errors.New("no lease")
+
+// errLeaseUnsupported: the peer cannot apply this lease (S4 row is n/a).
+type errLeaseUnsupported struct{ why string }
+
+func (e errLeaseUnsupported) Error() string { return e.why }
+
+// peerClient is one worker's lock client.
+type peerClient interface {
+	// Lock blocks (or retries) until name is granted or ctx ends. The token
+	// is a fencing token when hasToken is set.
+	Lock(ctx context.Context, name string) (token uint64, hasToken bool, err error)
+	Unlock(ctx context.Context, name string) error
+	Close()
+}
+
+// peerProc is a peer's server process.
+type peerProc struct {
+	*child
+	stopSig syscall.Signal
+	dir     string // removed after the process exits
+}
+
+// startPeerProc starts a peer's server; its output goes to logPath.
+func startPeerProc(name, bin string, args []string, logPath string, cred *syscall.Credential, stopSig syscall.Signal, dir string) (*peerProc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	if logPath != "" {
+		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err == nil {
+			if f, err := os.Create(logPath); err == nil {
+				cmd.Stdout, cmd.Stderr = f, f
+				defer func() { _ = f.Close() }() // the child has its own copy
+			}
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	childMu.Lock()
+	children[c] = true
+	childMu.Unlock()
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	return &peerProc{child: c, stopSig: stopSig, dir: dir}, nil
+}
+
+// Stop ends the peer's server and removes its files.
+func (p *peerProc) Stop() {
+	if p == nil || p.child == nil {
+		return
+	}
+	if p.Alive() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, p.stopSig)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	p.forget()
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
+	}
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitFor retries probe until it succeeds, the process dies or timeout ends.
+func waitFor(p *peerProc, timeout time.Duration, probe func(ctx context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if !p.Alive() {
+			return fmt.Errorf("exited (%v); see its log", p.err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		last = probe(ctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %v: %w", timeout, last)
+}
+
+// openClients opens n worker clients in parallel.
+func openClients(ctx context.Context, p peer, n int) ([]peerClient, error) {
+	cs := make([]peerClient, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cs[i], errs[i] = p.NewClient(ctx, i)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range cs {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, err
+	}
+	return cs, nil
+}
+
+func closeClients(cs []peerClient) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(c.Close)
+	}
+	wg.Wait()
+}
+
+// loadResult is a timed load's count and latency.
+type loadResult struct {
+	count uint64
+	hist  Histogram
+	secs  float64
+	err   error
+}
+
+func (r loadResult) rate() float64 {
+	if r.secs <= 0 {
+		return 0
+	}
+	return float64(r.count) / r.secs
+}
+
+// peerCycle is S1 on a peer: every worker locks and unlocks its own name as
+// fast as it can; a cycle's latency runs from the lock call to the unlock's
+// return.
+func peerCycle(p peer, workers int, win window, chk *Checker) loadResult {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err := openClients(ctx, p, workers)
+	if err != nil {
+		return loadResult{err: err}
+	}
+	defer closeClients(cs)
+	res := loadResult{secs: win.seconds()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := range workers {
+		wg.Go(func() {
+			name := fmt.Sprintf("s1-%d", w)
+			var h Histogram
+			var n uint64
+			defer func() {
+				mu.Lock()
+				res.hist.Merge(&h)
+				res.count += n
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				t0 := mono()
+				tok, has, err := cs[w].Lock(ctx, name)
+				if err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						cancel()
+					}
+					return
+				}
+				chk.Grant(name, w, mono(), tok, has)
+				chk.Release(name, w)
+				if err := cs[w].Unlock(ctx, name); err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						cancel()
+					}
+					return
+				}
+				t1 := mono()
+				if win.has(t1) {
+					n++
+					h.Record(t1 - t0)
+				}
+				if t1 >= win.until {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e, ok := firstErr.Load().(error); ok {
+		res.err = e
+	}
+	return res
+}
+
+// peerHandover is S2 on a peer: n workers contend for one name; a worker
+// that is granted the lock releases it at once and asks again. Handover
+// latency runs from the moment the holder starts to release to the next
+// grant.
+func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResult {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err := openClients(ctx, p, n)
+	if err != nil {
+		return loadResult{err: err}
+	}
+	defer closeClients(cs)
+	res := loadResult{secs: win.seconds()}
+	var (
+		mu          sync.Mutex
+		wg          sync.WaitGroup
+		firstErr    atomic.Value
+		lastRelease atomic.Int64
+	)
+	for w := range n {
+		wg.Go(func() {
+			var h Histogram
+			var cnt uint64
+			defer func() {
+				mu.Lock()
+				res.hist.Merge(&h)
+				res.count += cnt
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				tok, has, err := cs[w].Lock(ctx, name)
+				if err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						cancel()
+					}
+					return
+				}
+				now := mono()
+				chk.Grant(name, w, now, tok, has)
+				if lr := lastRelease.Load(); lr > 0 && win.has(now) {
+					cnt++
+					h.Record(now - lr)
+				}
+				if now >= win.until {
+					cancel() // wake the others; this one still releases
+				}
+				chk.Release(name, w)
+				lastRelease.Store(mono())
+				uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err = cs[w].Unlock(uctx, name)
+				ucancel()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e, ok := firstErr.Load().(error); ok {
+		res.err = e
+	}
+	return res
+}
+
+// errSkip marks a peer that cannot take part, with the reason shown.
+type errSkip string
+
+func (e errSkip) Error() string { return string(e) }
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// peerNames are the peers the harness knows, in table order.
+var peerNames = []string{"redis", "etcd", "postgres"}
+
+// startPeers starts the chosen peers at once; a peer that cannot start is
+// skipped with its reason.
+func startPeers(names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []PeerStatus) {
+	type started struct {
+		p   peer
+		err error
+	}
+	out := make([]started, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			logPath := ""
+			if logDir != "" {
+				logPath = filepath.Join(logDir, "peer-"+name+".log")
+			}
+			var p peer
+			var err error
+			switch name {
+			case "redis":
+				var rp *redisPeer
+				if rp, err = startRedis(tmp, logPath, redisRetry); err == nil {
+					p = rp
+				}
+			case "etcd":
+				var ep *etcdPeer
+				if ep, err = startEtcd(tmp, logPath); err == nil {
+					p = ep
+				}
+			case "postgres":
+				var pp *pgPeer
+				if pp, err = startPostgres(tmp, logPath); err == nil {
+					p = pp
+				}
+			default:
+				err = errSkip("unknown peer")
+			}
+			out[i] = started{p, err}
+		})
+	}
+	wg.Wait()
+	var ps []peer
+	var st []PeerStatus
+	for i, s := range out {
+		if s.err != nil {
+			st = append(st, PeerStatus{Name: names[i], Status: "skipped", Reason: s.err.Error()})
+			continue
+		}
+		ps = append(ps, s.p)
+		st = append(st, PeerStatus{Name: names[i], Status: "ok", Version: s.p.Version()})
+	}
+	return ps, st
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// churnResult is one S5 repetition.
+type churnResult struct {
+	total time.Duration // first close → sentinel's grant
+	cpu   time.Duration // server CPU over the same span
+	setup time.Duration // queueing the waiters
+}
+
+// measureChurn runs one S5 repetition with w waiters against srv.
+func measureChurn(srv *child, w int, seed uint64, chk *Checker) (churnResult, error) {
+	var res churnResult
+	l := newChurnLoad(w, fmt.Sprintf("s5-%d-%d", w, seed), seed, chk)
+	t0 := time.Now()
+	run, err := startLoad(srv.addr, l)
+	if err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(60*time.Second + time.Duration(w)*time.Millisecond)
+	for !l.ready.Load() {
+		select {
+		case <-run.done:
+			return res, fmt.Errorf("the load ended during setup: %w", run.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = run.Stop()
+			return res, errors.New("waiters not all queued within the setup deadline")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.setup = time.Since(t0)
+	time.Sleep(50 * time.Millisecond) // let the server settle
+	a, err := ReadProc(srv.Pid())
+	if err != nil {
+		_ = run.Stop()
+		return res, err
+	}
+	l.goNow.Store(true)
+	if err := run.Wait(); err != nil {
+		return res, err
+	}
+	z, err := ReadProc(srv.Pid())
+	if err != nil {
+		return res, err
+	}
+	if !l.done.Load() {
+		return res, errors.New("the sentinel was never granted")
+	}
+	res.total = time.Duration(l.tEnd - l.t0)
+	res.cpu = CPUDelta(a, z)
+	return res, nil
+}
+
+// measureFloorChurn closes w connections to the bare gnet server and
+// returns the server's CPU for them, sampled once it has been quiet for a
+// while after the sentinel's answer.
+func measureFloorChurn(srv *child, w int, seed uint64) (churnResult, error) {
+	var res churnResult
+	l := newFloorChurnLoad(w, seed)
+	t0 := time.Now()
+	run, err := startLoad(srv.addr, l)
+	if err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(60*time.Second + time.Duration(w)*time.Millisecond)
+	for !l.ready.Load() {
+		select {
+		case <-run.done:
+			return res, fmt.Errorf("the load ended during setup: %w", run.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = run.Stop()
+			return res, errors.New("connections not all answered within the setup deadline")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.setup = time.Since(t0)
+	time.Sleep(50 * time.Millisecond)
+	a, err := ReadProc(srv.Pid())
+	if err != nil {
+		_ = run.Stop()
+		return res, err
+	}
+	l.goNow.Store(true)
+	if err := run.Wait(); err != nil {
+		return res, err
+	}
+	if !l.done.Load() {
+		return res, errors.New("the sentinel was never answered")
+	}
+	// Wait until the server's CPU stops moving: the closes it had not yet
+	// seen when it answered the sentinel are then done too.
+	z, err := ReadProc(srv.Pid())
+	for range 50 {
+		if err != nil {
+			return res, err
+		}
+		time.Sleep(20 * time.Millisecond)
+		var next ProcSample
+		next, err = ReadProc(srv.Pid())
+		if err == nil && CPUDelta(z, next) < 200*time.Microsecond {
+			z = next
+			break
+		}
+		z = next
+	}
+	res.total = time.Duration(l.tEnd - l.t0)
+	res.cpu = CPUDelta(a, z)
+	return res, nil
+}
+
+// s5: W waiters on one lock leave in random order.
+func (b *bench) s5() *Scenario {
+	sz := b.sz
+	sc := &Scenario{ID: "S5", Name: "queue churn", Desc: fmt.Sprintf(
+		"W waiters queued on one lock close in random order, then the holder; a sentinel queued last marks the end; median of %d", sz.s5Reps)}
+	ml, err := b.srv.monolock("s5")
+	if err != nil {
+		b.fail("S5: %v", err)
+		sc.Add(&Row{System: sysMonolock, Figure: "departures", Status: "error", Note: err.Error()})
+		return sc
+	}
+	defer ml.Stop()
+	var ref, lastCPU float64
+	lastCPURow := -1
+	for _, w := range sz.s5Queues {
+		b.step(fmt.Sprintf("S5 W=%s", groupThousands(int64(w))))
+		chk := b.checker(fmt.Sprintf("S5 W=%d", w))
+		var totals, cpus, setups []time.Duration
+		var failed error
+		for rep := range sz.s5Reps {
+			r, err := measureChurn(ml, w, uint64(rep+1), chk)
+			if err != nil {
+				failed = err
+				break
+			}
+			totals = append(totals, r.total)
+			cpus = append(cpus, r.cpu)
+			setups = append(setups, r.setup)
+		}
+		at := "W=" + groupThousands(int64(w))
+		if failed != nil {
+			b.fail("S5 %s: %v", at, failed)
+			sc.Add(&Row{System: sysMonolock, Figure: "time per departure, " + at, Status: "error", Note: failed.Error()})
+			continue
+		}
+		total := median(totals)
+		per := float64(total) / float64(w) / 1e3 // µs
+		if ref == 0 {
+			ref = per
+		}
+		cpuPer := float64(median(cpus)) / float64(w) / 1e3
+		sc.Add(&Row{System: sysMonolock, Figure: "time per departure, " + at, Value: per, Unit: "µs", Lower: true,
+			Note: fmt.Sprintf("total %s · %.2f× the smallest W · queueing took %s", formatDuration(int64(total)), per/ref,
+				formatDuration(int64(median(setups))))})
+		sc.Add(&Row{System: sysMonolock, Figure: "server CPU per departure, " + at, Value: cpuPer, Unit: "µs", Lower: true})
+		lastCPU, lastCPURow = cpuPer, len(sc.Rows)-1
+	}
+	// The floor: the same closes against the bare gnet server (no queue).
+	if len(sz.s5Queues) > 0 {
+		w := sz.s5Queues[len(sz.s5Queues)-1]
+		b.step(fmt.Sprintf("S5 bare gnet W=%s", groupThousands(int64(w))))
+		at := "W=" + groupThousands(int64(w))
+		func() {
+			fl, err := b.srv.floor("s5")
+			if err != nil {
+				b.fail("S5 floor: %v", err)
+				sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Status: "error", Note: err.Error()})
+				return
+			}
+			defer fl.Stop()
+			var cpus []time.Duration
+			for rep := range sz.s5Reps {
+				r, err := measureFloorChurn(fl, w, uint64(rep+1))
+				if err != nil {
+					b.fail("S5 floor %s: %v", at, err)
+					sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Status: "error", Note: err.Error()})
+					return
+				}
+				cpus = append(cpus, r.cpu)
+			}
+			cpuPer := float64(median(cpus)) / float64(w) / 1e3
+			sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Value: cpuPer, Unit: "µs", Lower: true,
+				Key: "close", Floor: "close",
+				Note: "the same closes against gnet alone: what the kernel and gnet cost per departure"})
+			if lastCPU > 0 {
+				v := lastCPU / cpuPer
+				sc.Rows[lastCPURow].VsFloor = &v
+			}
+		}()
+	}
+	sc.Note("a departure is a waiter closing its connection: the server reads end of stream, closes the socket and unlinks the waiter from the queue")
+	sc.Note("flat means the per-departure figures do not grow with W (removal from the middle of the queue is O(1))")
+	return sc
+}

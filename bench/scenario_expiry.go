@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+func keyExpiry(lease time.Duration) string { return "expiry " + lease.String() }
+
+// overshootRow turns overshoots into a row: value = median overshoot in ms.
+func overshootRow(sys string, lease time.Duration, os []time.Duration, note string) *Row {
+	var h Histogram
+	for _, d := range os {
+		h.RecordDuration(max(d, 0))
+	}
+	s := h.Summarize()
+	lo := slices.Min(os)
+	n := fmt.Sprintf("n=%d, min %s", len(os), formatDuration(int64(lo)))
+	if note != "" {
+		n += " · " + note
+	}
+	return &Row{System: sys, Figure: "overshoot, lease " + durMS(lease), Value: float64(s.P50) / 1e6, Unit: "ms",
+		Lat: &s, Key: keyExpiry(lease), Lower: true, Note: n}
+}
+
+// s4: a holder goes silent; how long after its lease does the waiter get in?
+func (b *bench) s4() *Scenario {
+	sz := b.sz
+	sc := &Scenario{ID: "S4", Name: "expiry", Desc: fmt.Sprintf(
+		"a holder heartbeats twice then goes silent (socket open); one waiter; overshoot = waiter's grant − (holder's last heartbeat + lease); %d repetitions per lease, all at once",
+		sz.s4Reps)}
+	b.step("S4 monolock")
+	func() {
+		ml, err := b.srv.monolock("s4")
+		if err != nil {
+			b.fail("S4: %v", err)
+			sc.Add(&Row{System: sysMonolock, Figure: "overshoot", Status: "error", Note: err.Error()})
+			return
+		}
+		defer ml.Stop()
+		chk := b.checker("S4 monolock")
+		l := newExpiryLoad(sz.s4Leases, sz.s4Reps, chk)
+		if err := runLoad(ml.addr, l); err != nil {
+			b.fail("S4 monolock: %v", err)
+			sc.Add(&Row{System: sysMonolock, Figure: "overshoot", Status: "error", Note: err.Error()})
+			return
+		}
+		for _, lease := range sz.s4Leases {
+			var os, drops []time.Duration
+			for _, c := range l.cases {
+				if c.lease == lease {
+					os = append(os, c.Overshoot())
+					drops = append(drops, time.Duration(c.dropAt-c.lastBeat-int64(lease)))
+				}
+			}
+			sc.Add(overshootRow(sysMonolock, lease, os, "holder's close seen at lease + "+formatDuration(int64(median(drops)))))
+		}
+	}()
+	for _, p := range b.peers {
+		b.step("S4 " + p.Name())
+		chk := b.checker("S4 " + p.Name())
+		type out struct {
+			res expiryResult
+			err error
+		}
+		outs := make([]out, len(sz.s4Leases))
+		var wg sync.WaitGroup
+		for i, lease := range sz.s4Leases {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*lease+30*time.Second)
+				defer cancel()
+				r, err := p.Expiry(ctx, lease, sz.s4Reps, chk)
+				outs[i] = out{r, err}
+			})
+		}
+		wg.Wait()
+		for i, lease := range sz.s4Leases {
+			o := outs[i]
+			var unsup errLeaseUnsupported
+			switch {
+			case errors.Is(o.err, errNoLease):
+				sc.Add(&Row{System: p.Name(), Figure: "overshoot, lease " + durMS(lease), Status: "n/a",
+					Note: "no lease: an advisory lock lives until its session ends; a silent holder keeps it"})
+			case errors.As(o.err, &unsup):
+				sc.Add(&Row{System: p.Name(), Figure: "overshoot, lease " + durMS(lease), Status: "n/a", Note: unsup.why})
+			case o.err != nil:
+				b.fail("S4 %s lease %v: %v", p.Name(), lease, o.err)
+				sc.Add(&Row{System: p.Name(), Figure: "overshoot, lease " + durMS(lease), Status: "error", Note: o.err.Error()})
+			default:
+				r := overshootRow(p.Name(), lease, o.res.overshoots, o.res.note)
+				if o.res.lease != lease {
+					r.Key = "" // not the same lease as monolock's row: no ratio
+				}
+				sc.Add(r)
+			}
+		}
+	}
+	b.skippedRows(sc, "overshoot")
+	sc.Note("latency columns: the overshoot distribution; a negative overshoot (a grant before the lease ended) fails the run")
+	sc.Note("monolock checks leases on a 1 ms timer wheel; Redis expires the key on the next access after PX; etcd revokes expired leases through raft")
+	return sc
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sessionsResult is one S3 run.
+type sessionsResult struct {
+	sessions      int
+	setup         time.Duration // until every session had its first answer
+	rssBefore     int64
+	rssAfter      int64
+	anonBefore    int64
+	anonAfter     int64
+	cpu           time.Duration // server CPU over the window
+	genCPU        time.Duration // harness CPU over the window
+	windowSecs    float64
+	heartbeats    uint64 // answered inside the window
+	rtt           Histogram
+	late          uint64
+	promoted      uint64
+	heartbeatRate float64
+	other         string // a warning about foreign load, if any
+}
+
+func (r sessionsResult) rssPerSession() float64 {
+	return float64(r.rssAfter-r.rssBefore) / float64(r.sessions)
+}
+
+// cpuPerMillion is server CPU-seconds per million heartbeats.
+func (r sessionsResult) cpuPerMillion() float64 {
+	if r.heartbeats == 0 {
+		return 0
+	}
+	return r.cpu.Seconds() / float64(r.heartbeats) * 1e6
+}
+
+// measureSessions runs the S3 load against srv: it samples the idle server,
+// opens every session, lets them heartbeat for warm, then measures CPU and
+// heartbeats over window and samples RSS at its end.
+func measureSessions(srv *child, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
+	res := sessionsResult{sessions: sessions}
+	time.Sleep(100 * time.Millisecond) // let the server finish starting
+	before, err := ReadProc(srv.Pid())
+	if err != nil {
+		return res, err
+	}
+	res.rssBefore, res.anonBefore = before.RSS, before.RSSAnon
+	l := newSessionsLoad(monolock, sessions, lease, chk)
+	t0 := time.Now()
+	run, err := startLoad(srv.addr, l)
+	if err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(60*time.Second + time.Duration(sessions)*time.Millisecond)
+	for !l.allReady.Load() {
+		select {
+		case <-run.done:
+			return res, fmt.Errorf("the load ended during setup: %w", run.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = run.Stop()
+			return res, errors.New("sessions not all answered within the setup deadline")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res.setup = time.Since(t0)
+	time.Sleep(warm)
+	u := startUsage(srv.Pid(), selfPID)
+	from := mono()
+	l.until.Store(from + int64(win))
+	l.from.Store(from)
+	sleepUntil(from + int64(win))
+	use, ok := u.stop()
+	z, err := ReadProc(srv.Pid())
+	stopErr := run.Stop()
+	if err != nil {
+		return res, err
+	}
+	if stopErr != nil {
+		return res, stopErr
+	}
+	if !srv.Alive() {
+		return res, errExited
+	}
+	if !ok || len(use.CPU) != 2 {
+		return res, errors.New("could not sample the CPU")
+	}
+	res.rssAfter, res.anonAfter = z.RSS, z.RSSAnon
+	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
+	res.windowSecs = use.Wall.Seconds()
+	res.other = use.otherNote()
+	res.heartbeats = l.hbWindow
+	res.heartbeatRate = float64(l.hbWindow) / win.Seconds()
+	res.rtt = l.hist
+	res.late = l.late
+	res.promoted = l.promoted
+	return res, nil
+}
+
+// s3: many heartbeating sessions; server RSS and CPU from /proc. The core
+// comparison (monolock against the bare gnet server at the same sessions
+// and rate) alternates the two s3Pairs times and reports medians, so that a
+// burst of foreign load on the machine does not land on one side only.
+func (b *bench) s3() *Scenario {
+	sz := b.sz
+	sc := &Scenario{ID: "S3", Name: "sessions", Desc: fmt.Sprintf(
+		"S sessions, half holders and half waiters (one holder and one waiter per lock), heartbeating every %v (lease %v); %v measured after %v",
+		sz.s3Lease/4, sz.s3Lease, sz.s3Window, sz.s3Warm)}
+	one := func(sys string, sessions int, monolock bool, rep int) (sessionsResult, bool) {
+		tag := fmt.Sprintf("%s %s sessions", sys, groupThousands(int64(sessions)))
+		if rep > 0 {
+			tag += fmt.Sprintf(" (run %d)", rep)
+		}
+		b.step("S3 " + tag)
+		var srv *child
+		var err error
+		if monolock {
+			srv, err = b.srv.monolock(fmt.Sprintf("s3-%d", sessions))
+		} else {
+			srv, err = b.srv.floor(fmt.Sprintf("s3-%d", sessions))
+		}
+		if err == nil {
+			defer srv.Stop()
+			var r sessionsResult
+			r, err = measureSessions(srv, monolock, sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, b.checker("S3 "+tag))
+			if err == nil {
+				return r, true
+			}
+		}
+		b.fail("S3 %s: %v", tag, err)
+		sc.Add(&Row{System: sys, Figure: "sessions " + groupThousands(int64(sessions)), Status: "error", Note: err.Error()})
+		return sessionsResult{}, false
+	}
+	var gnetRuns, monoRuns []sessionsResult
+	for rep := range sz.s3Pairs {
+		n := rep + 1
+		if sz.s3Pairs == 1 {
+			n = 0
+		}
+		if r, ok := one(sysBareGnet, sz.s3Floor, false, n); ok {
+			gnetRuns = append(gnetRuns, r)
+		}
+		if r, ok := one(sysMonolock, sz.s3Floor, true, n); ok {
+			monoRuns = append(monoRuns, r)
+		}
+	}
+	b.addSessionRows(sc, sysBareGnet, gnetRuns, true)
+	b.addSessionRows(sc, sysMonolock, monoRuns, true)
+	// The same sessions without heartbeats: what an open session costs at rest.
+	idleWin := max(sz.s3Window/2, time.Second)
+	for _, sys := range []string{sysBareGnet, sysMonolock} {
+		tag := fmt.Sprintf("%s %s idle sessions", sys, groupThousands(int64(sz.s3Floor)))
+		b.step("S3 " + tag)
+		r, err := b.idleSessions(sys == sysMonolock, sz.s3Floor, idleWin, tag)
+		figure := "idle CPU @" + groupThousands(int64(sz.s3Floor))
+		if err != nil {
+			b.fail("S3 %s: %v", tag, err)
+			sc.Add(&Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
+			continue
+		}
+		note := fmt.Sprintf("%s sessions open, none heartbeating during %v", groupThousands(int64(sz.s3Floor)), idleWin)
+		if r.other != "" {
+			note += " · " + r.other
+		}
+		sc.Add(&Row{System: sys, Figure: figure, Value: 100 * r.cpu.Seconds() / r.windowSecs, Unit: "% of a core",
+			Key: "idle" + figure, Floor: "idle" + figure, Lower: true, Note: note})
+	}
+	for _, n := range sz.s3Sessions {
+		if n == sz.s3Floor {
+			continue
+		}
+		if r, ok := one(sysMonolock, n, true, 0); ok {
+			b.addSessionRows(sc, sysMonolock, []sessionsResult{r}, false)
+		}
+	}
+	if len(monoRuns) > 0 {
+		c := &b.report.Core
+		c.Sessions = sz.s3Floor
+		c.RSSPerSessionBytes = medianOf(monoRuns, sessionsResult.rssPerSession)
+		c.CPUPerMHbMonolock = medianOf(monoRuns, sessionsResult.cpuPerMillion)
+		if len(gnetRuns) > 0 {
+			c.CPUPerMHbFloor = medianOf(gnetRuns, sessionsResult.cpuPerMillion)
+			c.CPUPerHeartbeatRatio = c.CPUPerMHbMonolock / c.CPUPerMHbFloor
+		}
+	}
+	sc.Note("RSS per session = (server VmRSS with every session open − VmRSS of the idle server) ÷ S, sampled at the window's end; Go's heap is collected at twice its live size, so this includes garbage not yet collected")
+	sc.Note("CPU = the server's utime+stime (per-thread schedstat) over the window ÷ heartbeats answered in it; bare gnet: gnet with monolock's options, answering each byte with 9 bytes; ×floor on RSS and CPU rows compares with it")
+	if sz.s3Pairs > 1 {
+		sc.Note("@%s: %d alternating runs of each server, medians shown (every run listed in the note)", groupThousands(int64(sz.s3Floor)), sz.s3Pairs)
+	}
+	sc.Note("descriptor limit %d: the largest S here is %s", b.report.Limits.NoFileSoft, groupThousands(int64(b.report.Limits.MaxSessions)))
+	return sc
+}
+
+// idleSessions opens sessions with a lease so long that none heartbeats
+// during the window, and measures the server's CPU at rest.
+func (b *bench) idleSessions(monolock bool, sessions int, win time.Duration, tag string) (sessionsResult, error) {
+	var srv *child
+	var err error
+	if monolock {
+		srv, err = b.srv.monolock("s3-idle")
+	} else {
+		srv, err = b.srv.floor("s3-idle")
+	}
+	if err != nil {
+		return sessionsResult{}, err
+	}
+	defer srv.Stop()
+	return measureSessions(srv, monolock, sessions, time.Hour, 500*time.Millisecond, win, b.checker("S3 "+tag))
+}
+
+// addSessionRows adds the RSS, CPU and RTT rows of one system at one size
+// from one or more runs (medians; RTT histograms merged).
+func (b *bench) addSessionRows(sc *Scenario, sys string, runs []sessionsResult, isFloorSize bool) {
+	if len(runs) == 0 {
+		return
+	}
+	sessions := runs[0].sessions
+	at := " @" + groupThousands(int64(sessions))
+	unit := "B/session"
+	if sys == sysBareGnet {
+		unit = "B/connection"
+	}
+	list := func(f func(sessionsResult) float64, format string) string {
+		if len(runs) < 2 {
+			return ""
+		}
+		var parts []string
+		for _, r := range runs {
+			parts = append(parts, fmt.Sprintf(format, f(r)))
+		}
+		return "runs " + strings.Join(parts, ", ") + " · "
+	}
+	var other []string
+	for _, r := range runs {
+		if r.other != "" {
+			other = append(other, r.other)
+		}
+	}
+	warn := ""
+	if len(other) > 0 {
+		warn = " · " + strings.Join(other, "; ")
+	}
+	mid := runs[len(runs)/2]
+	rss := sc.Add(&Row{System: sys, Figure: "RSS per session" + at, Value: medianOf(runs, sessionsResult.rssPerSession), Unit: unit,
+		Key: "rss" + at, Lower: true,
+		Note: list(sessionsResult.rssPerSession, "%.0f") + fmt.Sprintf("RSS %s → %s (anon %s → %s)",
+			mib(mid.rssBefore), mib(mid.rssAfter), mib(mid.anonBefore), mib(mid.anonAfter))})
+	cpuShares := func(r sessionsResult) string {
+		return fmt.Sprintf("srv %.1f%% · gen %.0f%% cpu", 100*r.cpu.Seconds()/r.windowSecs, 100*r.genCPU.Seconds()/r.windowSecs)
+	}
+	cpu := sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: medianOf(runs, sessionsResult.cpuPerMillion), Unit: "s",
+		Key: "cpu" + at, Lower: true,
+		Note: list(sessionsResult.cpuPerMillion, "%.2f") + cpuShares(mid) + warn})
+	if isFloorSize {
+		rss.Floor, cpu.Floor = rss.Key, cpu.Key
+	}
+	var rtt Histogram
+	var late, promoted uint64
+	for _, r := range runs {
+		rtt.Merge(&r.rtt)
+		late += r.late
+		promoted += r.promoted
+	}
+	note := fmt.Sprintf("setup %v", mid.setup.Round(time.Millisecond))
+	if late > 0 {
+		note += fmt.Sprintf(" · %d heartbeats sent late (previous reply later than the interval)", late)
+	}
+	if promoted > 0 {
+		note += fmt.Sprintf(" · %d waiters promoted (holders dropped)", promoted)
+	}
+	sc.Add(&Row{System: sys, Figure: "heartbeat RTT" + at, Value: medianOf(runs, func(r sessionsResult) float64 { return r.heartbeatRate }),
+		Unit: "hb/s", Lat: summaryOf(&rtt), Key: "rtt" + at, Note: note})
+}
+
+// medianOf is the median of f over runs.
+func medianOf(runs []sessionsResult, f func(sessionsResult) float64) float64 {
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		vs[i] = f(r)
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
