@@ -10,15 +10,15 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// handler adapts gnet's callbacks to the owner. Every callback except OnTick
-// runs on the event loop.
+// handler adapts gnet's callbacks to the owner. Every callback runs on the
+// event loop; the fields below it are shared with the ticker goroutine.
 type handler struct {
 	gnet.BuiltinEventEngine
 	owner *owner
 
-	// Set on the loop and read by the ticker goroutine.
 	loop     atomic.Pointer[gnet.EventLoop] // published when the control connection opens
 	sessions atomic.Int64                   // open sessions; no ticks while there are none
+	wake     chan struct{}                  // cap 1: the first session arrived, resume ticking
 	tickDue  atomic.Bool                    // a tick is queued on the loop and has not run
 	tick     gnet.RunnableFunc
 }
@@ -27,7 +27,7 @@ type handler struct {
 type control struct{}
 
 func newHandler(o *owner) *handler {
-	h := &handler{owner: o}
+	h := &handler{owner: o, wake: make(chan struct{}, 1)}
 	h.tick = func(context.Context) error {
 		h.tickDue.Store(false)
 		o.advance()
@@ -50,7 +50,12 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	} else {
 		h.owner.open(c, nil)
 	}
-	h.sessions.Add(1)
+	if h.sessions.Add(1) == 1 {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
 	return nil, gnet.None
 }
 
@@ -71,13 +76,30 @@ func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	return gnet.None
 }
 
-// OnTick runs on gnet's ticker goroutine, not the loop: it only hands a tick
-// to the loop, and at most one at a time.
-func (h *handler) OnTick() (time.Duration, gnet.Action) {
-	if loop := h.loop.Load(); loop != nil && h.sessions.Load() > 0 && h.tickDue.CompareAndSwap(false, true) {
-		if err := (*loop).Execute(context.Background(), h.tick); err != nil {
-			h.tickDue.Store(false)
+// tickLoop runs on its own goroutine, not the loop: every wheelTick it hands
+// the loop a tick, at most one at a time, and while there are no sessions it
+// sleeps until the first one arrives. (gnet's own ticker cannot be paused, and
+// a 1 ms tick costs an idle server a few percent of a core.)
+func (h *handler) tickLoop(stop <-chan struct{}) {
+	ticker := time.NewTicker(wheelTick)
+	defer ticker.Stop()
+	for {
+		if h.sessions.Load() == 0 {
+			select {
+			case <-h.wake:
+			case <-stop:
+				return
+			}
+		}
+		select {
+		case <-ticker.C:
+		case <-stop:
+			return
+		}
+		if loop := h.loop.Load(); loop != nil && h.tickDue.CompareAndSwap(false, true) {
+			if err := (*loop).Execute(context.Background(), h.tick); err != nil {
+				h.tickDue.Store(false)
+			}
 		}
 	}
-	return wheelTick, gnet.None
 }

@@ -27,6 +27,8 @@ type Server struct {
 
 	stopAccept chan struct{} // closed when Shutdown begins
 	accepting  sync.WaitGroup
+	stopTicks  chan struct{}  // closed when the loop stops
+	ticking    sync.WaitGroup // the tick goroutine
 	bridges    sync.WaitGroup // TLS handshakes and bridges
 	stopped    chan struct{}  // closed when Shutdown has finished
 	stopOnce   sync.Once
@@ -37,7 +39,10 @@ type Server struct {
 // once Serve runs.
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
-	ln, err := net.Listen("tcp", cfg.ListenAddress)
+	// No TCP keep-alive: the client's lease is the failure detector, and
+	// Go's default costs four setsockopt calls per accepted connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddress)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
 	}
@@ -46,6 +51,7 @@ func New(cfg Config) (*Server, error) {
 		log:        cfg.Logger,
 		ln:         ln,
 		stopAccept: make(chan struct{}),
+		stopTicks:  make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
 	s.cfg, s.metrics = cfg, cfg.Metrics
@@ -53,7 +59,6 @@ func New(cfg Config) (*Server, error) {
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
 		gnet.WithNumEventLoop(1),
-		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPDelay), // Go's accept already set TCP_NODELAY on the socket
 		gnet.WithLogger(gnetLogger{cfg.Logger}),
 	)
@@ -67,6 +72,11 @@ func New(cfg Config) (*Server, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("start event loop: %w", err)
 	}
+	s.ticking.Add(1)
+	go func() {
+		defer s.ticking.Done()
+		s.handler.tickLoop(s.stopTicks)
+	}()
 	return s, nil
 }
 
@@ -134,6 +144,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			// TLS bridges end once the loop closed their inner ends.
 			s.bridges.Wait()
+			close(s.stopTicks)
+			s.ticking.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
