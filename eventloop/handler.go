@@ -16,20 +16,16 @@ type handler struct {
 	gnet.BuiltinEventEngine
 	owner *owner
 
-	loop     atomic.Pointer[gnet.EventLoop] // published when the control connection opens
-	sessions atomic.Int64                   // open sessions; no ticks while there are none
-	wake     chan struct{}                  // cap 1: the first session arrived, resume ticking
-	tickDue  atomic.Bool                    // a tick is queued on the loop and has not run
-	tick     gnet.RunnableFunc
+	loop atomic.Pointer[gnet.EventLoop] // published when the control connection opens
+	tick gnet.RunnableFunc
 }
 
 // control marks the connection that gives the server a handle on the loop.
 type control struct{}
 
 func newHandler(o *owner) *handler {
-	h := &handler{owner: o, wake: make(chan struct{}, 1)}
+	h := &handler{owner: o}
 	h.tick = func(context.Context) error {
-		h.tickDue.Store(false)
 		o.advance()
 		return nil
 	}
@@ -50,12 +46,6 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	} else {
 		h.owner.open(c, nil)
 	}
-	if h.sessions.Add(1) == 1 {
-		select {
-		case h.wake <- struct{}{}:
-		default:
-		}
-	}
 	return nil, gnet.None
 }
 
@@ -71,35 +61,38 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
 		h.owner.onClose(s)
-		h.sessions.Add(-1)
 	}
 	return gnet.None
 }
 
-// tickLoop runs on its own goroutine, not the loop: every wheelTick it hands
-// the loop a tick, at most one at a time, and while there are no sessions it
-// sleeps until the first one arrives. (gnet's own ticker cannot be paused, and
-// a 1 ms tick costs an idle server a few percent of a core.)
+// tickLoop runs on its own goroutine, not the loop. It sleeps until the
+// owner's next wake-up (see wakeup.go), hands the loop a tick, and waits for
+// the tick to plan the next one; a deadline earlier than planned wakes it to
+// re-plan. A server with no timers due soon costs no CPU, while expiry keeps
+// the wheel's 1 ms precision.
 func (h *handler) tickLoop(stop <-chan struct{}) {
-	ticker := time.NewTicker(wheelTick)
-	defer ticker.Stop()
+	w := &h.owner.wakeup
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
-		if h.sessions.Load() == 0 {
-			select {
-			case <-h.wake:
-			case <-stop:
-				return
-			}
+		var fire <-chan time.Time
+		if at, ok := w.planned(); ok {
+			timer.Reset(at - h.owner.now())
+			fire = timer.C
 		}
 		select {
-		case <-ticker.C:
+		case <-fire:
+			if loop := h.loop.Load(); loop != nil && (*loop).Execute(context.Background(), h.tick) == nil {
+				select { // the tick re-plans when it is done
+				case <-w.replan:
+				case <-stop:
+					return
+				}
+			}
+		case <-w.replan:
+			timer.Stop()
 		case <-stop:
 			return
-		}
-		if loop := h.loop.Load(); loop != nil && h.tickDue.CompareAndSwap(false, true) {
-			if err := (*loop).Execute(context.Background(), h.tick); err != nil {
-				h.tickDue.Store(false)
-			}
 		}
 	}
 }

@@ -77,6 +77,9 @@ type owner struct {
 	grants   []*session
 	granting bool
 
+	wakeup  wakeup // when the ticker should next hand the owner a tick
+	ticking bool   // inside advance, which plans the next wake-up itself
+
 	shuttingDown bool
 }
 
@@ -94,6 +97,7 @@ func newOwner(cfg Config) *owner {
 		o.audit = audit.NewRecorder(cfg.Audit)
 	}
 	o.fire = o.onTimer
+	o.wakeup.init()
 	return o
 }
 
@@ -104,6 +108,10 @@ func (o *owner) clock() (time.Time, time.Duration) {
 	wall := time.Now()
 	return wall, wall.Sub(o.start) + wheelTick
 }
+
+// now is the monotonic offset without the wall clock; the ticker goroutine
+// uses it too (start never changes).
+func (o *owner) now() time.Duration { return time.Since(o.start) + wheelTick }
 
 // wallAt converts a monotonic offset back to wall-clock time for people.
 func (o *owner) wallAt(d time.Duration) time.Time { return o.start.Add(d - wheelTick) }
@@ -116,7 +124,7 @@ func (o *owner) open(c gnet.Conn, p *peer) {
 	s.timer.Value = s
 	c.SetContext(s)
 	o.sessions.add(s)
-	o.wheel.Schedule(&s.timer, now+o.ioTimeout)
+	o.schedule(s, now+o.ioTimeout)
 	o.metrics.Opened()
 }
 
@@ -258,14 +266,26 @@ func (o *owner) noteOutput(s *session, now time.Duration) {
 // armBy makes sure the session's timer fires no later than at.
 func (o *owner) armBy(s *session, at time.Duration) {
 	if d, ok := o.wheel.Deadline(&s.timer); !ok || at < d {
-		o.wheel.Schedule(&s.timer, at)
+		o.schedule(s, at)
 	}
 }
 
-// advance runs the timer wheel up to the present.
+// schedule arms the session's timer for at, and wakes the ticker if that is
+// earlier than it planned.
+func (o *owner) schedule(s *session, at time.Duration) {
+	o.wheel.Schedule(&s.timer, at)
+	if planned, ok := o.wakeup.planned(); !o.ticking && (!ok || at < planned) {
+		o.wakeup.set(at, true)
+	}
+}
+
+// advance runs the timer wheel up to the present and plans the next tick.
 func (o *owner) advance() {
+	o.ticking = true
 	_, now := o.clock()
 	o.wheel.Advance(now, o.fire)
+	o.ticking = false
+	o.wakeup.set(o.wheel.NextDue())
 }
 
 // onTimer checks every deadline of one session. Heartbeats never touch the
@@ -322,7 +342,7 @@ func (o *owner) rearm(s *session, now time.Duration) {
 	if s.stalledSince != 0 {
 		at = min(at, now+stallPoll)
 	}
-	o.wheel.Schedule(&s.timer, at)
+	o.schedule(s, at)
 }
 
 // closeNow closes a session from the owner's side, outside OnTraffic. gnet

@@ -12,6 +12,7 @@ package timerwheel
 
 import (
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -36,9 +37,12 @@ type Wheel struct {
 	tick  time.Duration
 	slots []Timer // sentinel heads of circular lists
 	mask  int64
-	next  int64 // the next tick Advance processes
-	len   int
-	due   []*Timer // reused by Advance
+	// occupied has one bit per slot, set while the slot holds a timer, so
+	// NextDue finds the next busy slot 64 slots at a time.
+	occupied []uint64
+	next     int64 // the next tick Advance processes
+	len      int
+	due      []*Timer // reused by Advance
 }
 
 // New returns a wheel of the given tick width and number of slots (rounded up
@@ -51,7 +55,7 @@ func New(tick time.Duration, slots int) *Wheel {
 	for n < slots {
 		n <<= 1
 	}
-	w := &Wheel{tick: tick, slots: make([]Timer, n), mask: int64(n - 1)}
+	w := &Wheel{tick: tick, slots: make([]Timer, n), mask: int64(n - 1), occupied: make([]uint64, (n+63)/64)}
 	for i := range w.slots {
 		head := &w.slots[i]
 		head.prev, head.next = head, head
@@ -81,7 +85,9 @@ func (w *Wheel) Schedule(t *Timer, at time.Duration) {
 		tick = w.next
 	}
 	t.tick = tick
-	head := &w.slots[tick&w.mask]
+	slot := tick & w.mask
+	w.occupied[slot>>6] |= 1 << (slot & 63)
+	head := &w.slots[slot]
 	t.prev, t.next = head.prev, head
 	head.prev.next = t
 	head.prev = t
@@ -112,6 +118,9 @@ func (w *Wheel) Stop(t *Timer) {
 func (w *Wheel) unlink(t *Timer) {
 	t.prev.next = t.next
 	t.next.prev = t.prev
+	if slot := t.tick & w.mask; w.slots[slot].next == &w.slots[slot] {
+		w.occupied[slot>>6] &^= 1 << (slot & 63)
+	}
 	t.prev, t.next = nil, nil
 	t.armed = false
 	w.len--
@@ -155,4 +164,30 @@ func (w *Wheel) Advance(now time.Duration, fire func(*Timer)) {
 		}
 	}
 	w.due = due[:0]
+}
+
+// NextDue returns the start of the first slot, from the wheel's clock on,
+// that holds a timer, and false when no timer is armed. That is never later
+// than the earliest deadline, so a caller that sleeps until then and calls
+// Advance makes no timer late; it may be earlier (the slot's timers can be a
+// turn or more away), and then Advance fires nothing. A server with few or
+// distant timers can sleep instead of ticking.
+func (w *Wheel) NextDue() (time.Duration, bool) {
+	if w.len == 0 {
+		return 0, false
+	}
+	n := int64(len(w.slots))
+	for i := int64(0); i < n; {
+		slot := (w.next + i) & w.mask
+		span := min(64-slot&63, n-slot) // to the end of the word or of the ring
+		word := w.occupied[slot>>6] >> (slot & 63)
+		if span < 64 {
+			word &= 1<<span - 1
+		}
+		if word != 0 {
+			return time.Duration(w.next+i+int64(bits.TrailingZeros64(word))) * w.tick, true
+		}
+		i += span
+	}
+	return time.Duration(w.next) * w.tick, true // unreachable while len > 0
 }

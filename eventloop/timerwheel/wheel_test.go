@@ -540,3 +540,54 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per Schedule/Stop/Advance", allocs)
 	}
 }
+
+// NextDue is never later than the earliest deadline, finds the next busy
+// slot across word and ring boundaries, and reports nothing for an empty
+// wheel.
+func TestNextDue(t *testing.T) {
+	for _, slots := range []int{1, 8, 64, 256} {
+		w := timerwheel.New(time.Millisecond, slots)
+		if _, ok := w.NextDue(); ok {
+			t.Fatalf("%d slots: empty wheel reports a due time", slots)
+		}
+		w.Advance(5*time.Millisecond, func(*timerwheel.Timer) {})
+		var a, b timerwheel.Timer
+		for _, at := range []time.Duration{6, 7, 70, 130, 300, 1000} {
+			at *= time.Millisecond
+			w.Schedule(&a, at)
+			w.Schedule(&b, at+3*time.Millisecond)
+			due, ok := w.NextDue()
+			if !ok || due > at {
+				t.Fatalf("%d slots, deadline %v: NextDue %v, %v; want at most %v", slots, at, due, ok, at)
+			}
+		}
+		w.Stop(&a)
+		w.Stop(&b)
+		if _, ok := w.NextDue(); ok {
+			t.Fatalf("%d slots: stopped timers still reported", slots)
+		}
+	}
+	// With a ring longer than the horizon, the answer is exact.
+	w := timerwheel.New(time.Millisecond, 4096)
+	var a timerwheel.Timer
+	for _, at := range []time.Duration{1, 63, 64, 65, 200, 4095} {
+		w.Schedule(&a, at*time.Millisecond)
+		if due, _ := w.NextDue(); due != at*time.Millisecond {
+			t.Fatalf("deadline %v: NextDue %v", at*time.Millisecond, due)
+		}
+	}
+	// Sleeping until NextDue and advancing fires every timer in time.
+	var fired int
+	timers := make([]timerwheel.Timer, 50)
+	for i := range timers {
+		w.Schedule(&timers[i], time.Duration(300+i*97)*time.Millisecond)
+	}
+	w.Stop(&a)
+	for w.Len() > 0 {
+		due, _ := w.NextDue()
+		w.Advance(due, func(*timerwheel.Timer) { fired++ })
+	}
+	if fired != len(timers) {
+		t.Fatalf("fired %d of %d", fired, len(timers))
+	}
+}
