@@ -68,7 +68,7 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
 			Identity:   h.identity(),
 			RemoteAddr: h.remoteAddr(),
 			Since:      o.wallAt(h.since).UTC(),
-			LeaseMS:    h.lease.Milliseconds(),
+			LeaseMS:    int64(h.leaseMS),
 			Token:      holder.Token(),
 		},
 		Waiters: []WaiterInfo{},

@@ -54,9 +54,9 @@ type owner struct {
 	start     time.Time // the zero of the monotonic clock below
 
 	table    *locktable.Table
-	wheel    *timerwheel.Wheel
+	wheel    *timerwheel.Wheel[*session]
 	sessions sessionList
-	fire     func(*timerwheel.Timer)
+	fire     func(*timerwheel.Timer[*session])
 
 	metrics    *metrics.Metrics
 	audit      *audit.Recorder // nil when the audit log is off
@@ -89,7 +89,7 @@ func newOwner(cfg Config) *owner {
 		ioTimeout:  cfg.IOTimeout,
 		start:      time.Now(),
 		table:      locktable.New(),
-		wheel:      timerwheel.New(wheelTick, wheelSlots),
+		wheel:      timerwheel.New[*session](wheelTick, wheelSlots),
 		metrics:    cfg.Metrics,
 		authorizer: cfg.Authorizer,
 	}
@@ -208,7 +208,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			o.deny(s, string(f.Name), wall)
 			return
 		}
-		s.lease = time.Duration(f.LeaseMS) * time.Millisecond
+		s.leaseMS = f.LeaseMS
 		s.lastSeen, s.since = now, now
 		o.metrics.Acquire()
 		if o.table.AcquireBytes(&s.claim, f.Name, wall) {
@@ -216,7 +216,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 		} else {
 			o.metrics.Queued()
 		}
-		o.armBy(s, now+s.lease+1)
+		o.armBy(s, now+s.lease()+1)
 		o.sendState(s)
 	}
 }
@@ -250,6 +250,9 @@ func (o *owner) flushReplies(s *session) {
 }
 
 // noteOutput starts the io-timeout clock for output the peer has not drained.
+// The clock stops only when the output is empty again: replies are a few
+// bytes each, so a peer that keeps some waiting for a whole io-timeout is
+// not keeping up, however slowly it reads.
 func (o *owner) noteOutput(s *session, now time.Duration) {
 	pending := s.conn.OutboundBuffered()
 	if pending == 0 {
@@ -258,7 +261,6 @@ func (o *owner) noteOutput(s *session, now time.Duration) {
 	}
 	if s.stalledSince == 0 {
 		s.stalledSince = now
-		s.stalledBytes = int32(pending)
 		o.armBy(s, now+stallPoll)
 	}
 }
@@ -290,8 +292,8 @@ func (o *owner) advance() {
 
 // onTimer checks every deadline of one session. Heartbeats never touch the
 // wheel: they move lastSeen, and this re-arms the timer for the remainder.
-func (o *owner) onTimer(t *timerwheel.Timer) {
-	s := t.Value.(*session)
+func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
+	s := t.Value
 	if s.closed {
 		return
 	}
@@ -303,7 +305,7 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
 		o.closeNow(s, metrics.ReleaseIOTimeout, "frame left half-sent for io-timeout")
 		return
-	case s.registered() && now-s.lastSeen > s.lease:
+	case s.registered() && now-s.lastSeen > s.lease():
 		o.closeNow(s, metrics.ReleaseExpired, "lease expired without a heartbeat")
 		return
 	}
@@ -320,8 +322,6 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 					return
 				}
 			}
-		case pending < int(s.stalledBytes): // draining, if slowly
-			s.stalledSince, s.stalledBytes = now, int32(pending)
 		case now-s.stalledSince >= o.ioTimeout:
 			o.closeNow(s, metrics.ReleaseIOTimeout, "output not drained for io-timeout")
 			return
@@ -334,7 +334,7 @@ func (o *owner) onTimer(t *timerwheel.Timer) {
 func (o *owner) rearm(s *session, now time.Duration) {
 	at := s.since + o.ioTimeout
 	if s.registered() {
-		at = s.lastSeen + s.lease + 1 // expiry is strictly after the lease
+		at = s.lastSeen + s.lease() + 1 // expiry is strictly after the lease
 	}
 	if s.partialSince != 0 {
 		at = min(at, s.partialSince+o.ioTimeout)

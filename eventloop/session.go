@@ -15,18 +15,17 @@ import (
 // owner's monotonic clock (see owner.now); zero means "not set".
 type session struct {
 	conn  gnet.Conn
-	claim locktable.Claim  // Value is the session
-	timer timerwheel.Timer // Value is the session; one timer covers every deadline
+	claim locktable.Claim            // Value is the session
+	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
 	peer *peer // the TLS client behind a bridged connection; nil for plain TCP
 
-	lease    time.Duration // chosen by the client in ACQUIRE; zero before it
 	since    time.Duration // when opened, then when queued, then when granted
 	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
-	stalledBytes int32         // output pending when last seen draining
+	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
 
 	closing     bool                  // the server decided to close it; ignore further input
@@ -37,7 +36,10 @@ type session struct {
 }
 
 // registered reports whether the session has sent its ACQUIRE.
-func (s *session) registered() bool { return s.lease != 0 }
+func (s *session) registered() bool { return s.leaseMS != 0 }
+
+// lease returns the lease the client chose.
+func (s *session) lease() time.Duration { return time.Duration(s.leaseMS) * time.Millisecond }
 
 // remoteAddr returns the client's address as text, for the admin API, the
 // audit log and logs. Not kept in the session: most sessions never need it.

@@ -16,38 +16,40 @@ import (
 	"time"
 )
 
-// Timer is one entry. The zero value is a stopped timer.
-type Timer struct {
+// Timer is one entry; T is what the owner keeps in it (the server keeps a
+// pointer to the session, so the timer costs 8 bytes for it, not an
+// interface's 16). The zero value is a stopped timer.
+type Timer[T any] struct {
 	// Value is the owner's; the wheel never reads it.
-	Value any
+	Value T
 
-	prev, next *Timer
+	prev, next *Timer[T]
 	tick       int64 // the tick at which the timer fires
 	armed      bool
 	due        bool // collected by the running Advance and not yet fired
 }
 
 // Armed reports whether the timer is scheduled.
-func (t *Timer) Armed() bool { return t.armed }
+func (t *Timer[T]) Armed() bool { return t.armed }
 
 // Wheel holds timers in a ring of slots, one tick wide each. Timers further
 // away than one turn of the ring stay in their slot for later turns, so the
 // ring's size bounds nothing but the work per tick.
-type Wheel struct {
+type Wheel[T any] struct {
 	tick  time.Duration
-	slots []Timer // sentinel heads of circular lists
+	slots []Timer[T] // sentinel heads of circular lists
 	mask  int64
 	// occupied has one bit per slot, set while the slot holds a timer, so
 	// NextDue finds the next busy slot 64 slots at a time.
 	occupied []uint64
 	next     int64 // the next tick Advance processes
 	len      int
-	due      []*Timer // reused by Advance
+	due      []*Timer[T] // reused by Advance
 }
 
 // New returns a wheel of the given tick width and number of slots (rounded up
 // to a power of two), whose clock starts at zero.
-func New(tick time.Duration, slots int) *Wheel {
+func New[T any](tick time.Duration, slots int) *Wheel[T] {
 	if tick <= 0 {
 		panic("timerwheel: tick must be positive")
 	}
@@ -55,7 +57,7 @@ func New(tick time.Duration, slots int) *Wheel {
 	for n < slots {
 		n <<= 1
 	}
-	w := &Wheel{tick: tick, slots: make([]Timer, n), mask: int64(n - 1), occupied: make([]uint64, (n+63)/64)}
+	w := &Wheel[T]{tick: tick, slots: make([]Timer[T], n), mask: int64(n - 1), occupied: make([]uint64, (n+63)/64)}
 	for i := range w.slots {
 		head := &w.slots[i]
 		head.prev, head.next = head, head
@@ -64,15 +66,15 @@ func New(tick time.Duration, slots int) *Wheel {
 }
 
 // Len returns the number of armed timers.
-func (w *Wheel) Len() int { return w.len }
+func (w *Wheel[T]) Len() int { return w.len }
 
 // Tick returns the wheel's resolution.
-func (w *Wheel) Tick() time.Duration { return w.tick }
+func (w *Wheel[T]) Tick() time.Duration { return w.tick }
 
 // Schedule arms t to fire at the first Advance whose time is at or after at,
 // re-arming it if it was armed. A deadline already in the past fires at the
 // next Advance.
-func (w *Wheel) Schedule(t *Timer, at time.Duration) {
+func (w *Wheel[T]) Schedule(t *Timer[T], at time.Duration) {
 	t.due = false
 	if t.armed {
 		w.unlink(t)
@@ -97,7 +99,7 @@ func (w *Wheel) Schedule(t *Timer, at time.Duration) {
 
 // Deadline returns the time at which an armed timer fires (rounded up to a
 // tick), and false for a stopped one.
-func (w *Wheel) Deadline(t *Timer) (time.Duration, bool) {
+func (w *Wheel[T]) Deadline(t *Timer[T]) (time.Duration, bool) {
 	if !t.armed {
 		return 0, false
 	}
@@ -108,14 +110,14 @@ func (w *Wheel) Deadline(t *Timer) (time.Duration, bool) {
 }
 
 // Stop disarms t. Stopping a stopped timer does nothing.
-func (w *Wheel) Stop(t *Timer) {
+func (w *Wheel[T]) Stop(t *Timer[T]) {
 	t.due = false
 	if t.armed {
 		w.unlink(t)
 	}
 }
 
-func (w *Wheel) unlink(t *Timer) {
+func (w *Wheel[T]) unlink(t *Timer[T]) {
 	t.prev.next = t.next
 	t.next.prev = t.prev
 	if slot := t.tick & w.mask; w.slots[slot].next == &w.slots[slot] {
@@ -131,7 +133,7 @@ func (w *Wheel) unlink(t *Timer) {
 // fire may re-schedule it and schedule or stop others: a due timer that an
 // earlier callback stopped or re-armed is not fired. Timers scheduled during
 // Advance for a time already reached fire at the next Advance.
-func (w *Wheel) Advance(now time.Duration, fire func(*Timer)) {
+func (w *Wheel[T]) Advance(now time.Duration, fire func(*Timer[T])) {
 	last := int64(now / w.tick)
 	if now < 0 || last < w.next { // now/w.tick rounds -tick < now < 0 up to tick 0
 		return
@@ -172,7 +174,7 @@ func (w *Wheel) Advance(now time.Duration, fire func(*Timer)) {
 // Advance makes no timer late; it may be earlier (the slot's timers can be a
 // turn or more away), and then Advance fires nothing. A server with few or
 // distant timers can sleep instead of ticking.
-func (w *Wheel) NextDue() (time.Duration, bool) {
+func (w *Wheel[T]) NextDue() (time.Duration, bool) {
 	if w.len == 0 {
 		return 0, false
 	}

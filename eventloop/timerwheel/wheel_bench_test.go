@@ -19,7 +19,7 @@ const (
 // BenchmarkSchedule re-arms armed timers to new deadlines, as a session
 // re-arms its one timer, among 10k armed timers.
 func BenchmarkSchedule(b *testing.B) {
-	w := timerwheel.New(benchTick, benchSlots)
+	w := timerwheel.New[int](benchTick, benchSlots)
 	ts := newTimers(10_000)
 	for i := range ts {
 		w.Schedule(&ts[i], benchLease+time.Duration(i)*benchTick)
@@ -37,7 +37,7 @@ func BenchmarkSchedule(b *testing.B) {
 
 // BenchmarkStopSchedule stops an armed timer and schedules it again.
 func BenchmarkStopSchedule(b *testing.B) {
-	w := timerwheel.New(benchTick, benchSlots)
+	w := timerwheel.New[int](benchTick, benchSlots)
 	ts := newTimers(10_000)
 	for i := range ts {
 		w.Schedule(&ts[i], benchLease+time.Duration(i)*benchTick)
@@ -60,14 +60,14 @@ func BenchmarkStopSchedule(b *testing.B) {
 func BenchmarkAdvanceIdle(b *testing.B) {
 	for _, slots := range []int{benchSlots, 65536} {
 		b.Run("slots="+strconv.Itoa(slots), func(b *testing.B) {
-			w := timerwheel.New(benchTick, slots)
+			w := timerwheel.New[int](benchTick, slots)
 			ts := newTimers(100_000)
 			rng := rand.New(rand.NewPCG(1, 2))
 			far := time.Duration(1<<40) * benchTick // beyond any b.N ticks
 			for i := range ts {
 				w.Schedule(&ts[i], far+time.Duration(rng.Int64N(int64(time.Hour))))
 			}
-			fire := func(t *timerwheel.Timer) { b.Fatalf("timer %v fired", t.Value) }
+			fire := func(t *timerwheel.Timer[int]) { b.Fatalf("timer %v fired", t.Value) }
 			var now time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
@@ -85,14 +85,14 @@ func BenchmarkAdvanceIdle(b *testing.B) {
 // spread over one lease, each re-scheduled one lease later when it fires. An
 // op is one tick of Advance; fires/op reports how many timers that fired.
 func BenchmarkFireAndRearm(b *testing.B) {
-	w := timerwheel.New(benchTick, benchSlots)
+	w := timerwheel.New[int](benchTick, benchSlots)
 	ts := newTimers(10_000)
 	for i := range ts {
 		w.Schedule(&ts[i], time.Duration(i)*benchLease/time.Duration(len(ts)))
 	}
 	var now time.Duration
 	fired := 0
-	fire := func(t *timerwheel.Timer) {
+	fire := func(t *timerwheel.Timer[int]) {
 		fired++
 		w.Schedule(t, now+benchLease)
 	}

@@ -39,7 +39,7 @@ func (m *model) stop(i int) {
 // checkInvariants verifies the ring outside Advance: every slot is a
 // consistent circular list of armed timers that hash to it and are not yet
 // processed, and Len counts them.
-func checkInvariants(w *Wheel) error {
+func checkInvariants(w *Wheel[int]) error {
 	n := 0
 	for i := range w.slots {
 		head := &w.slots[i]
@@ -81,8 +81,8 @@ func TestWheelMatchesModel(t *testing.T) {
 		const tick = time.Millisecond
 		slots := rapid.SampledFrom([]int{8, 8, 8, 1, 4}).Draw(rt, "slots")
 		turn := int64(slots)
-		w := New(tick, slots)
-		timers := make([]Timer, rapid.IntRange(1, 16).Draw(rt, "timers"))
+		w := New[int](tick, slots)
+		timers := make([]Timer[int], rapid.IntRange(1, 16).Draw(rt, "timers"))
 		for i := range timers {
 			timers[i].Value = i
 		}
@@ -170,8 +170,8 @@ func TestWheelMatchesModel(t *testing.T) {
 				}
 				due := len(pending)
 				fired := 0
-				w.Advance(now, func(tm *Timer) {
-					i := tm.Value.(int)
+				w.Advance(now, func(tm *Timer[int]) {
+					i := tm.Value
 					if !pending[i] {
 						tk, armed := m.fires[i]
 						rt.Fatalf("Advance(%v) fired timer %d: not due (model: armed %v, tick %d), or stopped or re-armed by an earlier callback",

@@ -16,10 +16,10 @@ type recorder struct {
 	fired []int
 }
 
-func (r *recorder) fire(t *timerwheel.Timer) { r.fired = append(r.fired, t.Value.(int)) }
+func (r *recorder) fire(t *timerwheel.Timer[int]) { r.fired = append(r.fired, t.Value) }
 
 // advance runs w.Advance(now) and returns what fired, sorted.
-func (r *recorder) advance(w *timerwheel.Wheel, now time.Duration) []int {
+func (r *recorder) advance(w *timerwheel.Wheel[int], now time.Duration) []int {
 	r.fired = r.fired[:0]
 	w.Advance(now, r.fire)
 	got := slices.Clone(r.fired)
@@ -27,8 +27,8 @@ func (r *recorder) advance(w *timerwheel.Wheel, now time.Duration) []int {
 	return got
 }
 
-func newTimers(n int) []timerwheel.Timer {
-	ts := make([]timerwheel.Timer, n)
+func newTimers(n int) []timerwheel.Timer[int] {
+	ts := make([]timerwheel.Timer[int], n)
 	for i := range ts {
 		ts[i].Value = i
 	}
@@ -48,7 +48,7 @@ func wantFired(t *testing.T, now time.Duration, got []int, want ...int) {
 	}
 }
 
-func wantDeadline(t *testing.T, w *timerwheel.Wheel, tm *timerwheel.Timer, want time.Duration) {
+func wantDeadline(t *testing.T, w *timerwheel.Wheel[int], tm *timerwheel.Timer[int], want time.Duration) {
 	t.Helper()
 	d, ok := w.Deadline(tm)
 	if !ok || !tm.Armed() {
@@ -59,14 +59,14 @@ func wantDeadline(t *testing.T, w *timerwheel.Wheel, tm *timerwheel.Timer, want 
 	}
 }
 
-func wantStopped(t *testing.T, w *timerwheel.Wheel, tm *timerwheel.Timer) {
+func wantStopped(t *testing.T, w *timerwheel.Wheel[int], tm *timerwheel.Timer[int]) {
 	t.Helper()
 	if d, ok := w.Deadline(tm); ok || d != 0 || tm.Armed() {
 		t.Fatalf("timer %v armed: Deadline = %v, %v; Armed = %v", tm.Value, d, ok, tm.Armed())
 	}
 }
 
-func wantLen(t *testing.T, w *timerwheel.Wheel, want int) {
+func wantLen(t *testing.T, w *timerwheel.Wheel[int], want int) {
 	t.Helper()
 	if got := w.Len(); got != want {
 		t.Fatalf("Len() = %d, want %d", got, want)
@@ -74,7 +74,7 @@ func wantLen(t *testing.T, w *timerwheel.Wheel, want int) {
 }
 
 func TestNew(t *testing.T) {
-	w := timerwheel.New(3*ms, 5)
+	w := timerwheel.New[int](3*ms, 5)
 	if w.Tick() != 3*ms {
 		t.Fatalf("Tick() = %v", w.Tick())
 	}
@@ -86,12 +86,12 @@ func TestNew(t *testing.T) {
 					t.Errorf("New(%v, 8) did not panic", tick)
 				}
 			}()
-			timerwheel.New(tick, 8)
+			timerwheel.New[int](tick, 8)
 		}()
 	}
 	// Degenerate ring sizes still work: every timer shares the one slot.
 	for _, slots := range []int{-1, 0, 1} {
-		w := timerwheel.New(ms, slots)
+		w := timerwheel.New[int](ms, slots)
 		ts := newTimers(3)
 		w.Schedule(&ts[0], 1*ms)
 		w.Schedule(&ts[1], 2*ms)
@@ -104,8 +104,8 @@ func TestNew(t *testing.T) {
 }
 
 func TestZeroTimerIsStopped(t *testing.T) {
-	w := timerwheel.New(ms, 8)
-	var tm timerwheel.Timer
+	w := timerwheel.New[int](ms, 8)
+	var tm timerwheel.Timer[int]
 	wantStopped(t, w, &tm)
 	w.Stop(&tm)
 	w.Stop(&tm)
@@ -114,7 +114,7 @@ func TestZeroTimerIsStopped(t *testing.T) {
 }
 
 func TestDeadlineOnTickBoundary(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	w.Schedule(&ts[0], 5*ms)
 	wantDeadline(t, w, &ts[0], 5*ms)
@@ -129,7 +129,7 @@ func TestDeadlineOnTickBoundary(t *testing.T) {
 
 func TestDeadlineRoundedUp(t *testing.T) {
 	for _, off := range []time.Duration{1, ms / 2, ms - 1} {
-		w := timerwheel.New(ms, 8)
+		w := timerwheel.New[int](ms, 8)
 		ts := newTimers(1)
 		w.Schedule(&ts[0], 5*ms+off)
 		wantDeadline(t, w, &ts[0], 6*ms)
@@ -139,7 +139,7 @@ func TestDeadlineRoundedUp(t *testing.T) {
 		wantFired(t, 6*ms, r.advance(w, 6*ms), 0)
 	}
 	// An Advance that lands mid-tick past the rounded deadline fires too.
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	w.Schedule(&ts[0], 2*ms+1)
 	var r recorder
@@ -147,7 +147,7 @@ func TestDeadlineRoundedUp(t *testing.T) {
 }
 
 func TestDeadlineZero(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	w.Schedule(&ts[0], 0)
 	wantDeadline(t, w, &ts[0], 0)
@@ -155,14 +155,14 @@ func TestDeadlineZero(t *testing.T) {
 	wantFired(t, 0, r.advance(w, 0), 0)
 
 	// A deadline of 0 on a fresh wheel also fires at a mid-tick Advance.
-	w = timerwheel.New(ms, 8)
+	w = timerwheel.New[int](ms, 8)
 	w.Schedule(&ts[0], 0)
 	wantFired(t, ms/2, r.advance(w, ms/2), 0)
 }
 
 // The clock starts at zero; a negative time has reached no deadline, not even 0.
 func TestNegativeNowFiresNothing(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(2)
 	w.Schedule(&ts[0], 0)
 	w.Schedule(&ts[1], -5*ms)
@@ -176,7 +176,7 @@ func TestNegativeNowFiresNothing(t *testing.T) {
 }
 
 func TestPastDeadlineFiresAtNextAdvance(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(3)
 	var r recorder
 	wantFired(t, 10*ms, r.advance(w, 10*ms))
@@ -199,7 +199,7 @@ func TestPastDeadlineFiresAtNextAdvance(t *testing.T) {
 }
 
 func TestRescheduleEarlierAndLater(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	var r recorder
 
@@ -229,7 +229,7 @@ func TestRescheduleEarlierAndLater(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(3)
 	var r recorder
 	for i := range ts {
@@ -253,7 +253,7 @@ func TestStop(t *testing.T) {
 // Timers that hash to one slot over several turns each fire on their own turn.
 func TestManyTurnsInOneSlot(t *testing.T) {
 	const slots = 8
-	w := timerwheel.New(ms, slots)
+	w := timerwheel.New[int](ms, slots)
 	const n = 20
 	ts := newTimers(n)
 	for i := n - 1; i >= 0; i-- { // link in reverse so the list is not sorted
@@ -275,7 +275,7 @@ func TestManyTurnsInOneSlot(t *testing.T) {
 func TestJumpOfTenTurns(t *testing.T) {
 	const slots = 8
 	const turn = slots * ms
-	w := timerwheel.New(ms, slots)
+	w := timerwheel.New[int](ms, slots)
 	ts := newTimers(13 * slots)
 	for i := range ts { // one timer per tick 1..13 turns
 		w.Schedule(&ts[i], time.Duration(i+1)*ms)
@@ -306,7 +306,7 @@ func TestJumpOfTenTurns(t *testing.T) {
 // covered fires only on its own turn.
 func TestJumpKeepsLaterTurns(t *testing.T) {
 	const slots = 8
-	w := timerwheel.New(ms, slots)
+	w := timerwheel.New[int](ms, slots)
 	ts := newTimers(4)
 	w.Schedule(&ts[0], 20*ms) // slot 4
 	w.Schedule(&ts[1], 28*ms) // slot 4, next turn
@@ -320,7 +320,7 @@ func TestJumpKeepsLaterTurns(t *testing.T) {
 }
 
 func TestAdvanceBackwardsIsNoop(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	var r recorder
 	wantFired(t, 10*ms, r.advance(w, 10*ms))
@@ -332,7 +332,7 @@ func TestAdvanceBackwardsIsNoop(t *testing.T) {
 }
 
 func TestFarFutureDeadline(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(3)
 	never := time.Duration(math.MaxInt64)
 	last := never / ms * ms // the last tick boundary an Advance can reach
@@ -351,28 +351,28 @@ func TestFarFutureDeadline(t *testing.T) {
 }
 
 func TestValueIsTheOwners(t *testing.T) {
-	w := timerwheel.New(ms, 8)
 	type session struct{ id int }
+	w := timerwheel.New[*session](ms, 8)
 	s := &session{id: 7}
-	tm := timerwheel.Timer{Value: s}
+	tm := timerwheel.Timer[*session]{Value: s}
 	w.Schedule(&tm, 2*ms)
-	w.Advance(2*ms, func(got *timerwheel.Timer) {
-		if got != &tm || got.Value.(*session) != s {
+	w.Advance(2*ms, func(got *timerwheel.Timer[*session]) {
+		if got != &tm || got.Value != s {
 			t.Fatalf("fired %p with Value %v", got, got.Value)
 		}
 	})
-	if tm.Value.(*session) != s {
+	if tm.Value != s {
 		t.Fatal("Value changed")
 	}
 }
 
 func TestFiredTimerIsDisarmed(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(2)
 	w.Schedule(&ts[0], ms)
 	w.Schedule(&ts[1], ms)
 	calls := 0
-	w.Advance(ms, func(tm *timerwheel.Timer) {
+	w.Advance(ms, func(tm *timerwheel.Timer[int]) {
 		calls++
 		wantStopped(t, w, tm)
 		w.Stop(tm) // harmless
@@ -387,7 +387,7 @@ func TestFiredTimerIsDisarmed(t *testing.T) {
 // which then must not fire.
 func TestCallbackStopsLaterDueTimer(t *testing.T) {
 	for _, same := range []bool{true, false} { // one slot, or two
-		w := timerwheel.New(ms, 8)
+		w := timerwheel.New[int](ms, 8)
 		ts := newTimers(3)
 		w.Schedule(&ts[0], 2*ms)
 		if same {
@@ -397,9 +397,9 @@ func TestCallbackStopsLaterDueTimer(t *testing.T) {
 		}
 		w.Schedule(&ts[2], 9*ms)
 		var fired []int
-		w.Advance(5*ms, func(tm *timerwheel.Timer) {
-			fired = append(fired, tm.Value.(int))
-			w.Stop(&ts[1-tm.Value.(int)])
+		w.Advance(5*ms, func(tm *timerwheel.Timer[int]) {
+			fired = append(fired, tm.Value)
+			w.Stop(&ts[1-tm.Value])
 		})
 		if len(fired) != 1 {
 			t.Fatalf("same slot %v: fired %v, want one of 0 and 1", same, fired)
@@ -415,16 +415,16 @@ func TestCallbackStopsLaterDueTimer(t *testing.T) {
 // A due timer that an earlier callback re-arms fires at its new deadline only.
 func TestCallbackRearmsLaterDueTimer(t *testing.T) {
 	for _, at := range []time.Duration{0, 5 * ms, 7 * ms, 30 * ms} {
-		w := timerwheel.New(ms, 8)
+		w := timerwheel.New[int](ms, 8)
 		ts := newTimers(2)
 		w.Schedule(&ts[0], 2*ms)
 		w.Schedule(&ts[1], 2*ms)
 		first := -1
-		w.Advance(5*ms, func(tm *timerwheel.Timer) {
+		w.Advance(5*ms, func(tm *timerwheel.Timer[int]) {
 			if first >= 0 {
 				t.Fatalf("re-armed to %v: timer %v fired after %v", at, tm.Value, first)
 			}
-			first = tm.Value.(int)
+			first = tm.Value
 			w.Schedule(&ts[1-first], at)
 		})
 		other := &ts[1-first]
@@ -441,12 +441,12 @@ func TestCallbackRearmsLaterDueTimer(t *testing.T) {
 // loop: the timer fires once per Advance that reaches a new tick.
 func TestCallbackReschedulesSelfForNow(t *testing.T) {
 	for _, now := range []time.Duration{5 * ms, 5*ms + ms/2} {
-		w := timerwheel.New(ms, 8)
+		w := timerwheel.New[int](ms, 8)
 		ts := newTimers(1)
 		w.Schedule(&ts[0], ms)
 		calls := 0
 		var at time.Duration
-		rearm := func(tm *timerwheel.Timer) {
+		rearm := func(tm *timerwheel.Timer[int]) {
 			calls++
 			if calls > 100 {
 				t.Fatal("callback loops")
@@ -478,12 +478,12 @@ func TestCallbackReschedulesSelfForNow(t *testing.T) {
 }
 
 func TestCallbackReschedulesSelfLater(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(1)
 	w.Schedule(&ts[0], ms)
 	var firedAt []time.Duration
 	var now time.Duration
-	fire := func(tm *timerwheel.Timer) {
+	fire := func(tm *timerwheel.Timer[int]) {
 		firedAt = append(firedAt, now)
 		w.Schedule(tm, now+20*ms) // more than a turn on
 	}
@@ -499,11 +499,11 @@ func TestCallbackReschedulesSelfLater(t *testing.T) {
 // Timers a callback schedules for a time already reached fire at the next
 // Advance, whatever slot they land in.
 func TestCallbackSchedulesOthers(t *testing.T) {
-	w := timerwheel.New(ms, 8)
+	w := timerwheel.New[int](ms, 8)
 	ts := newTimers(4)
 	w.Schedule(&ts[0], 3*ms)
 	var r recorder
-	w.Advance(3*ms, func(tm *timerwheel.Timer) {
+	w.Advance(3*ms, func(tm *timerwheel.Timer[int]) {
 		r.fire(tm)
 		w.Schedule(&ts[1], 0)
 		w.Schedule(&ts[2], 3*ms)
@@ -515,10 +515,10 @@ func TestCallbackSchedulesOthers(t *testing.T) {
 }
 
 func TestNoAllocations(t *testing.T) {
-	w := timerwheel.New(ms, 64)
+	w := timerwheel.New[int](ms, 64)
 	ts := newTimers(256)
 	var now time.Duration
-	fire := func(tm *timerwheel.Timer) { w.Schedule(tm, now+100*ms) }
+	fire := func(tm *timerwheel.Timer[int]) { w.Schedule(tm, now+100*ms) }
 	for i := range ts {
 		w.Schedule(&ts[i], time.Duration(i)*ms)
 	}
@@ -546,12 +546,12 @@ func TestNoAllocations(t *testing.T) {
 // wheel.
 func TestNextDue(t *testing.T) {
 	for _, slots := range []int{1, 8, 64, 256} {
-		w := timerwheel.New(time.Millisecond, slots)
+		w := timerwheel.New[int](time.Millisecond, slots)
 		if _, ok := w.NextDue(); ok {
 			t.Fatalf("%d slots: empty wheel reports a due time", slots)
 		}
-		w.Advance(5*time.Millisecond, func(*timerwheel.Timer) {})
-		var a, b timerwheel.Timer
+		w.Advance(5*time.Millisecond, func(*timerwheel.Timer[int]) {})
+		var a, b timerwheel.Timer[int]
 		for _, at := range []time.Duration{6, 7, 70, 130, 300, 1000} {
 			at *= time.Millisecond
 			w.Schedule(&a, at)
@@ -568,8 +568,8 @@ func TestNextDue(t *testing.T) {
 		}
 	}
 	// With a ring longer than the horizon, the answer is exact.
-	w := timerwheel.New(time.Millisecond, 4096)
-	var a timerwheel.Timer
+	w := timerwheel.New[int](time.Millisecond, 4096)
+	var a timerwheel.Timer[int]
 	for _, at := range []time.Duration{1, 63, 64, 65, 200, 4095} {
 		w.Schedule(&a, at*time.Millisecond)
 		if due, _ := w.NextDue(); due != at*time.Millisecond {
@@ -578,14 +578,14 @@ func TestNextDue(t *testing.T) {
 	}
 	// Sleeping until NextDue and advancing fires every timer in time.
 	var fired int
-	timers := make([]timerwheel.Timer, 50)
+	timers := make([]timerwheel.Timer[int], 50)
 	for i := range timers {
 		w.Schedule(&timers[i], time.Duration(300+i*97)*time.Millisecond)
 	}
 	w.Stop(&a)
 	for w.Len() > 0 {
 		due, _ := w.NextDue()
-		w.Advance(due, func(*timerwheel.Timer) { fired++ })
+		w.Advance(due, func(*timerwheel.Timer[int]) { fired++ })
 	}
 	if fired != len(timers) {
 		t.Fatalf("fired %d of %d", fired, len(timers))
