@@ -32,15 +32,7 @@ func (c *Client) Enqueue(ctx context.Context, name string, lease time.Duration) 
 		return nil, &dialError{address: c.address, err: err}
 	}
 	l := startLock(conn, name, lease, leaseMS, c.observe)
-	select {
-	case <-l.answered:
-		return l, nil
-	case <-l.done:
-		return nil, l.err
-	case <-ctx.Done():
-		_ = l.Close()
-		return nil, ctx.Err()
-	}
+	return l.waitFor(ctx, l.answered)
 }
 
 // Acquire returns once the lock is granted, waiting in the lock's queue as long
@@ -52,15 +44,7 @@ func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-l.granted:
-		return l, nil
-	case <-l.done:
-		return nil, l.err
-	case <-ctx.Done():
-		_ = l.Close()
-		return nil, ctx.Err()
-	}
+	return l.waitFor(ctx, l.granted)
 }
 
 // TryAcquire is Acquire without waiting: when the server queues the request
@@ -76,6 +60,21 @@ func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duratio
 	default:
 		_ = l.Close()
 		return nil, ErrBusy
+	}
+}
+
+// waitFor returns l once ready is closed. If the session ends first it returns
+// why; if ctx ends first it closes l, which leaves the queue, and returns
+// ctx.Err().
+func (l *Lock) waitFor(ctx context.Context, ready <-chan struct{}) (*Lock, error) {
+	select {
+	case <-ready:
+		return l, nil
+	case <-l.done:
+		return nil, l.err
+	case <-ctx.Done():
+		_ = l.Close()
+		return nil, ctx.Err()
 	}
 }
 

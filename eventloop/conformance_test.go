@@ -69,32 +69,14 @@ func TestConformance3FIFO(t *testing.T) {
 	const n = 50
 	const lock = "case-3"
 	h, tok := holder(t, ts, lock, longLease)
-	ws := make([]*conn, n)
-	for i := range ws {
-		// Each waiter has its WAITING before the next connects: arrival order
-		// is the index.
-		ws[i] = waiter(t, ts, fmt.Sprintf("waiter %d", i), lock, longLease)
-	}
+	ws := queueWaiters(t, ts, lock, n)
 	leaving := map[int]bool{0: true, n / 2: true, n/2 + 1: true, n - 1: true}
 	for i := range leaving {
 		ws[i].close()
 	}
 	ts.waitStats(t, eventloop.Stats{Sessions: 1 + n - len(leaving), Locks: 1, Waiters: n - len(leaving), Timers: 1 + n - len(leaving)})
 
-	cur := h
-	for i, w := range ws {
-		if leaving[i] {
-			continue
-		}
-		cur.close()
-		// If anyone but w were promoted, w would see nothing and time out.
-		next := w.expectAcquired()
-		if next <= tok {
-			t.Fatalf("waiter %d: token %d after %d", i, next, tok)
-		}
-		tok, cur = next, w
-	}
-	cur.close()
+	promoteInOrder(t, h, tok, ws, func(i int) bool { return leaving[i] })
 	ts.waitStats(t, eventloop.Stats{})
 }
 

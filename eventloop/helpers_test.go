@@ -69,6 +69,24 @@ func startServer(t testing.TB, ioTimeout time.Duration) *testServer {
 	return ts
 }
 
+// shutdown shuts ts down from the test itself: Shutdown and then Serve must
+// return nil, Serve within safety.
+func (ts *testServer) shutdown(t testing.TB, ctx context.Context) {
+	t.Helper()
+	ts.down = true
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-ts.served:
+		if err != nil {
+			t.Fatalf("Serve returned %v, want nil", err)
+		}
+	case <-time.After(safety):
+		t.Fatalf("Serve did not return within %v of Shutdown", safety)
+	}
+}
+
 // stats reads the server's counters.
 func (ts *testServer) stats(t testing.TB) eventloop.Stats {
 	t.Helper()
@@ -329,6 +347,39 @@ func waiter(t testing.TB, ts *testServer, label, name string, leaseMS uint32) *c
 	c.sendAcquire(name, leaseMS)
 	c.expectWaiting()
 	return c
+}
+
+// queueWaiters dials n waiters on a held lock. Each reads its WAITING before
+// the next connects, so the index is the arrival order.
+func queueWaiters(t testing.TB, ts *testServer, name string, n int) []*conn {
+	t.Helper()
+	ws := make([]*conn, n)
+	for i := range ws {
+		ws[i] = waiter(t, ts, fmt.Sprintf("waiter %d", i), name, longLease)
+	}
+	return ws
+}
+
+// promoteInOrder closes the holder h, whose token is tok, then each new holder
+// in turn, and checks that the waiters of ws that have not left are promoted
+// in queue order, each with a larger token. It closes the last holder too.
+func promoteInOrder(t testing.TB, h *conn, tok uint64, ws []*conn, left func(i int) bool) {
+	t.Helper()
+	cur := h
+	for i, w := range ws {
+		if left(i) {
+			continue
+		}
+		cur.close()
+		// Were anyone but w promoted, w would see nothing and the read would
+		// time out.
+		next := w.expectAcquired()
+		if next <= tok {
+			t.Fatalf("waiter %d: token %d after %d", i, next, tok)
+		}
+		tok, cur = next, w
+	}
+	cur.close()
 }
 
 // fdBudget returns how many client connections a test may open: each costs a

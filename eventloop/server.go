@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
@@ -84,27 +82,15 @@ func New(cfg Config) (*Server, error) {
 // its EventLoop only through a connection, and the server needs it to run
 // ticks and requests on the loop before any client connects.
 func (s *Server) openControl() error {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	inner, outer, err := socketPair()
 	if err != nil {
-		return fmt.Errorf("control socket pair: %w", err)
+		return fmt.Errorf("control %w", err)
 	}
-	conns := make([]net.Conn, 2)
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "monolock-control")
-		conns[i], err = net.FileConn(f)
-		_ = f.Close()
-		if err != nil {
-			for _, c := range conns[:i] {
-				_ = c.Close()
-			}
-			return fmt.Errorf("control connection: %w", err)
-		}
-	}
-	if _, err := s.engine.EnrollContext(conns[0], control{}); err != nil {
-		_ = conns[1].Close()
+	if _, err := s.engine.EnrollContext(inner, control{}); err != nil {
+		_ = outer.Close()
 		return fmt.Errorf("enroll control connection: %w", err)
 	}
-	s.ctlPeer = conns[1]
+	s.ctlPeer = outer
 	if s.handler.loop.Load() == nil {
 		return errors.New("control connection opened without an event loop")
 	}

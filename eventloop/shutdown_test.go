@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/protocol"
@@ -59,18 +58,7 @@ func TestShutdown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
-	ts.down = true
-	if err := ts.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	select {
-	case err := <-ts.served:
-		if err != nil {
-			t.Fatalf("Serve returned %v, want nil", err)
-		}
-	case <-time.After(safety):
-		t.Fatalf("Serve did not return within %v of Shutdown", safety)
-	}
+	ts.shutdown(t, ctx)
 
 	// Every session's next frame is ERROR 0x01 (so no ACQUIRED came first),
 	// and then the connection is closed.
@@ -107,16 +95,5 @@ func TestShutdownIdle(t *testing.T) {
 	ts.waitStats(t, eventloop.Stats{})
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
-	ts.down = true
-	if err := ts.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	select {
-	case err := <-ts.served:
-		if err != nil {
-			t.Fatalf("Serve returned %v, want nil", err)
-		}
-	case <-time.After(safety):
-		t.Fatalf("Serve did not return within %v of Shutdown", safety)
-	}
+	ts.shutdown(t, ctx)
 }

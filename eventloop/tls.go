@@ -89,7 +89,9 @@ func copyFrames(dst io.Writer, src io.Reader) {
 	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
-// socketPair returns two connected stream sockets as net.Conns.
+// socketPair returns two connected stream sockets as net.Conns: the inner
+// end for the loop to enroll, the outer one for the server to keep. The TLS
+// bridge and the control connection both use it.
 func socketPair() (inner, outer net.Conn, err error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -97,7 +99,7 @@ func socketPair() (inner, outer net.Conn, err error) {
 	}
 	conns := make([]net.Conn, 2)
 	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "monolock-bridge")
+		f := os.NewFile(uintptr(fd), "monolock-socket-pair")
 		conns[i], err = net.FileConn(f)
 		_ = f.Close()
 		if err != nil {

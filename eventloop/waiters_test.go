@@ -1,7 +1,6 @@
 package eventloop_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/monolock/monolock/eventloop"
@@ -25,12 +24,7 @@ func TestThousandsOfWaitersFIFO(t *testing.T) {
 			ts := startServer(t, 0)
 			const lock = "crowded"
 			h, tok := holder(t, ts, lock, longLease)
-			ws := make([]*conn, n)
-			for i := range ws {
-				// The WAITING is read before the next waiter connects, so the
-				// index is the arrival order.
-				ws[i] = waiter(t, ts, fmt.Sprintf("waiter %d", i), lock, longLease)
-			}
+			ws := queueWaiters(t, ts, lock, n)
 			ts.waitStats(t, eventloop.Stats{Sessions: n + 1, Locks: 1, Waiters: n, Timers: n + 1})
 
 			stay := 0
@@ -43,21 +37,7 @@ func TestThousandsOfWaitersFIFO(t *testing.T) {
 			}
 			ts.waitStats(t, eventloop.Stats{Sessions: stay + 1, Locks: 1, Waiters: stay, Timers: stay + 1})
 
-			cur := h
-			for i, w := range ws {
-				if tc.leave(i) {
-					continue
-				}
-				cur.close()
-				// Were anyone else promoted, w would see nothing and the
-				// read would time out.
-				next := w.expectAcquired()
-				if next <= tok {
-					t.Fatalf("waiter %d: token %d after %d", i, next, tok)
-				}
-				tok, cur = next, w
-			}
-			cur.close()
+			promoteInOrder(t, h, tok, ws, tc.leave)
 			ts.waitStats(t, eventloop.Stats{})
 		})
 	}

@@ -25,6 +25,19 @@ const labACL = `{"rules": [
   {"identity": "cn-worker", "locks": ["cn"]}
 ]}`
 
+// labFiles makes the lab PKI in a new temporary directory and writes labACL
+// there too.
+func labFiles(t *testing.T) (dir string, pki *certstest.PKI, aclPath string) {
+	t.Helper()
+	dir = t.TempDir()
+	pki = certstest.NewPKI(t, dir)
+	aclPath = filepath.Join(dir, "acl.json")
+	if err := os.WriteFile(aclPath, []byte(labACL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, pki, aclPath
+}
+
 // dialTLS opens a TLS protocol connection with the named client certificate.
 func dialTLS(t *testing.T, pki *certstest.PKI, addr, who string) (*client, error) {
 	t.Helper()
@@ -48,12 +61,7 @@ func (c *client) try(t *testing.T, name string) protocol.Frame {
 }
 
 func TestMutualTLSAndACL(t *testing.T) {
-	dir := t.TempDir()
-	pki := certstest.NewPKI(t, dir)
-	aclPath := filepath.Join(dir, "acl.json")
-	if err := os.WriteFile(aclPath, []byte(labACL), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, pki, aclPath := labFiles(t)
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA,
 		"-acl-file", aclPath, "-audit-log", auditPath, "-admin-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0")
@@ -145,12 +153,7 @@ func TestMutualTLSAndACL(t *testing.T) {
 // TestSIGHUPReload: a broken ACL keeps the previous rules; a rotated
 // certificate reaches new connections while an old session keeps going.
 func TestSIGHUPReload(t *testing.T) {
-	dir := t.TempDir()
-	pki := certstest.NewPKI(t, dir)
-	aclPath := filepath.Join(dir, "acl.json")
-	if err := os.WriteFile(aclPath, []byte(labACL), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	_, pki, aclPath := labFiles(t)
 	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA, "-acl-file", aclPath)
 
 	old, err := dialTLS(t, pki, p.addr, certstest.ClientURI)

@@ -209,13 +209,24 @@ func printJSON(e *env, body []byte) int {
 	return 0
 }
 
-// decode decodes an answer for a table. Tokens are uint64 fields, which
-// encoding/json decodes exactly.
-func decode(e *env, body []byte, v any) (int, bool) {
-	if err := json.Unmarshal(body, v); err != nil {
-		return failed(e, fmt.Errorf("unexpected answer from the admin API: %v", err), exitFailed), false
+// fetch makes an admin command's one request. With -json it prints the
+// answer as it is; otherwise it decodes the answer into v for the command's
+// table (tokens are uint64 fields, which encoding/json decodes exactly).
+// done reports that the command is over, with status its exit status: the
+// request failed (notFound as for failed), the answer was printed, or it did
+// not decode.
+func fetch(e *env, a *adminFlags, c *adminClient, method, path string, query url.Values, notFound int, v any) (status int, done bool) {
+	body, err := c.call(method, path, query)
+	if err != nil {
+		return failed(e, err, notFound), true
 	}
-	return 0, true
+	if a.json {
+		return printJSON(e, body), true
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return failed(e, fmt.Errorf("unexpected answer from the admin API: %v", err), exitFailed), true
+	}
+	return 0, false
 }
 
 // lockPath is the API path of a lock: the name is one percent-encoded path

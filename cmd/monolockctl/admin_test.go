@@ -382,17 +382,6 @@ func TestAdminAddress(t *testing.T) {
 	}
 }
 
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 func TestAdminUnreachable(t *testing.T) {
 	dead := closedAddr(t)
 	for _, args := range [][]string{{"locks"}, {"lock", "x"}, {"release", "x"}, {"kick", "x", "127.0.0.1:1"}, {"info"}} {
@@ -443,11 +432,7 @@ func TestAdminAPIErrors(t *testing.T) {
 }
 
 func TestAdminUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		status int
-		want   string // in stdout for status 0, else in stderr
-	}{
+	checkUsage(t, []usageCase{
 		{[]string{"locks", "-h"}, 0, "monolockctl locks -match 'nightly/*'"},
 		{[]string{"lock", "-h"}, 0, "Exit status:"},
 		{[]string{"release", "-h"}, 0, "Examples:"},
@@ -463,14 +448,5 @@ func TestAdminUsage(t *testing.T) {
 		{[]string{"info", "-bogus"}, exitUsage, "flag provided but not defined"},
 		{[]string{"audit-check"}, exitUsage, "missing FILE"},
 		{[]string{"audit-check", "a", "b"}, exitUsage, "unexpected argument"},
-	} {
-		status, stdout, stderr := runCtl(t, "", nil, tc.args...)
-		out := stderr
-		if tc.status == 0 {
-			out = stdout
-		}
-		if status != tc.status || !strings.Contains(out, tc.want) {
-			t.Errorf("%v: status %d, stdout %q, stderr %q; want %d and %q", tc.args, status, stdout, stderr, tc.status, tc.want)
-		}
-	}
+	})
 }

@@ -137,15 +137,8 @@ func locksMain(args []string, e *env) int {
 	if match.set {
 		query = url.Values{"match": {match.value}}
 	}
-	body, err := c.call(http.MethodGet, "/api/locks", query)
-	if err != nil {
-		return failed(e, err, exitFailed)
-	}
-	if a.json {
-		return printJSON(e, body)
-	}
 	var locks []apiLock
-	if status, ok := decode(e, body, &locks); !ok {
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &locks); done {
 		return status
 	}
 	if len(locks) == 0 {
@@ -171,15 +164,8 @@ func lockMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	body, err := c.call(http.MethodGet, lockPath(rest[0]), nil)
-	if err != nil {
-		return failed(e, err, exitNoSuch)
-	}
-	if a.json {
-		return printJSON(e, body)
-	}
 	var l apiLock
-	if status, ok := decode(e, body, &l); !ok {
+	if status, done := fetch(e, a, c, http.MethodGet, lockPath(rest[0]), nil, exitNoSuch, &l); done {
 		return status
 	}
 	h := l.Holder
@@ -210,15 +196,8 @@ func releaseMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	body, err := c.call(http.MethodPost, lockPath(rest[0])+"/release", nil)
-	if err != nil {
-		return failed(e, err, exitNoSuch)
-	}
-	if a.json {
-		return printJSON(e, body)
-	}
 	var r apiRelease
-	if status, ok := decode(e, body, &r); !ok {
+	if status, done := fetch(e, a, c, http.MethodPost, lockPath(rest[0])+"/release", nil, exitNoSuch, &r); done {
 		return status
 	}
 	fmt.Fprintf(e.stdout, "released lock %s: its holder (token %d) got ERROR 0x02 and was closed; the first waiter, if any, now holds it\n", cell(r.Lock), r.ReleasedToken)
@@ -230,15 +209,8 @@ func kickMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	body, err := c.call(http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil)
-	if err != nil {
-		return failed(e, err, exitNoSuch)
-	}
-	if a.json {
-		return printJSON(e, body)
-	}
 	var k apiKick
-	if status, ok := decode(e, body, &k); !ok {
+	if status, done := fetch(e, a, c, http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil, exitNoSuch, &k); done {
 		return status
 	}
 	fmt.Fprintf(e.stdout, "kicked %s from the queue of lock %s: it got ERROR 0x02 and was closed\n", cell(k.Kicked), cell(k.Lock))
@@ -250,15 +222,8 @@ func infoMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	body, err := c.call(http.MethodGet, "/api/info", nil)
-	if err != nil {
-		return failed(e, err, exitFailed)
-	}
-	if a.json {
-		return printJSON(e, body)
-	}
 	var in apiInfo
-	if status, ok := decode(e, body, &in); !ok {
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/info", nil, exitFailed, &in); done {
 		return status
 	}
 	cfg := in.Config

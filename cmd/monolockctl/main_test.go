@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,4 +156,38 @@ func (c *ctl) wait(t *testing.T) (status int, stdout, stderr string) {
 func runCtl(t *testing.T, addr string, extraEnv []string, args ...string) (status int, stdout, stderr string) {
 	t.Helper()
 	return startCtl(t, addr, extraEnv, args...).wait(t)
+}
+
+// closedAddr returns a loopback address that nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// usageCase is a command line that only prints help or a usage error.
+type usageCase struct {
+	args   []string
+	status int
+	want   string // in stdout for status 0, else in stderr
+}
+
+// checkUsage runs each case and checks its exit status and message.
+func checkUsage(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, tc := range cases {
+		status, stdout, stderr := runCtl(t, "", nil, tc.args...)
+		out := stderr
+		if tc.status == 0 {
+			out = stdout
+		}
+		if status != tc.status || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: status %d, stdout %q, stderr %q; want %d and %q", tc.args, status, stdout, stderr, tc.status, tc.want)
+		}
+	}
 }

@@ -112,13 +112,7 @@ func TestRunNameTooLongExitsWithoutDialing(t *testing.T) {
 }
 
 func TestRunUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	if status, _, stderr := runCtl(t, addr, nil, "run", "x", "--", "true"); status != exitUnavailable {
+	if status, _, stderr := runCtl(t, closedAddr(t), nil, "run", "x", "--", "true"); status != exitUnavailable {
 		t.Fatalf("status %d, stderr %q; want %d", status, stderr, exitUnavailable)
 	}
 }
@@ -200,11 +194,7 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		status int
-		want   string // in stdout for status 0, else in stderr
-	}{
+	checkUsage(t, []usageCase{
 		{[]string{"-h"}, 0, "Examples:"},
 		{[]string{"run", "-h"}, 0, "Exit status:"},
 		{nil, exitUsage, "Commands:"},
@@ -216,14 +206,5 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "-lease", "0s", "x", "--", "true"}, exitUsage, "lease must be positive"},
 		{[]string{"run", "-bogus", "x", "--", "true"}, exitUsage, "flag provided but not defined"},
 		{[]string{"run", "-tls-ca", "/nonexistent.pem", "x", "--", "true"}, exitUsage, "-tls-ca"},
-	} {
-		status, stdout, stderr := runCtl(t, "", nil, tc.args...)
-		out := stderr
-		if tc.status == 0 {
-			out = stdout
-		}
-		if status != tc.status || !strings.Contains(out, tc.want) {
-			t.Errorf("%v: status %d, stdout %q, stderr %q; want %d and %q", tc.args, status, stdout, stderr, tc.status, tc.want)
-		}
-	}
+	})
 }

@@ -176,6 +176,16 @@ func Check(r io.Reader) (Report, error) {
 		violation := func(format string, args ...any) {
 			rep.Violations = append(rep.Violations, Violation{Line: n, Lock: name, What: fmt.Sprintf(format, args...)})
 		}
+		// holderToken checks that a release or a force_release (what says
+		// which, in the violation's text) names the current holder's token.
+		holderToken := func(what string, token uint64) {
+			switch {
+			case !st.held:
+				violation("%s %d without a holder", what, token)
+			case token != st.token:
+				violation("%s %d, but the holder has token %d (granted on line %d)", what, token, st.token, st.line)
+			}
+		}
 		switch *ev.Event {
 		case EventGranted:
 			token := *ev.Token
@@ -195,22 +205,10 @@ func Check(r io.Reader) (Report, error) {
 			lastToken, lastTokenLine = token, n
 			*st = lockState{held: true, token: token, remoteAddr: ev.RemoteAddr, line: n}
 		case EventReleased:
-			token := *ev.Token
-			switch {
-			case !st.held:
-				violation("released token %d without a holder", token)
-			case token != st.token:
-				violation("released token %d, but the holder has token %d (granted on line %d)", token, st.token, st.line)
-			}
+			holderToken("released token", *ev.Token)
 			*st = lockState{}
 		case EventForceRelease:
-			token := *ev.Token
-			switch {
-			case !st.held:
-				violation("force_release of token %d without a holder", token)
-			case token != st.token:
-				violation("force_release of token %d, but the holder has token %d (granted on line %d)", token, st.token, st.line)
-			}
+			holderToken("force_release of token", *ev.Token)
 			// The holder's released event follows.
 		}
 	}

@@ -16,14 +16,21 @@ const (
 	benchLease = 10 * time.Second // longer than a turn of the ring (4.096s)
 )
 
-// BenchmarkSchedule re-arms armed timers to new deadlines, as a session
-// re-arms its one timer, among 10k armed timers.
-func BenchmarkSchedule(b *testing.B) {
+// armedPastLease returns a wheel of the server's geometry with n timers armed
+// one tick apart from one lease on.
+func armedPastLease(n int) (*timerwheel.Wheel[int], []timerwheel.Timer[int]) {
 	w := timerwheel.New[int](benchTick, benchSlots)
-	ts := newTimers(10_000)
+	ts := newTimers(n)
 	for i := range ts {
 		w.Schedule(&ts[i], benchLease+time.Duration(i)*benchTick)
 	}
+	return w, ts
+}
+
+// BenchmarkSchedule re-arms armed timers to new deadlines, as a session
+// re-arms its one timer, among 10k armed timers.
+func BenchmarkSchedule(b *testing.B) {
+	w, ts := armedPastLease(10_000)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -37,11 +44,7 @@ func BenchmarkSchedule(b *testing.B) {
 
 // BenchmarkStopSchedule stops an armed timer and schedules it again.
 func BenchmarkStopSchedule(b *testing.B) {
-	w := timerwheel.New[int](benchTick, benchSlots)
-	ts := newTimers(10_000)
-	for i := range ts {
-		w.Schedule(&ts[i], benchLease+time.Duration(i)*benchTick)
-	}
+	w, ts := armedPastLease(10_000)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
