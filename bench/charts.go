@@ -41,6 +41,14 @@ func writeCharts(rep *Report, dir string) ([]string, error) {
 			drawn, err = expiryChart(sc, path)
 		case "S5":
 			drawn, err = churnChart(sc, path)
+		case "S6":
+			drawn, err = variantsChart(sc, path,
+				chartSide{"rss", "S6: server RSS per session", "bytes", "plain"},
+				chartSide{"cpu", "S6: server CPU per 1M heartbeats", "CPU-seconds", "plain"})
+		case "S7":
+			drawn, err = variantsChart(sc, path,
+				chartSide{"grant", "S7: server CPU per grant", "µs", "bare"},
+				chartSide{"hb", "S7: server CPU per 1M heartbeats", "CPU-seconds", "bare"})
 		}
 		if err != nil {
 			return files, fmt.Errorf("%s: %w", sc.ID, err)
@@ -140,6 +148,42 @@ func sessionsChart(sc *Scenario, path string) (bool, error) {
 		return false, err
 	}
 	return true, saveSideBySide(path, left, right)
+}
+
+// chartSide is one half of a variantsChart: the rows with key, one bar each;
+// ref names monolock's own row (the reference configuration) in its label.
+type chartSide struct{ key, title, ylabel, ref string }
+
+// variantsChart compares server configurations (S6, S7): one bar per row
+// of each side's key, labelled with the row's system.
+func variantsChart(sc *Scenario, path string, left, right chartSide) (bool, error) {
+	side := func(cs chartSide) (*plot.Plot, error) {
+		var labels []string
+		v := series{name: cs.ylabel}
+		for _, r := range measured(sc) {
+			if r.Key == cs.key {
+				l := strings.Replace(r.System, " ", "\n", 1)
+				if r.System == sysMonolock {
+					l += "\n" + cs.ref
+				}
+				labels = append(labels, l)
+				v.values = append(v.values, r.Value)
+			}
+		}
+		if len(labels) == 0 {
+			return nil, nil
+		}
+		return bars(cs.title, cs.ylabel, labels, []series{v}, false)
+	}
+	l, err := side(left)
+	if err != nil || l == nil {
+		return false, err
+	}
+	r, err := side(right)
+	if err != nil || r == nil {
+		return false, err
+	}
+	return true, saveSideBySide(path, l, r)
 }
 
 func expiryChart(sc *Scenario, path string) (bool, error) {

@@ -192,9 +192,12 @@ func (s *servers) logPath(tag string) string {
 }
 
 // monolock starts bin/monolock on a free loopback port.
-func (s *servers) monolock(tag string) (*child, error) {
-	c, err := startServer("monolock", s.monolockBin,
-		[]string{"-listen", "127.0.0.1:0", "-log-format", "json", "-log-level", "info"},
+func (s *servers) monolock(tag string) (*child, error) { return s.monolockWith(tag) }
+
+// monolockWith starts bin/monolock on a free loopback port with extra flags.
+func (s *servers) monolockWith(tag string, extra ...string) (*child, error) {
+	args := append([]string{"-listen", "127.0.0.1:0", "-log-format", "json", "-log-level", "info"}, extra...)
+	c, err := startServer("monolock", s.monolockBin, args,
 		"monolock started", s.logPath("monolock-"+tag), nil)
 	if err == nil && s.version == "" {
 		s.version = c.version

@@ -26,6 +26,15 @@ type sizes struct {
 
 	s5Queues []int
 	s5Reps   int
+
+	s6Sessions int // sessions per S6 server (plain, TLS, mTLS)
+	s6Runs     int // alternating runs of the three
+	s6Lease    time.Duration
+	s6Warm     time.Duration
+	s6Window   time.Duration
+
+	s7Sessions int // S7 heartbeat sessions (lease, warm and window of S3)
+	s7Runs     int // alternating runs of the three server configurations
 }
 
 // coreSessions is the session count of the core-server figures.
@@ -41,6 +50,10 @@ func fullSizes(maxSessions int) sizes {
 		s4Reps:   5,
 		s5Queues: capSessions([]int{1_000, 2_000, 4_000, 8_000, 16_000, maxSessions}, maxSessions),
 		s5Reps:   3,
+
+		s6Sessions: min(2_000, maxSessions), s6Runs: 3,
+		s6Lease: 2 * time.Second, s6Warm: 2 * time.Second, s6Window: 5 * time.Second,
+		s7Sessions: min(coreSessions, maxSessions), s7Runs: 3,
 	}
 }
 
@@ -54,6 +67,10 @@ func quickSizes(maxSessions int) sizes {
 		s4Reps:   2,
 		s5Queues: capSessions([]int{250, 500, 1_000}, maxSessions),
 		s5Reps:   1,
+
+		s6Sessions: min(200, maxSessions), s6Runs: 1,
+		s6Lease: 2 * time.Second, s6Warm: 600 * time.Millisecond, s6Window: time.Second,
+		s7Sessions: min(1_000, maxSessions), s7Runs: 1,
 	}
 }
 

@@ -55,7 +55,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
 	fs.DurationVar(&o.waitQuiet, "wait-quiet", 0, "before starting, wait up to this long for other load on the machine to drop under 15% of a core")
 	fs.Usage = func() {
-		_, _ = fmt.Fprintln(stderr, "usage: go run ./bench [flags]\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn.\n\nFlags:")
+		_, _ = fmt.Fprintln(stderr, "usage: go run ./bench [flags]\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn,\nS6 tls (a TLS session against a plain one), S7 bookkeeping (metrics and audit log on the grant and heartbeat paths).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +81,7 @@ type bench struct {
 	prog     *progress
 	checkers []namedChecker
 	stderr   io.Writer
+	tmp      string // the run's temporary directory (certificates, audit logs)
 }
 
 type namedChecker struct {
@@ -180,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = os.Chmod(tmp, 0o755) // peers running as another user need to reach their directories
 	defer func() { _ = os.RemoveAll(tmp) }()
 
-	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr,
+	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp,
 		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
@@ -222,8 +223,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	scs := map[string]*Scenario{}
-	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5 so
-	// that the session-heavy runs have the machine to themselves.
+	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
+	// so that the session-heavy and monolock-only runs have the machine to
+	// themselves.
 	for _, s := range []struct {
 		id string
 		fn func() *Scenario
@@ -238,14 +240,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, s := range []struct {
 		id string
 		fn func() *Scenario
-	}{{"S3", b.s3}, {"S5", b.s5}} {
+	}{{"S3", b.s3}, {"S5", b.s5}, {"S6", b.s6}, {"S7", b.s7}} {
 		if b.want(s.id) {
 			scs[s.id] = s.fn()
 		}
 	}
 	b.prog.finish()
 
-	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5"} {
+	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7"} {
 		if sc, ok := scs[id]; ok {
 			rep.Scenarios = append(rep.Scenarios, sc)
 		}
@@ -309,6 +311,12 @@ func (b *bench) countSteps(peers int) int {
 	if b.want("S5") {
 		n += len(b.sz.s5Queues) + 1
 	}
+	if b.want("S6") {
+		n += b.sz.s6Runs * len(tlsModes)
+	}
+	if b.want("S7") {
+		n += 2 * b.sz.s7Runs * len(bkConfigs)
+	}
 	return n
 }
 
@@ -344,6 +352,8 @@ func renderReport(rep *Report) string {
 		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×)\n",
 			groupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio)
 	}
+	s.WriteString(renderTLSCost(rep.TLS))
+	s.WriteString(renderBookkeeping(rep.Bookkeep))
 	if len(rep.Violations) > 0 {
 		s.WriteString("\nVIOLATIONS:\n")
 		for _, v := range rep.Violations {

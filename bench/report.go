@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,8 @@ type Report struct {
 	Peers      []PeerStatus `json:"peers"`
 	Scenarios  []*Scenario  `json:"scenarios"`
 	Core       CoreFigures  `json:"core_server"`
+	TLS        *TLSCost     `json:"tls_cost,omitempty"`
+	Bookkeep   *Bookkeeping `json:"bookkeeping_cost,omitempty"`
 	Violations []string     `json:"violations"`
 	Errors     []string     `json:"errors"`
 }
@@ -59,6 +62,45 @@ type CoreFigures struct {
 	CPUPerMHbMonolock    float64 `json:"cpu_s_per_million_heartbeats_monolock"`
 	CPUPerMHbFloor       float64 `json:"cpu_s_per_million_heartbeats_bare_gnet"`
 	CPUPerHeartbeatRatio float64 `json:"cpu_per_heartbeat_ratio"`
+}
+
+// TLSCost is S6's summary: what a session costs plain, with TLS and with
+// mutual TLS (medians of the runs).
+type TLSCost struct {
+	Sessions int              `json:"sessions"`
+	Modes    []TLSModeFigures `json:"modes"` // plain first
+}
+
+// TLSModeFigures are one server configuration's S6 figures.
+type TLSModeFigures struct {
+	Mode                   string  `json:"mode"` // plain, tls, mtls
+	RSSPerSessionBytes     float64 `json:"rss_per_session_bytes"`
+	CPUPerMHb              float64 `json:"cpu_s_per_million_heartbeats"`
+	RTTP50NS               float64 `json:"heartbeat_rtt_p50_ns"` // of every run's heartbeats together
+	RTTP99NS               float64 `json:"heartbeat_rtt_p99_ns"`
+	SetupPerSessionUS      float64 `json:"setup_us_per_session"`
+	SetupCPUPerSessionUS   float64 `json:"server_cpu_us_per_session_setup"`
+	HeartbeatsPerSecond    float64 `json:"heartbeats_per_second"`
+	LateHeartbeats         uint64  `json:"late_heartbeats"`
+	PromotedWaitersDropped uint64  `json:"waiters_promoted"`
+}
+
+// Bookkeeping is S7's summary: the server's CPU per grant and per heartbeat
+// with metrics and the audit log off and on (medians of the runs).
+type Bookkeeping struct {
+	Sessions int                  `json:"heartbeat_sessions"`
+	Target   float64              `json:"target_ratio"`
+	Configs  []BookkeepingFigures `json:"configs"` // bare first
+}
+
+// BookkeepingFigures are one server configuration's S7 figures.
+type BookkeepingFigures struct {
+	Config       string  `json:"config"` // bare, ops, ops+audit
+	CPUPerGrant  float64 `json:"cpu_us_per_grant"`
+	CPUPerMHb    float64 `json:"cpu_s_per_million_heartbeats"`
+	GrantRatio   float64 `json:"grant_ratio_to_bare,omitempty"`
+	HbRatio      float64 `json:"heartbeat_ratio_to_bare,omitempty"`
+	CyclesPerSec float64 `json:"cycles_per_second"`
 }
 
 // Scenario is one table.
@@ -155,4 +197,65 @@ func (r *Report) WriteJSON(path string) error {
 		}
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// renderTLSCost is S6's summary under the tables ("" without S6).
+func renderTLSCost(c *TLSCost) string {
+	if c == nil || len(c.Modes) == 0 {
+		return ""
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "TLS cost @%s sessions (medians; ratio to plain):\n", groupThousands(int64(c.Sessions)))
+	var plain *TLSModeFigures
+	if c.Modes[0].Mode == "plain" {
+		plain = &c.Modes[0]
+	}
+	line := func(label string, f func(TLSModeFigures) float64, render func(float64) string) {
+		parts := make([]string, 0, len(c.Modes))
+		for _, m := range c.Modes {
+			p := m.Mode + " " + render(f(m))
+			if plain != nil && m.Mode != plain.Mode && f(*plain) > 0 {
+				p += " (" + formatRatio(f(m)/f(*plain)) + ")"
+			}
+			parts = append(parts, p)
+		}
+		fmt.Fprintf(&s, "  %-36s %s\n", label, strings.Join(parts, " · "))
+	}
+	unit := func(u string) func(float64) string { return func(v float64) string { return formatValue(v, u) } }
+	line("RSS per session", func(m TLSModeFigures) float64 { return m.RSSPerSessionBytes }, unit("B"))
+	line("server CPU per 1M heartbeats", func(m TLSModeFigures) float64 { return m.CPUPerMHb }, unit("s"))
+	line("heartbeat RTT p50", func(m TLSModeFigures) float64 { return m.RTTP50NS }, func(v float64) string { return formatDuration(int64(v)) })
+	line("heartbeat RTT p99", func(m TLSModeFigures) float64 { return m.RTTP99NS }, func(v float64) string { return formatDuration(int64(v)) })
+	line("setup per session", func(m TLSModeFigures) float64 { return m.SetupPerSessionUS }, unit("µs"))
+	line("server CPU per session setup", func(m TLSModeFigures) float64 { return m.SetupCPUPerSessionUS }, unit("µs"))
+	return s.String()
+}
+
+// renderBookkeeping is S7's summary under the tables ("" without S7).
+func renderBookkeeping(b *Bookkeeping) string {
+	if b == nil || len(b.Configs) == 0 {
+		return ""
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "metrics + audit cost (medians; ratio to bare, target under %.2f×):\n", b.Target)
+	line := func(label string, f func(BookkeepingFigures) (float64, float64), u string) {
+		parts := make([]string, 0, len(b.Configs))
+		for _, c := range b.Configs {
+			v, ratio := f(c)
+			if v == 0 {
+				parts = append(parts, c.Config+" –")
+				continue
+			}
+			p := c.Config + " " + formatValue(v, u)
+			if ratio > 0 {
+				p += " (" + formatRatio(ratio) + ")"
+			}
+			parts = append(parts, p)
+		}
+		fmt.Fprintf(&s, "  %-36s %s\n", label, strings.Join(parts, " · "))
+	}
+	line("server CPU per grant", func(c BookkeepingFigures) (float64, float64) { return c.CPUPerGrant, c.GrantRatio }, "µs")
+	line(fmt.Sprintf("server CPU per 1M heartbeats @%s", groupThousands(int64(b.Sessions))),
+		func(c BookkeepingFigures) (float64, float64) { return c.CPUPerMHb, c.HbRatio }, "s")
+	return s.String()
 }

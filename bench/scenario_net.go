@@ -33,6 +33,16 @@ func sleepUntil(t int64) {
 // start to the load's end; it returns a note such as "srv 97% · gen 61%
 // cpu", with a warning when other work was running on the machine.
 func timed(pid int, win window, run func() error) (string, error) {
+	r, ok, err := timedUsage(pid, win, run)
+	if !ok {
+		return "", err
+	}
+	return usageNote(pid, r), err
+}
+
+// timedUsage is timed's measurement: the CPU of pid (when not 0) and of the
+// harness over the window, in that order, and whether it could be sampled.
+func timedUsage(pid int, win window, run func() error) (usageResult, bool, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- run() }()
 	sleepUntil(win.from)
@@ -50,9 +60,11 @@ func timed(pid int, win window, run func() error) (string, error) {
 	if !ended {
 		err = <-errc
 	}
-	if !ok {
-		return "", err
-	}
+	return r, ok, err
+}
+
+// usageNote renders what timedUsage measured.
+func usageNote(pid int, r usageResult) string {
 	note := ""
 	if pid != 0 && len(r.Procs) == 2 {
 		note = fmt.Sprintf("srv %.0f%% · gen %.0f%% cpu", 100*r.Procs[0], 100*r.Procs[1])
@@ -62,7 +74,7 @@ func timed(pid int, win window, run func() error) (string, error) {
 	if o := r.otherNote(); o != "" {
 		note += " · " + o
 	}
-	return note, err
+	return note
 }
 
 func summaryOf(h *Histogram) *Summary {

@@ -280,7 +280,7 @@ func (b *bench) addSessionRows(sc *Scenario, sys string, runs []sessionsResult, 
 }
 
 // medianOf is the median of f over runs.
-func medianOf(runs []sessionsResult, f func(sessionsResult) float64) float64 {
+func medianOf[T any](runs []T, f func(T) float64) float64 {
 	vs := make([]float64, len(runs))
 	for i, r := range runs {
 		vs[i] = f(r)

@@ -4,8 +4,9 @@
 // Common Name), plus one from a CA the server does not trust. Everything is
 // made with crypto/x509, no external tools, and written as PEM files.
 //
-// It is test support: it reports failures through testing.TB and must not be
-// imported by production code.
+// It is test support: NewPKI and RotateServer report failures through
+// testing.TB, Generate returns them (for the benchmark harness); it must not
+// be imported by production code.
 package certstest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/url"
@@ -60,7 +62,7 @@ type Pair struct {
 	Cert, Key string
 }
 
-// PKI is the set of files NewPKI wrote. Paths are absolute when dir is.
+// PKI is the set of files NewPKI (or Generate) wrote. Paths are absolute when dir is.
 type PKI struct {
 	Dir string
 
@@ -90,9 +92,20 @@ type authority struct {
 // NewPKI makes a CA, a second (untrusted) CA, a server certificate and the
 // client certificates, and writes them into dir (which must exist) as
 // ca.pem, ca-key.pem, other-ca.pem, server.pem, server-key.pem and
-// client-NAME.pem, client-NAME-key.pem for each Client* name.
+// client-NAME.pem, client-NAME-key.pem for each Client* name. It is Generate
+// with failures reported through t.
 func NewPKI(t testing.TB, dir string) *PKI {
 	t.Helper()
+	p, err := Generate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Generate is NewPKI for code that has no testing.TB (the benchmark
+// harness): it writes the same files and returns the first failure.
+func Generate(dir string) (*PKI, error) {
 	p := &PKI{
 		Dir:     dir,
 		CA:      filepath.Join(dir, "ca.pem"),
@@ -101,15 +114,28 @@ func NewPKI(t testing.TB, dir string) *PKI {
 		Server:  Pair{Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem")},
 		Clients: map[string]Pair{},
 	}
-	p.ca = newAuthority(t, "monolock test CA")
-	p.other = newAuthority(t, "monolock untrusted test CA")
-	writePEM(t, p.CA, "CERTIFICATE", p.ca.cert.Raw)
-	writeKey(t, p.CAKey, p.ca.key)
-	writePEM(t, p.OtherCA, "CERTIFICATE", p.other.cert.Raw)
+	var err error
+	if p.ca, err = newAuthority("monolock test CA"); err != nil {
+		return nil, err
+	}
+	if p.other, err = newAuthority("monolock untrusted test CA"); err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.CA, "CERTIFICATE", p.ca.cert.Raw); err != nil {
+		return nil, err
+	}
+	if err := writeKey(p.CAKey, p.ca.key); err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.OtherCA, "CERTIFICATE", p.other.cert.Raw); err != nil {
+		return nil, err
+	}
 	p.pool = x509.NewCertPool()
 	p.pool.AddCert(p.ca.cert)
 
-	p.RotateServer(t)
+	if _, err := p.rotateServer(); err != nil {
+		return nil, err
+	}
 
 	now := time.Now()
 	clients := []struct {
@@ -128,28 +154,38 @@ func NewPKI(t testing.TB, dir string) *PKI {
 		{name: ClientExpired, issuer: p.ca, uris: []string{IdentityURI}, expiredCert: true},
 	}
 	for _, c := range clients {
-		tmpl := leafTemplate(t, c.cn, x509.ExtKeyUsageClientAuth)
+		tmpl, err := leafTemplate(c.cn, x509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return nil, err
+		}
 		tmpl.DNSNames = c.dns
 		for _, u := range c.uris {
 			parsed, err := url.Parse(u)
 			if err != nil {
-				t.Fatalf("certstest: URI SAN %q: %v", u, err)
+				return nil, fmt.Errorf("certstest: URI SAN %q: %w", u, err)
 			}
 			tmpl.URIs = append(tmpl.URIs, parsed)
 		}
 		if c.expiredCert {
 			tmpl.NotBefore, tmpl.NotAfter = now.Add(-2*time.Hour), now.Add(-time.Hour)
 		}
-		_, made := issue(t, c.issuer, tmpl)
+		_, made, err := issue(c.issuer, tmpl)
+		if err != nil {
+			return nil, err
+		}
 		pair := Pair{
 			Cert: filepath.Join(dir, "client-"+c.name+".pem"),
 			Key:  filepath.Join(dir, "client-"+c.name+"-key.pem"),
 		}
-		writePEM(t, pair.Cert, "CERTIFICATE", made.der)
-		writeKey(t, pair.Key, made.key)
+		if err := writePEM(pair.Cert, "CERTIFICATE", made.der); err != nil {
+			return nil, err
+		}
+		if err := writeKey(pair.Key, made.key); err != nil {
+			return nil, err
+		}
 		p.Clients[c.name] = pair
 	}
-	return p
+	return p, nil
 }
 
 // ClientNames lists the names in Clients, sorted.
@@ -202,16 +238,34 @@ func (p *PKI) ServerLeaf() *x509.Certificate {
 // then fails, which a reloader must survive.
 func (p *PKI) RotateServer(t testing.TB) *x509.Certificate {
 	t.Helper()
-	tmpl := leafTemplate(t, "monolock test server", x509.ExtKeyUsageServerAuth)
+	leaf, err := p.rotateServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+func (p *PKI) rotateServer() (*x509.Certificate, error) {
+	tmpl, err := leafTemplate("monolock test server", x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return nil, err
+	}
 	tmpl.DNSNames = []string{ServerName}
 	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	leaf, made := issue(t, p.ca, tmpl)
-	writeKey(t, p.Server.Key, made.key)
-	writePEM(t, p.Server.Cert, "CERTIFICATE", made.der)
+	leaf, made, err := issue(p.ca, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKey(p.Server.Key, made.key); err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.Server.Cert, "CERTIFICATE", made.der); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	p.serverLeaf = leaf
 	p.mu.Unlock()
-	return leaf
+	return leaf, nil
 }
 
 // issued is a fresh certificate and its key.
@@ -220,30 +274,34 @@ type issued struct {
 	key crypto.Signer
 }
 
-func newKey(t testing.TB) crypto.Signer {
-	t.Helper()
+func newKey() (crypto.Signer, error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatalf("certstest: generate key: %v", err)
+		return nil, fmt.Errorf("certstest: generate key: %w", err)
 	}
-	return k
+	return k, nil
 }
 
-func serial(t testing.TB) *big.Int {
-	t.Helper()
+func serial() (*big.Int, error) {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		t.Fatalf("certstest: serial number: %v", err)
+		return nil, fmt.Errorf("certstest: serial number: %w", err)
 	}
-	return n.Add(n, big.NewInt(1))
+	return n.Add(n, big.NewInt(1)), nil
 }
 
-func newAuthority(t testing.TB, cn string) *authority {
-	t.Helper()
-	key := newKey(t)
+func newAuthority(cn string) (*authority, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+		SerialNumber:          sn,
 		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
@@ -253,60 +311,64 @@ func newAuthority(t testing.TB, cn string) *authority {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		t.Fatalf("certstest: create CA %q: %v", cn, err)
+		return nil, fmt.Errorf("certstest: create CA %q: %w", cn, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatalf("certstest: parse CA %q: %v", cn, err)
+		return nil, fmt.Errorf("certstest: parse CA %q: %w", cn, err)
 	}
-	return &authority{cert: cert, key: key}
+	return &authority{cert: cert, key: key}, nil
 }
 
-func leafTemplate(t testing.TB, cn string, usage x509.ExtKeyUsage) *x509.Certificate {
-	t.Helper()
+func leafTemplate(cn string, usage x509.ExtKeyUsage) (*x509.Certificate, error) {
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	return &x509.Certificate{
-		SerialNumber: serial(t),
+		SerialNumber: sn,
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
+	}, nil
 }
 
-func issue(t testing.TB, ca *authority, tmpl *x509.Certificate) (*x509.Certificate, issued) {
-	t.Helper()
-	key := newKey(t)
+func issue(ca *authority, tmpl *x509.Certificate) (*x509.Certificate, issued, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, issued{}, err
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
-		t.Fatalf("certstest: create certificate %q: %v", tmpl.Subject.CommonName, err)
+		return nil, issued{}, fmt.Errorf("certstest: create certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatalf("certstest: parse certificate %q: %v", tmpl.Subject.CommonName, err)
+		return nil, issued{}, fmt.Errorf("certstest: parse certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
-	return cert, issued{der: der, key: key}
+	return cert, issued{der: der, key: key}, nil
 }
 
-func writeKey(t testing.TB, path string, key crypto.Signer) {
-	t.Helper()
+func writeKey(path string, key crypto.Signer) error {
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatalf("certstest: marshal key: %v", err)
+		return fmt.Errorf("certstest: marshal key: %w", err)
 	}
-	writePEM(t, path, "PRIVATE KEY", der)
+	return writePEM(path, "PRIVATE KEY", der)
 }
 
 // writePEM writes one PEM block to path through a temporary file and a
 // rename, so a reader sees the old file or the new one, never half of one.
-func writePEM(t testing.TB, path, blockType string, der []byte) {
-	t.Helper()
+func writePEM(path, blockType string, der []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
-		t.Fatalf("certstest: %v", err)
+		return fmt.Errorf("certstest: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		t.Fatalf("certstest: %v", err)
+		return fmt.Errorf("certstest: %w", err)
 	}
+	return nil
 }
