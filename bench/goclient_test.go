@@ -32,51 +32,36 @@ func lockServer(t *testing.T, cfg *tls.Config) string {
 		mu    sync.Mutex
 		held  = map[string]bool{}
 		token uint64
-		wg    sync.WaitGroup
 	)
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-	})
-	wg.Go(func() {
+	return serveConns(t, ln, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		hdr := make([]byte, protocol.AcquireHeaderLen)
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return
+		}
+		name := make([]byte, binary.BigEndian.Uint16(hdr[6:]))
+		if _, err := io.ReadFull(r, name); err != nil {
+			return
+		}
+		mu.Lock()
+		var answer []byte
+		if held[string(name)] {
+			answer = protocol.AppendWaiting(nil)
+		} else {
+			held[string(name)] = true
+			token++
+			answer = protocol.AppendAcquired(nil, token)
+		}
+		mu.Unlock()
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(answer); err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer func() { _ = c.Close() }()
-				r := bufio.NewReader(c)
-				hdr := make([]byte, protocol.AcquireHeaderLen)
-				if _, err := io.ReadFull(r, hdr); err != nil {
-					return
-				}
-				name := make([]byte, binary.BigEndian.Uint16(hdr[6:]))
-				if _, err := io.ReadFull(r, name); err != nil {
-					return
-				}
-				mu.Lock()
-				var answer []byte
-				if held[string(name)] {
-					answer = protocol.AppendWaiting(nil)
-				} else {
-					held[string(name)] = true
-					token++
-					answer = protocol.AppendAcquired(nil, token)
-				}
-				mu.Unlock()
-				for {
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-					if b, err := r.ReadByte(); err != nil || b != byte(protocol.TypeHeartbeat) {
-						return
-					}
-				}
-			})
+			if b, err := r.ReadByte(); err != nil || b != byte(protocol.TypeHeartbeat) {
+				return
+			}
 		}
 	})
-	return ln.Addr().String()
 }
 
 func TestGoSessionsPlainAndTLS(t *testing.T) {

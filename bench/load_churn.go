@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,13 +29,42 @@ type churnLoad struct {
 	inflight int
 	queued   int // waiters answered WAITING
 
-	ready atomic.Bool // everyone queued: the driver may sample and say go
+	churnSignals // ready: everyone queued; done: the sentinel's grant
+}
+
+// churnSignals is what an S5 load and its driver (runChurn) tell each other,
+// and the span the load measures.
+type churnSignals struct {
+	ready atomic.Bool // everyone in place: the driver may sample and say go
 	goNow atomic.Bool // set by the driver
 	fired bool
-	done  atomic.Bool
+	done  atomic.Bool // the sentinel was answered
 
-	t0, tEnd int64 // first close; sentinel's grant
+	t0, tEnd int64 // first close; the sentinel's answer
 	err      error
+}
+
+// departOnGo, once the driver has said go and only the first time, closes
+// conns in random order, from t0 on; it reports whether it did.
+func (s *churnSignals) departOnGo(r *reactor, rng *rand.Rand, conns []*rconn) bool {
+	if s.fired || !s.goNow.Load() {
+		return false
+	}
+	s.fired = true
+	order := slices.Clone(conns)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	s.t0 = r.tick()
+	for _, c := range order {
+		r.close(c)
+	}
+	return true
+}
+
+func (s *churnSignals) fail(r *reactor, err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	r.abort(err)
 }
 
 func newChurnLoad(w int, name string, seed uint64, chk *Checker) *churnLoad {
@@ -100,32 +130,14 @@ func (l *churnLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 }
 
 func (l *churnLoad) idle(r *reactor) {
-	if l.fired || !l.goNow.Load() {
-		return
+	if l.departOnGo(r, l.rng, l.conns[1:l.w+1]) { // the waiters
+		l.chk.Release(l.name, 0)
+		r.close(l.conns[0])
 	}
-	l.fired = true
-	order := make([]int, l.w)
-	for i := range order {
-		order[i] = i + 1
-	}
-	l.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	l.t0 = r.tick()
-	for _, id := range order {
-		r.close(l.conns[id])
-	}
-	l.chk.Release(l.name, 0)
-	r.close(l.conns[0])
 }
 
 func (l *churnLoad) lost(r *reactor, c *rconn, err error) {
 	l.fail(r, fmt.Errorf("S5: connection %d lost: %w", c.id, err))
-}
-
-func (l *churnLoad) fail(r *reactor, err error) {
-	if l.err == nil {
-		l.err = err
-	}
-	r.abort(err)
 }
 
 // floorChurnLoad is S5's floor: w connections to the bare gnet server, each
@@ -145,13 +157,7 @@ type floorChurnLoad struct {
 	inflight int
 	answered int
 
-	ready atomic.Bool
-	goNow atomic.Bool
-	fired bool
-	done  atomic.Bool
-
-	t0, tEnd int64
-	err      error
+	churnSignals // ready: every connection answered; done: the sentinel's answer
 }
 
 func newFloorChurnLoad(w int, seed uint64) *floorChurnLoad {
@@ -194,29 +200,11 @@ func (l *floorChurnLoad) frame(r *reactor, c *rconn, _ *protocol.Frame) {
 }
 
 func (l *floorChurnLoad) idle(r *reactor) {
-	if l.fired || !l.goNow.Load() {
-		return
+	if l.departOnGo(r, l.rng, l.conns[:l.w]) {
+		_ = r.send(l.conns[l.w], heartbeatFrame) // the sentinel
 	}
-	l.fired = true
-	order := make([]int, l.w)
-	for i := range order {
-		order[i] = i
-	}
-	l.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	l.t0 = r.tick()
-	for _, id := range order {
-		r.close(l.conns[id])
-	}
-	_ = r.send(l.conns[l.w], heartbeatFrame)
 }
 
 func (l *floorChurnLoad) lost(r *reactor, c *rconn, err error) {
 	l.fail(r, fmt.Errorf("S5 floor: connection %d lost: %w", c.id, err))
-}
-
-func (l *floorChurnLoad) fail(r *reactor, err error) {
-	if l.err == nil {
-		l.err = err
-	}
-	r.abort(err)
 }

@@ -24,31 +24,22 @@ import (
 // point of its first interval, and right after a reply that came later than
 // the interval.
 type goSessions struct {
-	addr     string
-	cfg      *tls.Config // nil: plain TCP
-	s        int
-	lease    time.Duration
+	addr string
+	cfg  *tls.Config // nil: plain TCP
+	sessionPairs
 	interval time.Duration
-	names    []string
-	reqs     [][]byte
-	chk      *Checker
 
 	lastAck []atomic.Int64 // send time of the last acknowledged frame, per session
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	// Set by the driver: count heartbeats answered inside [from, until).
-	from, until atomic.Int64
-
-	mu       sync.Mutex
-	conns    []net.Conn
-	setup    Histogram // per session: dial (and handshake) to the first answer
-	hist     Histogram // heartbeat RTT inside the window
-	hbWindow uint64
-	late     uint64
-	promoted uint64
-	err      error
-	stopped  bool
+	// mu guards what follows, but for the tally's window (atomic).
+	mu    sync.Mutex
+	conns []net.Conn
+	setup Histogram // per session: dial (and handshake) to the first answer
+	heartbeatTally
+	err     error
+	stopped bool
 }
 
 // maxInflightGoDials bounds the sessions being set up at once, as
@@ -56,26 +47,12 @@ type goSessions struct {
 const maxInflightGoDials = maxInflightDials
 
 func newGoSessions(addr string, cfg *tls.Config, s int, lease time.Duration, chk *Checker) *goSessions {
-	g := &goSessions{addr: addr, cfg: cfg, s: s, lease: lease, interval: lease / 4, chk: chk,
+	g := &goSessions{addr: addr, cfg: cfg, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: lease / 4,
 		lastAck: make([]atomic.Int64, s), stop: make(chan struct{}), conns: make([]net.Conn, s)}
-	for i := range s / 2 {
-		name := fmt.Sprintf("s6-%d", i)
-		g.names = append(g.names, name)
-		g.reqs = append(g.reqs, protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name))
-	}
-	g.from.Store(1 << 62)
-	g.until.Store(1 << 62)
+	g.names, g.reqs = acquireRequests("s6", s/2, lease)
+	g.closeWindow()
 	return g
 }
-
-func (g *goSessions) lock(id int) int {
-	if locks := g.s / 2; id >= locks {
-		return id - locks
-	}
-	return id
-}
-
-func (g *goSessions) holder(id int) bool { return id < g.s/2 }
 
 // fail records the first error and stops every session.
 func (g *goSessions) fail(err error) {
@@ -276,29 +253,11 @@ func (s *goSession) read() error {
 	return nil
 }
 
-// check judges an answer as S3's checkState does: holders keep their token,
-// waiters wait, and a waiter granted means its holder was dropped, which the
-// checker judges against the holder's last acknowledged heartbeat.
+// check judges an answer as S3's checkState does (sessionPairs.judge).
 func (g *goSessions) check(s *goSession, now int64, first bool) {
-	lk := g.lock(s.id)
-	f := &s.f
-	switch {
-	case f.Type == protocol.TypeAcquired && s.granted:
-		if f.Token != s.token {
-			g.chk.Report("session %d on %q: token changed from %d to %d", s.id, g.names[lk], s.token, f.Token)
-		}
-	case f.Type == protocol.TypeAcquired:
-		if !g.holder(s.id) {
-			g.mu.Lock()
-			g.promoted++
-			g.mu.Unlock()
-			g.chk.Lapse(g.names[lk], lk, g.lastAck[lk].Load()+int64(g.lease))
-		}
-		s.granted, s.token = true, f.Token
-		g.chk.Grant(g.names[lk], s.id, now, f.Token, true)
-	case f.Type == protocol.TypeWaiting && s.granted:
-		g.chk.Report("session %d on %q: WAITING after ACQUIRED", s.id, g.names[lk])
-	case f.Type == protocol.TypeWaiting && first && g.holder(s.id):
-		g.chk.Report("session %d on %q: a free lock answered WAITING", s.id, g.names[lk])
+	if g.judge(s.id, &s.f, now, first, &s.granted, &s.token, func(h int) int64 { return g.lastAck[h].Load() }) {
+		g.mu.Lock()
+		g.promoted++
+		g.mu.Unlock()
 	}
 }

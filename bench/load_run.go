@@ -1,6 +1,11 @@
 package main
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
 
 // benchBase is the zero of the harness's monotonic clock.
 var benchBase = time.Now()
@@ -36,6 +41,33 @@ func startLoad(addr string, w starter) (*loadRun, error) {
 		r.closeAll()
 	}()
 	return l, nil
+}
+
+// startLoadWhenReady starts w against addr and polls ready every poll until
+// the load sets it (its connections are set up); it returns the run and the
+// setup's wall time. The setup may take a minute plus a millisecond per
+// connection (conns); past that it is an error saying notReady, and so is
+// the load ending first.
+func startLoadWhenReady(addr string, w starter, ready *atomic.Bool, conns int, poll time.Duration, notReady string) (*loadRun, time.Duration, error) {
+	t0 := time.Now()
+	run, err := startLoad(addr, w)
+	if err != nil {
+		return nil, 0, err
+	}
+	deadline := time.Now().Add(60*time.Second + time.Duration(conns)*time.Millisecond)
+	for !ready.Load() {
+		select {
+		case <-run.done:
+			return nil, 0, fmt.Errorf("the load ended during setup: %w", run.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = run.Stop()
+			return nil, 0, errors.New(notReady + " within the setup deadline")
+		}
+		time.Sleep(poll)
+	}
+	return run, time.Since(t0), nil
 }
 
 // Wait waits for the loop to end and returns its error.

@@ -20,12 +20,8 @@ import (
 type sessionsLoad struct {
 	baseWorkload
 	monolock bool
-	s        int
-	lease    time.Duration
+	sessionPairs
 	interval int64
-	names    []string
-	reqs     [][]byte
-	chk      *Checker
 
 	conns    []*rconn
 	rng      *rand.Rand
@@ -35,17 +31,90 @@ type sessionsLoad struct {
 	inflight int // dialled and not yet answered
 	ready    int
 
-	// Set by the driver: count heartbeats answered inside [from, until).
-	from, until atomic.Int64
-	allReady    atomic.Bool
+	allReady atomic.Bool
 
-	hist      Histogram // heartbeat RTT inside the window
-	hbWindow  uint64    // heartbeats answered inside the window
+	heartbeatTally
 	hbTotal   uint64
-	late      uint64 // heartbeats sent late because the previous reply was late
-	promoted  uint64 // waiters granted: a holder was dropped
 	lostConns int
 	err       error
+}
+
+// heartbeatTally is what the heartbeat loads of S3 (sessionsLoad) and S6
+// (goSessions) count for their driver, which opens the window [from, until)
+// once every session is set up (measureHeartbeatWindow). goSessions guards
+// the counters with its mutex.
+type heartbeatTally struct {
+	from, until atomic.Int64 // the window; never, until the driver sets it
+
+	hist     Histogram // heartbeat RTT inside the window
+	hbWindow uint64    // heartbeats answered inside the window
+	late     uint64    // heartbeats sent late because the previous reply was late
+	promoted uint64    // waiters granted: a holder was dropped
+}
+
+// closeWindow sets the window to never, for the setup.
+func (t *heartbeatTally) closeWindow() {
+	t.from.Store(1 << 62)
+	t.until.Store(1 << 62)
+}
+
+// sessionPairs are the s sessions of S3 and S6 and their locks: sessions
+// 0..s/2-1 hold lock i, sessions s/2..s-1 wait on lock i-s/2.
+type sessionPairs struct {
+	s     int
+	lease time.Duration
+	names []string // per lock (acquireRequests); none against the bare gnet server
+	reqs  [][]byte // per lock, its ACQUIRE
+	chk   *Checker
+}
+
+// lock returns the lock index of session id.
+func (p *sessionPairs) lock(id int) int {
+	if locks := p.s / 2; id >= locks {
+		return id - locks
+	}
+	return id
+}
+
+func (p *sessionPairs) holder(id int) bool { return id < p.s/2 }
+
+// judge checks an answer f to session id at now (first: its first answer),
+// granted and token being the session's state: holders keep their token,
+// waiters wait, and a waiter granted means its holder was dropped, which
+// the checker judges against the holder's last acknowledged heartbeat
+// (lastAck of the holder's id) and the lease. It reports whether f promoted
+// a waiter.
+func (p *sessionPairs) judge(id int, f *protocol.Frame, now int64, first bool, granted *bool, token *uint64, lastAck func(holder int) int64) (promoted bool) {
+	lk := p.lock(id)
+	switch {
+	case f.Type == protocol.TypeAcquired && *granted:
+		if f.Token != *token {
+			p.chk.Report("session %d on %q: token changed from %d to %d", id, p.names[lk], *token, f.Token)
+		}
+	case f.Type == protocol.TypeAcquired:
+		if !p.holder(id) {
+			promoted = true
+			p.chk.Lapse(p.names[lk], lk, lastAck(lk)+int64(p.lease)) // lock lk's holder is session lk
+		}
+		*granted, *token = true, f.Token
+		p.chk.Grant(p.names[lk], id, now, f.Token, true)
+	case f.Type == protocol.TypeWaiting && *granted:
+		p.chk.Report("session %d on %q: WAITING after ACQUIRED", id, p.names[lk])
+	case f.Type == protocol.TypeWaiting && first && p.holder(id):
+		p.chk.Report("session %d on %q: a free lock answered WAITING", id, p.names[lk])
+	}
+	return promoted
+}
+
+// acquireRequests are the names and ACQUIRE frames of locks prefix-0 up to
+// prefix-(locks-1), for a holder and a waiter each.
+func acquireRequests(prefix string, locks int, lease time.Duration) (names []string, reqs [][]byte) {
+	for i := range locks {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		names = append(names, name)
+		reqs = append(reqs, protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name))
+	}
+	return names, reqs
 }
 
 const (
@@ -55,34 +124,18 @@ const (
 
 func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *Checker) *sessionsLoad {
 	l := &sessionsLoad{
-		monolock: monolock, s: s, lease: lease, interval: int64(lease / 4), chk: chk,
+		monolock: monolock, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: int64(lease / 4),
 		conns: make([]*rconn, s), lastAck: make([]int64, s), rng: rand.New(rand.NewPCG(uint64(s), 3)),
 	}
 	l.dialStop = s
 	if monolock {
 		locks := s / 2
 		l.dialStop = locks
-		for i := range locks {
-			name := fmt.Sprintf("s3-%d", i)
-			l.names = append(l.names, name)
-			l.reqs = append(l.reqs, protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name))
-		}
+		l.names, l.reqs = acquireRequests("s3", locks, lease)
 	}
-	l.from.Store(1 << 62)
-	l.until.Store(1 << 62)
+	l.closeWindow()
 	return l
 }
-
-// lock returns the lock index of session id.
-func (l *sessionsLoad) lock(id int) int {
-	locks := l.s / 2
-	if id >= locks {
-		return id - locks
-	}
-	return id
-}
-
-func (l *sessionsLoad) holder(id int) bool { return id < l.s/2 }
 
 func (l *sessionsLoad) start(r *reactor) { l.dialMore(r) }
 
@@ -123,7 +176,7 @@ func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 		l.inflight--
 		l.ready++
 		if l.monolock {
-			l.checkState(r, c, f, now, true)
+			l.checkState(c, f, now, true)
 		}
 		l.lastAck[c.id] = c.t0
 		// The first heartbeat comes at a random point of the first interval
@@ -141,7 +194,7 @@ func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 	}
 	if !c.hbOut {
 		if l.monolock && f.Type == protocol.TypeAcquired {
-			l.checkState(r, c, f, now, false) // a pushed promotion
+			l.checkState(c, f, now, false) // a pushed promotion
 			return
 		}
 		l.err = fmt.Errorf("session %d: unsolicited frame %#x", c.id, byte(f.Type))
@@ -155,7 +208,7 @@ func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 		l.hist.Record(now - c.t0)
 	}
 	if l.monolock {
-		l.checkState(r, c, f, now, false)
+		l.checkState(c, f, now, false)
 	}
 	l.lastAck[c.id] = c.t0
 	if c.flag == 2 { // the interval passed while this one was in flight
@@ -167,28 +220,10 @@ func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 	r.after(c.t0+l.interval, c, timerHeartbeat)
 }
 
-// checkState checks a monolock answer: holders keep their token, waiters
-// wait; a waiter granted means its holder was dropped, which the checker
-// judges against the holder's last acknowledged heartbeat and the lease.
-func (l *sessionsLoad) checkState(r *reactor, c *rconn, f *protocol.Frame, now int64, first bool) {
-	lk := l.lock(c.id)
-	switch {
-	case f.Type == protocol.TypeAcquired && c.granted:
-		if f.Token != c.token {
-			l.chk.Report("session %d on %q: token changed from %d to %d", c.id, l.names[lk], c.token, f.Token)
-		}
-	case f.Type == protocol.TypeAcquired:
-		if !l.holder(c.id) {
-			l.promoted++
-			h := lk
-			l.chk.Lapse(l.names[lk], h, l.lastAck[h]+int64(l.lease))
-		}
-		c.granted, c.token = true, f.Token
-		l.chk.Grant(l.names[lk], c.id, now, f.Token, true)
-	case f.Type == protocol.TypeWaiting && c.granted:
-		l.chk.Report("session %d on %q: WAITING after ACQUIRED", c.id, l.names[lk])
-	case f.Type == protocol.TypeWaiting && first && l.holder(c.id):
-		l.chk.Report("session %d on %q: a free lock answered WAITING", c.id, l.names[lk])
+// checkState checks a monolock answer (sessionPairs.judge).
+func (l *sessionsLoad) checkState(c *rconn, f *protocol.Frame, now int64, first bool) {
+	if l.judge(c.id, f, now, first, &c.granted, &c.token, func(h int) int64 { return l.lastAck[h] }) {
+		l.promoted++
 	}
 }
 

@@ -103,6 +103,13 @@ func (b *bench) fail(format string, args ...any) {
 	b.prog.log("error: " + msg)
 }
 
+// failRow records err, from where, as fail does, and adds sys's figure to sc
+// as an error row.
+func (b *bench) failRow(sc *Scenario, sys, figure, where string, err error) {
+	b.fail("%s: %v", where, err)
+	sc.Add(&Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
+}
+
 func (b *bench) step(desc string) { b.prog.step(desc) }
 
 // skippedRows adds a "skipped" row for every peer that did not start.
@@ -226,25 +233,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
 	// so that the session-heavy and monolock-only runs have the machine to
 	// themselves.
-	for _, s := range []struct {
+	type scenarioRun struct {
 		id string
 		fn func() *Scenario
-	}{{"S0", b.s0}, {"S1", b.s1}, {"S2", b.s2}, {"S4", b.s4}} {
-		if b.want(s.id) {
-			scs[s.id] = s.fn()
+	}
+	runWanted := func(runs ...scenarioRun) {
+		for _, s := range runs {
+			if b.want(s.id) {
+				scs[s.id] = s.fn()
+			}
 		}
 	}
+	runWanted(scenarioRun{"S0", b.s0}, scenarioRun{"S1", b.s1}, scenarioRun{"S2", b.s2}, scenarioRun{"S4", b.s4})
 	for _, p := range b.peers {
 		p.Stop()
 	}
-	for _, s := range []struct {
-		id string
-		fn func() *Scenario
-	}{{"S3", b.s3}, {"S5", b.s5}, {"S6", b.s6}, {"S7", b.s7}} {
-		if b.want(s.id) {
-			scs[s.id] = s.fn()
-		}
-	}
+	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7})
 	b.prog.finish()
 
 	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7"} {

@@ -182,74 +182,19 @@ func (r loadResult) rate() float64 {
 	return float64(r.count) / r.secs
 }
 
-// peerCycle is S1 on a peer: every worker locks and unlocks its own name as
-// fast as it can; a cycle's latency runs from the lock call to the unlock's
-// return.
-func peerCycle(p peer, workers int, win window, chk *Checker) loadResult {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cs, err := openClients(ctx, p, workers)
-	if err != nil {
-		return loadResult{err: err}
-	}
-	defer closeClients(cs)
-	res := loadResult{secs: win.seconds()}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	for w := range workers {
-		wg.Go(func() {
-			name := fmt.Sprintf("s1-%d", w)
-			var h Histogram
-			var n uint64
-			defer func() {
-				mu.Lock()
-				res.hist.Merge(&h)
-				res.count += n
-				mu.Unlock()
-			}()
-			for ctx.Err() == nil {
-				t0 := mono()
-				tok, has, err := cs[w].Lock(ctx, name)
-				if err != nil {
-					if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-						cancel()
-					}
-					return
-				}
-				chk.Grant(name, w, mono(), tok, has)
-				chk.Release(name, w)
-				if err := cs[w].Unlock(ctx, name); err != nil {
-					if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-						cancel()
-					}
-					return
-				}
-				t1 := mono()
-				if win.has(t1) {
-					n++
-					h.Record(t1 - t0)
-				}
-				if t1 >= win.until {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if e, ok := firstErr.Load().(error); ok {
-		res.err = e
-	}
-	return res
+// peerWorker is one worker of a peer load: its client, and the count and
+// latencies it measured, which go into the load's result when it returns.
+type peerWorker struct {
+	id     int
+	client peerClient
+	count  uint64
+	hist   Histogram
 }
 
-// peerHandover is S2 on a peer: n workers contend for one name; a worker
-// that is granted the lock releases it at once and asks again. Handover
-// latency runs from the moment the holder starts to release to the next
-// grant.
-func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResult {
+// runPeerWorkers opens n clients of p and runs work for each on its own
+// goroutine. An error work returns cancels ctx for every worker, and the
+// first is the result's error.
+func runPeerWorkers(p peer, n int, win window, work func(ctx context.Context, cancel context.CancelFunc, w *peerWorker) error) loadResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs, err := openClients(ctx, p, n)
@@ -258,58 +203,99 @@ func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResu
 	}
 	defer closeClients(cs)
 	res := loadResult{secs: win.seconds()}
-	var (
-		mu          sync.Mutex
-		wg          sync.WaitGroup
-		firstErr    atomic.Value
-		lastRelease atomic.Int64
-	)
-	for w := range n {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range n {
 		wg.Go(func() {
-			var h Histogram
-			var cnt uint64
-			defer func() {
-				mu.Lock()
-				res.hist.Merge(&h)
-				res.count += cnt
-				mu.Unlock()
-			}()
-			for ctx.Err() == nil {
-				tok, has, err := cs[w].Lock(ctx, name)
-				if err != nil {
-					if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-						cancel()
-					}
-					return
-				}
-				now := mono()
-				chk.Grant(name, w, now, tok, has)
-				if lr := lastRelease.Load(); lr > 0 && win.has(now) {
-					cnt++
-					h.Record(now - lr)
-				}
-				if now >= win.until {
-					cancel() // wake the others; this one still releases
-				}
-				chk.Release(name, w)
-				lastRelease.Store(mono())
-				uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err = cs[w].Unlock(uctx, name)
-				ucancel()
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					cancel()
-					return
-				}
+			w := &peerWorker{id: i, client: cs[i]}
+			err := work(ctx, cancel, w)
+			mu.Lock()
+			if err != nil && res.err == nil {
+				res.err = err
+			}
+			res.hist.Merge(&w.hist)
+			res.count += w.count
+			mu.Unlock()
+			if err != nil {
+				cancel()
 			}
 		})
 	}
 	wg.Wait()
-	if e, ok := firstErr.Load().(error); ok {
-		res.err = e
-	}
 	return res
+}
+
+// errUnlessEnded is err, or nil once ctx has ended: a call that fails
+// because the load was cancelled is no failure of the peer.
+func errUnlessEnded(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// peerCycle is S1 on a peer: every worker locks and unlocks its own name as
+// fast as it can; a cycle's latency runs from the lock call to the unlock's
+// return.
+func peerCycle(p peer, workers int, win window, chk *Checker) loadResult {
+	return runPeerWorkers(p, workers, win, func(ctx context.Context, _ context.CancelFunc, w *peerWorker) error {
+		name := fmt.Sprintf("s1-%d", w.id)
+		for ctx.Err() == nil {
+			t0 := mono()
+			tok, has, err := w.client.Lock(ctx, name)
+			if err != nil {
+				return errUnlessEnded(ctx, err)
+			}
+			chk.Grant(name, w.id, mono(), tok, has)
+			chk.Release(name, w.id)
+			if err := w.client.Unlock(ctx, name); err != nil {
+				return errUnlessEnded(ctx, err)
+			}
+			t1 := mono()
+			if win.has(t1) {
+				w.count++
+				w.hist.Record(t1 - t0)
+			}
+			if t1 >= win.until {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// peerHandover is S2 on a peer: n workers contend for one name; a worker
+// that is granted the lock releases it at once and asks again. Handover
+// latency runs from the moment the holder starts to release to the next
+// grant.
+func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResult {
+	var lastRelease atomic.Int64
+	return runPeerWorkers(p, n, win, func(ctx context.Context, cancel context.CancelFunc, w *peerWorker) error {
+		for ctx.Err() == nil {
+			tok, has, err := w.client.Lock(ctx, name)
+			if err != nil {
+				return errUnlessEnded(ctx, err)
+			}
+			now := mono()
+			chk.Grant(name, w.id, now, tok, has)
+			if lr := lastRelease.Load(); lr > 0 && win.has(now) {
+				w.count++
+				w.hist.Record(now - lr)
+			}
+			if now >= win.until {
+				cancel() // wake the others; this one still releases
+			}
+			chk.Release(name, w.id)
+			lastRelease.Store(mono())
+			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = w.client.Unlock(uctx, name)
+			ucancel()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // errSkip marks a peer that cannot take part, with the reason shown.

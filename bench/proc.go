@@ -72,25 +72,34 @@ func ReadProc(pid int) (ProcSample, error) {
 	return s, nil
 }
 
-// parseStat extracts utime and stime (fields 14 and 15) from a stat line. The
-// command name in parentheses may hold spaces, so fields count from the last ')'.
+// parseStat extracts utime and stime (fields 14 and 15) from a stat line.
 func parseStat(b []byte) (utime, stime uint64, err error) {
+	return parseStatPair(b, 14, "utime", "stime")
+}
+
+// parseStatPair extracts the numeric fields field and field+1 (numbered
+// from 1, as in proc(5)) of a stat line, named first and second in errors.
+// The command name in parentheses may hold spaces, so fields count from the
+// last ')'.
+func parseStatPair(b []byte, field int, first, second string) (uint64, uint64, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, 0, errors.New("stat: no ')'")
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, stime field 15.
-	if len(f) < 13 {
+	k := field - 3 // f[0] is field 3 (state)
+	if len(f) < k+2 {
 		return 0, 0, fmt.Errorf("stat: %d fields after the name", len(f))
 	}
-	if utime, err = strconv.ParseUint(f[11], 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("stat utime: %w", err)
+	x, err := strconv.ParseUint(f[k], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat %s: %w", first, err)
 	}
-	if stime, err = strconv.ParseUint(f[12], 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("stat stime: %w", err)
+	y, err := strconv.ParseUint(f[k+1], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat %s: %w", second, err)
 	}
-	return utime, stime, nil
+	return x, y, nil
 }
 
 // parseStatus extracts VmRSS and RssAnon (bytes) and Threads.
@@ -335,21 +344,7 @@ func ReadFamily(pid int) (ProcSample, error) {
 // parseStatChildren extracts cutime and cstime (fields 16 and 17): the CPU
 // of the process's children that exited and were waited for.
 func parseStatChildren(b []byte) (cutime, cstime uint64, err error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, errors.New("stat: no ')'")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("stat: %d fields after the name", len(f))
-	}
-	if cutime, err = strconv.ParseUint(f[13], 10, 64); err != nil {
-		return 0, 0, err
-	}
-	if cstime, err = strconv.ParseUint(f[14], 10, 64); err != nil {
-		return 0, 0, err
-	}
-	return cutime, cstime, nil
+	return parseStatPair(b, 16, "cutime", "cstime")
 }
 
 // parsePids extracts the pid (field 1) and parent pid (field 4) of a stat line.

@@ -19,6 +19,12 @@ func fakeServer(t *testing.T, serve func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveConns(t, ln, serve)
+}
+
+// serveConns accepts connections on ln and hands each one to serve on its
+// own goroutine, until the test ends; it returns ln's address.
+func serveConns(t *testing.T, ln net.Listener, serve func(net.Conn)) string {
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		_ = ln.Close()

@@ -127,30 +127,14 @@ func (b *bench) s7() *Scenario {
 		return tag
 	}
 	for rep := range sz.s7Runs {
-		for _, i := range rotation(len(bkConfigs), rep) {
-			c := bkConfigs[i]
-			tag := runTag(c, "grants", rep)
-			b.step("S7 " + tag)
-			r, err := b.runGrants(c, rep, b.checker("S7 "+tag))
-			if err != nil {
-				b.fail("S7 %s: %v", tag, err)
-				gFailed[i] = err.Error()
-				continue
-			}
-			grants[i] = append(grants[i], r)
-		}
-		for _, i := range rotation(len(bkConfigs), rep) {
-			c := bkConfigs[i]
-			tag := runTag(c, "heartbeats", rep)
-			b.step("S7 " + tag)
-			r, err := b.runBookkeepingSessions(c, rep, b.checker("S7 "+tag))
-			if err != nil {
-				b.fail("S7 %s: %v", tag, err)
-				hFailed[i] = err.Error()
-				continue
-			}
-			hbs[i] = append(hbs[i], r)
-		}
+		measureInRotation(b, "S7", rep, grants, gFailed,
+			func(i int) string { return runTag(bkConfigs[i], "grants", rep) },
+			func(i int, chk *Checker) (grantResult, error) { return b.runGrants(bkConfigs[i], rep, chk) })
+		measureInRotation(b, "S7", rep, hbs, hFailed,
+			func(i int) string { return runTag(bkConfigs[i], "heartbeats", rep) },
+			func(i int, chk *Checker) (sessionsResult, error) {
+				return b.runBookkeepingSessions(bkConfigs[i], rep, chk)
+			})
 	}
 	sum := &Bookkeeping{Sessions: sz.s7Sessions, Target: bookkeepingTarget}
 	for i, c := range bkConfigs {
@@ -301,24 +285,12 @@ func grantNote(rs []grantResult) string {
 		note += fmt.Sprintf(" · audit %s events (%.2f per grant), %s", groupThousands(mid.audit.events),
 			float64(mid.audit.events)/float64(mid.grants), mib(mid.audit.bytes))
 	}
-	var other []string
-	for _, r := range rs {
-		if r.other != "" {
-			other = append(other, r.other)
-		}
-	}
-	return joinNotes(note, strings.Join(other, "; "))
+	return joinNotes(note, otherLoadWarnings(rs, func(r grantResult) string { return r.other }))
 }
 
 func heartbeatNote(rs []sessionsResult) string {
 	mid := rs[len(rs)/2]
 	note := runsList(rs, sessionsResult.cpuPerMillion, "%.2f") + fmt.Sprintf("%s hb/s · srv %.1f%% · gen %.0f%% cpu",
 		groupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
-	var other []string
-	for _, r := range rs {
-		if r.other != "" {
-			other = append(other, r.other)
-		}
-	}
-	return joinNotes(note, strings.Join(other, "; "))
+	return joinNotes(note, otherLoadWarnings(rs, func(r sessionsResult) string { return r.other }))
 }

@@ -13,37 +13,32 @@ type churnResult struct {
 	setup time.Duration // queueing the waiters
 }
 
+// runChurn starts the S5 load l (sig its signals) against srv and waits
+// until it is in place, samples the server's CPU, says go and waits for the
+// load to end. It returns the setup time and the sample taken before go;
+// notReady says what was not in place at the setup deadline.
+func runChurn(srv *child, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before ProcSample, err error) {
+	run, setup, err := startLoadWhenReady(srv.addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
+	if err != nil {
+		return 0, before, err
+	}
+	time.Sleep(50 * time.Millisecond) // let the server settle
+	before, err = ReadProc(srv.Pid())
+	if err != nil {
+		_ = run.Stop()
+		return setup, before, err
+	}
+	sig.goNow.Store(true)
+	return setup, before, run.Wait()
+}
+
 // measureChurn runs one S5 repetition with w waiters against srv.
 func measureChurn(srv *child, w int, seed uint64, chk *Checker) (churnResult, error) {
 	var res churnResult
 	l := newChurnLoad(w, fmt.Sprintf("s5-%d-%d", w, seed), seed, chk)
-	t0 := time.Now()
-	run, err := startLoad(srv.addr, l)
+	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "waiters not all queued")
+	res.setup = setup
 	if err != nil {
-		return res, err
-	}
-	deadline := time.Now().Add(60*time.Second + time.Duration(w)*time.Millisecond)
-	for !l.ready.Load() {
-		select {
-		case <-run.done:
-			return res, fmt.Errorf("the load ended during setup: %w", run.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = run.Stop()
-			return res, errors.New("waiters not all queued within the setup deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	res.setup = time.Since(t0)
-	time.Sleep(50 * time.Millisecond) // let the server settle
-	a, err := ReadProc(srv.Pid())
-	if err != nil {
-		_ = run.Stop()
-		return res, err
-	}
-	l.goNow.Store(true)
-	if err := run.Wait(); err != nil {
 		return res, err
 	}
 	z, err := ReadProc(srv.Pid())
@@ -64,33 +59,9 @@ func measureChurn(srv *child, w int, seed uint64, chk *Checker) (churnResult, er
 func measureFloorChurn(srv *child, w int, seed uint64) (churnResult, error) {
 	var res churnResult
 	l := newFloorChurnLoad(w, seed)
-	t0 := time.Now()
-	run, err := startLoad(srv.addr, l)
+	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "connections not all answered")
+	res.setup = setup
 	if err != nil {
-		return res, err
-	}
-	deadline := time.Now().Add(60*time.Second + time.Duration(w)*time.Millisecond)
-	for !l.ready.Load() {
-		select {
-		case <-run.done:
-			return res, fmt.Errorf("the load ended during setup: %w", run.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = run.Stop()
-			return res, errors.New("connections not all answered within the setup deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	res.setup = time.Since(t0)
-	time.Sleep(50 * time.Millisecond)
-	a, err := ReadProc(srv.Pid())
-	if err != nil {
-		_ = run.Stop()
-		return res, err
-	}
-	l.goNow.Store(true)
-	if err := run.Wait(); err != nil {
 		return res, err
 	}
 	if !l.done.Load() {
@@ -124,8 +95,7 @@ func (b *bench) s5() *Scenario {
 		"W waiters queued on one lock close in random order, then the holder; a sentinel queued last marks the end; median of %d", sz.s5Reps)}
 	ml, err := b.srv.monolock("s5")
 	if err != nil {
-		b.fail("S5: %v", err)
-		sc.Add(&Row{System: sysMonolock, Figure: "departures", Status: "error", Note: err.Error()})
+		b.failRow(sc, sysMonolock, "departures", "S5", err)
 		return sc
 	}
 	defer ml.Stop()
@@ -148,8 +118,7 @@ func (b *bench) s5() *Scenario {
 		}
 		at := "W=" + groupThousands(int64(w))
 		if failed != nil {
-			b.fail("S5 %s: %v", at, failed)
-			sc.Add(&Row{System: sysMonolock, Figure: "time per departure, " + at, Status: "error", Note: failed.Error()})
+			b.failRow(sc, sysMonolock, "time per departure, "+at, "S5 "+at, failed)
 			continue
 		}
 		total := median(totals)
@@ -172,8 +141,7 @@ func (b *bench) s5() *Scenario {
 		func() {
 			fl, err := b.srv.floor("s5")
 			if err != nil {
-				b.fail("S5 floor: %v", err)
-				sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Status: "error", Note: err.Error()})
+				b.failRow(sc, sysBareGnet, "server CPU per close, "+at, "S5 floor", err)
 				return
 			}
 			defer fl.Stop()
@@ -181,8 +149,7 @@ func (b *bench) s5() *Scenario {
 			for rep := range sz.s5Reps {
 				r, err := measureFloorChurn(fl, w, uint64(rep+1))
 				if err != nil {
-					b.fail("S5 floor %s: %v", at, err)
-					sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Status: "error", Note: err.Error()})
+					b.failRow(sc, sysBareGnet, "server CPU per close, "+at, "S5 floor "+at, err)
 					return
 				}
 				cpus = append(cpus, r.cpu)

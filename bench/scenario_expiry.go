@@ -37,16 +37,14 @@ func (b *bench) s4() *Scenario {
 	func() {
 		ml, err := b.srv.monolock("s4")
 		if err != nil {
-			b.fail("S4: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: "overshoot", Status: "error", Note: err.Error()})
+			b.failRow(sc, sysMonolock, "overshoot", "S4", err)
 			return
 		}
 		defer ml.Stop()
 		chk := b.checker("S4 monolock")
 		l := newExpiryLoad(sz.s4Leases, sz.s4Reps, chk)
 		if err := runLoad(ml.addr, l); err != nil {
-			b.fail("S4 monolock: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: "overshoot", Status: "error", Note: err.Error()})
+			b.failRow(sc, sysMonolock, "overshoot", "S4 monolock", err)
 			return
 		}
 		for _, lease := range sz.s4Leases {
@@ -88,8 +86,7 @@ func (b *bench) s4() *Scenario {
 			case errors.As(o.err, &unsup):
 				sc.Add(&Row{System: p.Name(), Figure: "overshoot, lease " + durMS(lease), Status: "n/a", Note: unsup.why})
 			case o.err != nil:
-				b.fail("S4 %s lease %v: %v", p.Name(), lease, o.err)
-				sc.Add(&Row{System: p.Name(), Figure: "overshoot, lease " + durMS(lease), Status: "error", Note: o.err.Error()})
+				b.failRow(sc, p.Name(), "overshoot, lease "+durMS(lease), fmt.Sprintf("S4 %s lease %v", p.Name(), lease), o.err)
 			default:
 				r := overshootRow(p.Name(), lease, o.res.overshoots, o.res.note)
 				if o.res.lease != lease {

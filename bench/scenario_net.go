@@ -89,8 +89,7 @@ func (b *bench) s0() *Scenario {
 		"bare gnet server (one event loop, answers each byte with 9 bytes) in a child process; %v per row", sz.dur)}
 	fl, err := b.srv.floor("s0")
 	if err != nil {
-		b.fail("S0: %v", err)
-		sc.Add(&Row{System: sysFloor, Figure: "all", Status: "error", Note: err.Error()})
+		b.failRow(sc, sysFloor, "all", "S0", err)
 		return sc
 	}
 	defer fl.Stop()
@@ -129,8 +128,7 @@ func (b *bench) s0() *Scenario {
 			return err
 		})
 		if err != nil {
-			b.fail("S0 %s: %v", j.figure, err)
-			sc.Add(&Row{System: sysFloor, Figure: j.figure, Status: "error", Note: err.Error()})
+			b.failRow(sc, sysFloor, j.figure, "S0 "+j.figure, err)
 			continue
 		}
 		sc.Add(&Row{System: sysFloor, Figure: j.figure, Value: float64(count) / win.seconds(), Unit: "/s",
@@ -140,55 +138,71 @@ func (b *bench) s0() *Scenario {
 	return sc
 }
 
+// monolockAndPeerRates adds sc's rows of figure for monolock (a server
+// started as srvName) and then for each peer: each system runs its load over
+// one window, with its server's CPU sampled, and its row's value is the
+// rate. onMonolock may return a remark for the row's note. key and floor tie
+// the rows to other scenarios' figures.
+func (b *bench) monolockAndPeerRates(sc *Scenario, srvName, figure, key, floor string,
+	onMonolock func(addr string, win window, chk *Checker) (res loadResult, remark string),
+	onPeer func(p peer, win window, chk *Checker) loadResult) {
+	b.step(sc.ID + " " + sysMonolock)
+	func() {
+		ml, err := b.srv.monolock(srvName)
+		if err != nil {
+			b.failRow(sc, sysMonolock, figure, sc.ID, err)
+			return
+		}
+		defer ml.Stop()
+		b.rateRow(sc, sysMonolock, ml.Pid(), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
+			return onMonolock(ml.addr, win, chk)
+		})
+	}()
+	for _, p := range b.peers {
+		b.step(sc.ID + " " + p.Name())
+		b.rateRow(sc, p.Name(), peerPid(p), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
+			return onPeer(p, win, chk), ""
+		})
+	}
+	b.skippedRows(sc, figure)
+}
+
+// rateRow runs sys's load over a new window, sampling the CPU of its server
+// (pid, as timed takes it), and adds its row to sc.
+func (b *bench) rateRow(sc *Scenario, sys string, pid int, figure, key, floor string, run func(win window, chk *Checker) (loadResult, string)) {
+	chk := b.checker(sc.ID + " " + sys)
+	win := newWindow(b.sz.warm, b.sz.dur)
+	var res loadResult
+	var remark string
+	note, _ := timed(pid, win, func() error {
+		res, remark = run(win, chk)
+		return res.err
+	})
+	if res.err != nil {
+		b.failRow(sc, sys, figure, sc.ID+" "+sys, res.err)
+		return
+	}
+	sc.Add(&Row{System: sys, Figure: figure, Value: res.rate(), Unit: "/s",
+		Lat: summaryOf(&res.hist), Key: key, Floor: floor, Note: note + remark})
+}
+
 // s1: C workers, each on its own lock, cycle as fast as they can.
 func (b *bench) s1() *Scenario {
 	sz := b.sz
 	sc := &Scenario{ID: "S1", Name: "cycle", Desc: fmt.Sprintf(
 		"C=%d workers, each on its own lock: monolock = dial, ACQUIRE, ACQUIRED, close; peers = lock, unlock on a kept connection; %v per system",
 		sz.workers, sz.dur)}
-	figure := "cycles/s"
-	b.step("S1 monolock")
-	func() {
-		ml, err := b.srv.monolock("s1")
-		if err != nil {
-			b.fail("S1: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: figure, Status: "error", Note: err.Error()})
-			return
-		}
-		defer ml.Stop()
-		chk := b.checker("S1 monolock")
-		win := newWindow(sz.warm, sz.dur)
-		l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s1", chk, win)
-		note, err := timed(ml.Pid(), win, func() error { return runLoad(ml.addr, l) })
-		if err != nil {
-			b.fail("S1 monolock: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: figure, Status: "error", Note: err.Error()})
-			return
-		}
-		if l.waited > 0 {
-			note += fmt.Sprintf(" · %d ACQUIREs answered WAITING (previous close not yet seen)", l.waited)
-		}
-		sc.Add(&Row{System: sysMonolock, Figure: figure, Value: float64(l.count) / win.seconds(), Unit: "/s",
-			Lat: summaryOf(&l.hist), Key: keyCycle, Floor: keyCycleC, Note: note})
-	}()
-	for _, p := range b.peers {
-		b.step("S1 " + p.Name())
-		chk := b.checker("S1 " + p.Name())
-		win := newWindow(sz.warm, sz.dur)
-		var res loadResult
-		note, _ := timed(peerPid(p), win, func() error {
-			res = peerCycle(p, sz.workers, win, chk)
-			return res.err
-		})
-		if res.err != nil {
-			b.fail("S1 %s: %v", p.Name(), res.err)
-			sc.Add(&Row{System: p.Name(), Figure: figure, Status: "error", Note: res.err.Error()})
-			continue
-		}
-		sc.Add(&Row{System: p.Name(), Figure: figure, Value: res.rate(), Unit: "/s",
-			Lat: summaryOf(&res.hist), Key: keyCycle, Floor: keyCycleC, Note: note})
-	}
-	b.skippedRows(sc, figure)
+	b.monolockAndPeerRates(sc, "s1", "cycles/s", keyCycle, keyCycleC,
+		func(addr string, win window, chk *Checker) (loadResult, string) {
+			l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s1", chk, win)
+			err := runLoad(addr, l)
+			res := loadResult{count: l.count, hist: l.hist, secs: win.seconds(), err: err}
+			if l.waited > 0 {
+				return res, fmt.Sprintf(" · %d ACQUIREs answered WAITING (previous close not yet seen)", l.waited)
+			}
+			return res, ""
+		},
+		func(p peer, win window, chk *Checker) loadResult { return peerCycle(p, sz.workers, win, chk) })
 	sc.Note("×floor: against S0 connect+request+close at the same C (monolock's cycle is that plus the lock)")
 	sc.Note("monolock opens a TCP connection per cycle (a connection is the claim); the peers keep one connection per worker")
 	sc.Note("Redis: SET NX PX + compare-and-delete script; etcd: concurrency.Mutex on a long-lived session; PostgreSQL: pg_advisory_lock/unlock(hashtext(name))")
@@ -201,46 +215,13 @@ func (b *bench) s2() *Scenario {
 	sc := &Scenario{ID: "S2", Name: "handover", Desc: fmt.Sprintf(
 		"N=%d waiters on one lock; each holder releases as soon as granted and queues again; latency = holder's release → next grant; %v per system",
 		sz.waiters, sz.dur)}
-	figure := "handovers/s"
-	b.step("S2 monolock")
-	func() {
-		ml, err := b.srv.monolock("s2")
-		if err != nil {
-			b.fail("S2: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: figure, Status: "error", Note: err.Error()})
-			return
-		}
-		defer ml.Stop()
-		chk := b.checker("S2 monolock")
-		win := newWindow(sz.warm, sz.dur)
-		l := newHandoverLoad(sz.waiters, "s2", sz.holdLease, chk, win)
-		note, err := timed(ml.Pid(), win, func() error { return runLoad(ml.addr, l) })
-		if err != nil {
-			b.fail("S2 monolock: %v", err)
-			sc.Add(&Row{System: sysMonolock, Figure: figure, Status: "error", Note: err.Error()})
-			return
-		}
-		sc.Add(&Row{System: sysMonolock, Figure: figure, Value: float64(l.count) / win.seconds(), Unit: "/s",
-			Lat: summaryOf(&l.hist), Key: keyHandovr, Floor: keyEcho1, Note: note})
-	}()
-	for _, p := range b.peers {
-		b.step("S2 " + p.Name())
-		chk := b.checker("S2 " + p.Name())
-		win := newWindow(sz.warm, sz.dur)
-		var res loadResult
-		note, _ := timed(peerPid(p), win, func() error {
-			res = peerHandover(p, sz.waiters, "s2", win, chk)
-			return res.err
-		})
-		if res.err != nil {
-			b.fail("S2 %s: %v", p.Name(), res.err)
-			sc.Add(&Row{System: p.Name(), Figure: figure, Status: "error", Note: res.err.Error()})
-			continue
-		}
-		sc.Add(&Row{System: p.Name(), Figure: figure, Value: res.rate(), Unit: "/s",
-			Lat: summaryOf(&res.hist), Key: keyHandovr, Floor: keyEcho1, Note: note})
-	}
-	b.skippedRows(sc, figure)
+	b.monolockAndPeerRates(sc, "s2", "handovers/s", keyHandovr, keyEcho1,
+		func(addr string, win window, chk *Checker) (loadResult, string) {
+			l := newHandoverLoad(sz.waiters, "s2", sz.holdLease, chk, win)
+			err := runLoad(addr, l)
+			return loadResult{count: l.count, hist: l.hist, secs: win.seconds(), err: err}, ""
+		},
+		func(p peer, win window, chk *Checker) loadResult { return peerHandover(p, sz.waiters, "s2", win, chk) })
 	sc.Note("×floor: against S0's round trips/s on 1 connection (a handover is a close one way and a grant the other)")
 	if r, ok := b.redisRetry(); ok {
 		sc.Note("Redis waiters poll with SET NX after a random %v–%v pause (no queue, no push)", r, 2*r)

@@ -39,68 +39,71 @@ func (r sessionsResult) cpuPerMillion() float64 {
 	return r.cpu.Seconds() / float64(r.heartbeats) * 1e6
 }
 
-// measureSessions runs the S3 load against srv: it samples the idle server,
-// opens every session, lets them heartbeat for warm, then measures CPU and
-// heartbeats over window and samples RSS at its end.
-func measureSessions(srv *child, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
-	res := sessionsResult{sessions: sessions}
+// sampleIdleServer records the RSS of srv, once it has finished starting,
+// as res's "before".
+func sampleIdleServer(srv *child, res *sessionsResult) error {
 	time.Sleep(100 * time.Millisecond) // let the server finish starting
 	before, err := ReadProc(srv.Pid())
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.rssBefore, res.anonBefore = before.RSS, before.RSSAnon
-	l := newSessionsLoad(monolock, sessions, lease, chk)
-	t0 := time.Now()
-	run, err := startLoad(srv.addr, l)
-	if err != nil {
-		return res, err
-	}
-	deadline := time.Now().Add(60*time.Second + time.Duration(sessions)*time.Millisecond)
-	for !l.allReady.Load() {
-		select {
-		case <-run.done:
-			return res, fmt.Errorf("the load ended during setup: %w", run.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = run.Stop()
-			return res, errors.New("sessions not all answered within the setup deadline")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	res.setup = time.Since(t0)
-	time.Sleep(warm)
+	return nil
+}
+
+// measureHeartbeatWindow opens t's window for win and measures the server's
+// and the harness's CPU over it, samples the server's RSS at its end, then
+// stops the load (stop) and fills res with all that and t's counts.
+func measureHeartbeatWindow(srv *child, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
 	u := startUsage(srv.Pid(), selfPID)
 	from := mono()
-	l.until.Store(from + int64(win))
-	l.from.Store(from)
+	t.until.Store(from + int64(win))
+	t.from.Store(from)
 	sleepUntil(from + int64(win))
 	use, ok := u.stop()
 	z, err := ReadProc(srv.Pid())
-	stopErr := run.Stop()
+	stopErr := stop()
 	if err != nil {
-		return res, err
+		return err
 	}
 	if stopErr != nil {
-		return res, stopErr
+		return stopErr
 	}
 	if !srv.Alive() {
-		return res, errExited
+		return errExited
 	}
 	if !ok || len(use.CPU) != 2 {
-		return res, errors.New("could not sample the CPU")
+		return errors.New("could not sample the CPU")
 	}
 	res.rssAfter, res.anonAfter = z.RSS, z.RSSAnon
 	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
 	res.windowSecs = use.Wall.Seconds()
 	res.other = use.otherNote()
-	res.heartbeats = l.hbWindow
-	res.heartbeatRate = float64(l.hbWindow) / win.Seconds()
-	res.rtt = l.hist
-	res.late = l.late
-	res.promoted = l.promoted
-	return res, nil
+	res.heartbeats = t.hbWindow
+	res.heartbeatRate = float64(t.hbWindow) / win.Seconds()
+	res.rtt = t.hist
+	res.late = t.late
+	res.promoted = t.promoted
+	return nil
+}
+
+// measureSessions runs the S3 load against srv: it samples the idle server,
+// opens every session, lets them heartbeat for warm, then measures CPU and
+// heartbeats over window and samples RSS at its end.
+func measureSessions(srv *child, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
+	res := sessionsResult{sessions: sessions}
+	if err := sampleIdleServer(srv, &res); err != nil {
+		return res, err
+	}
+	l := newSessionsLoad(monolock, sessions, lease, chk)
+	run, setup, err := startLoadWhenReady(srv.addr, l, &l.allReady, sessions, 5*time.Millisecond, "sessions not all answered")
+	if err != nil {
+		return res, err
+	}
+	res.setup = setup
+	time.Sleep(warm)
+	err = measureHeartbeatWindow(srv, &l.heartbeatTally, run.Stop, win, &res)
+	return res, err
 }
 
 // s3: many heartbeating sessions; server RSS and CPU from /proc. The core
@@ -133,8 +136,7 @@ func (b *bench) s3() *Scenario {
 				return r, true
 			}
 		}
-		b.fail("S3 %s: %v", tag, err)
-		sc.Add(&Row{System: sys, Figure: "sessions " + groupThousands(int64(sessions)), Status: "error", Note: err.Error()})
+		b.failRow(sc, sys, "sessions "+groupThousands(int64(sessions)), "S3 "+tag, err)
 		return sessionsResult{}, false
 	}
 	var gnetRuns, monoRuns []sessionsResult
@@ -160,8 +162,7 @@ func (b *bench) s3() *Scenario {
 		r, err := b.idleSessions(sys == sysMonolock, sz.s3Floor, idleWin, tag)
 		figure := "idle CPU @" + groupThousands(int64(sz.s3Floor))
 		if err != nil {
-			b.fail("S3 %s: %v", tag, err)
-			sc.Add(&Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
+			b.failRow(sc, sys, figure, "S3 "+tag, err)
 			continue
 		}
 		note := fmt.Sprintf("%s sessions open, none heartbeating during %v", groupThousands(int64(sz.s3Floor)), idleWin)
@@ -227,37 +228,8 @@ func (b *bench) addSessionRows(sc *Scenario, sys string, runs []sessionsResult, 
 	if sys == sysBareGnet {
 		unit = "B/connection"
 	}
-	list := func(f func(sessionsResult) float64, format string) string {
-		if len(runs) < 2 {
-			return ""
-		}
-		var parts []string
-		for _, r := range runs {
-			parts = append(parts, fmt.Sprintf(format, f(r)))
-		}
-		return "runs " + strings.Join(parts, ", ") + " · "
-	}
-	var other []string
-	for _, r := range runs {
-		if r.other != "" {
-			other = append(other, r.other)
-		}
-	}
-	warn := ""
-	if len(other) > 0 {
-		warn = " · " + strings.Join(other, "; ")
-	}
+	rss, cpu := addRSSAndCPURows(sc, sys, runs, at, unit, at)
 	mid := runs[len(runs)/2]
-	rss := sc.Add(&Row{System: sys, Figure: "RSS per session" + at, Value: medianOf(runs, sessionsResult.rssPerSession), Unit: unit,
-		Key: "rss" + at, Lower: true,
-		Note: list(sessionsResult.rssPerSession, "%.0f") + fmt.Sprintf("RSS %s → %s (anon %s → %s)",
-			mib(mid.rssBefore), mib(mid.rssAfter), mib(mid.anonBefore), mib(mid.anonAfter))})
-	cpuShares := func(r sessionsResult) string {
-		return fmt.Sprintf("srv %.1f%% · gen %.0f%% cpu", 100*r.cpu.Seconds()/r.windowSecs, 100*r.genCPU.Seconds()/r.windowSecs)
-	}
-	cpu := sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: medianOf(runs, sessionsResult.cpuPerMillion), Unit: "s",
-		Key: "cpu" + at, Lower: true,
-		Note: list(sessionsResult.cpuPerMillion, "%.2f") + cpuShares(mid) + warn})
 	if isFloorSize {
 		rss.Floor, cpu.Floor = rss.Key, cpu.Key
 	}
@@ -277,6 +249,39 @@ func (b *bench) addSessionRows(sc *Scenario, sys string, runs []sessionsResult, 
 	}
 	sc.Add(&Row{System: sys, Figure: "heartbeat RTT" + at, Value: medianOf(runs, func(r sessionsResult) float64 { return r.heartbeatRate }),
 		Unit: "hb/s", Lat: summaryOf(&rtt), Key: "rtt" + at, Note: note})
+}
+
+// addRSSAndCPURows adds sys's rows of RSS per session and of CPU per
+// heartbeat from runs: medians, every run's figure in the note when there
+// are several, and the middle run's detail. keyAt ends both rows' keys.
+func addRSSAndCPURows(sc *Scenario, sys string, runs []sessionsResult, at, unit, keyAt string) (rss, cpu *Row) {
+	list := func(f func(sessionsResult) float64, format string) string { return runsList(runs, f, format) }
+	warn := ""
+	if w := otherLoadWarnings(runs, func(r sessionsResult) string { return r.other }); w != "" {
+		warn = " · " + w
+	}
+	mid := runs[len(runs)/2]
+	rss = sc.Add(&Row{System: sys, Figure: "RSS per session" + at, Value: medianOf(runs, sessionsResult.rssPerSession), Unit: unit,
+		Key: "rss" + keyAt, Lower: true,
+		Note: list(sessionsResult.rssPerSession, "%.0f") + fmt.Sprintf("RSS %s → %s (anon %s → %s)",
+			mib(mid.rssBefore), mib(mid.rssAfter), mib(mid.anonBefore), mib(mid.anonAfter))})
+	cpu = sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: medianOf(runs, sessionsResult.cpuPerMillion), Unit: "s",
+		Key: "cpu" + keyAt, Lower: true,
+		Note: list(sessionsResult.cpuPerMillion, "%.2f") + fmt.Sprintf("srv %.1f%% · gen %.0f%% cpu",
+			100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs) + warn})
+	return rss, cpu
+}
+
+// otherLoadWarnings joins the runs' warnings (warning, "" for none) with
+// "; ".
+func otherLoadWarnings[T any](runs []T, warning func(T) string) string {
+	var ws []string
+	for _, r := range runs {
+		if w := warning(r); w != "" {
+			ws = append(ws, w)
+		}
+	}
+	return strings.Join(ws, "; ")
 }
 
 // medianOf is the median of f over runs.

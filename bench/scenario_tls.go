@@ -71,6 +71,24 @@ func rotation(n, rep int) []int {
 	return out
 }
 
+// measureInRotation measures each alternative once, in the order rotation
+// gives for run rep: alternative i's result is added to runs[i], or its
+// error kept in failed[i]. tag(i) names the measurement, after the
+// scenario's id, in the progress line, the checker and the error.
+func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *Checker) (T, error)) {
+	for _, i := range rotation(len(runs), rep) {
+		where := id + " " + tag(i)
+		b.step(where)
+		r, err := measure(i, b.checker(where))
+		if err != nil {
+			b.fail("%s: %v", where, err)
+			failed[i] = err.Error()
+			continue
+		}
+		runs[i] = append(runs[i], r)
+	}
+}
+
 // goSessionsResult is one S6 run: S3's figures plus the setup's.
 type goSessionsResult struct {
 	sessionsResult
@@ -98,12 +116,9 @@ func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 // then measures CPU and heartbeats over win and samples RSS at its end.
 func measureGoSessions(srv *child, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *Checker) (goSessionsResult, error) {
 	res := goSessionsResult{sessionsResult: sessionsResult{sessions: sessions}}
-	time.Sleep(100 * time.Millisecond) // let the server finish starting
-	before, err := ReadProc(srv.Pid())
-	if err != nil {
+	if err := sampleIdleServer(srv, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	res.rssBefore, res.anonBefore = before.RSS, before.RSSAnon
 	g := newGoSessions(srv.addr, cfg, sessions, lease, chk)
 	su := startUsage(srv.Pid(), selfPID)
 	t0 := time.Now()
@@ -119,36 +134,10 @@ func measureGoSessions(srv *child, cfg *tls.Config, sessions int, lease, warm, w
 	}
 	res.setupCPU, res.setupGenCPU = setupUse.CPU[0], setupUse.CPU[1]
 	time.Sleep(warm)
-	u := startUsage(srv.Pid(), selfPID)
-	from := mono()
-	g.until.Store(from + int64(win))
-	g.from.Store(from)
-	sleepUntil(from + int64(win))
-	use, ok := u.stop()
-	z, err := ReadProc(srv.Pid())
-	stopErr := g.Stop()
-	if err != nil {
+	if err := measureHeartbeatWindow(srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	if stopErr != nil {
-		return res, stopErr
-	}
-	if !srv.Alive() {
-		return res, errExited
-	}
-	if !ok || len(use.CPU) != 2 {
-		return res, errors.New("could not sample the CPU")
-	}
-	res.rssAfter, res.anonAfter = z.RSS, z.RSSAnon
-	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
-	res.windowSecs = use.Wall.Seconds()
-	res.other = use.otherNote()
 	res.setupOther = setupUse.otherNote()
-	res.heartbeats = g.hbWindow
-	res.heartbeatRate = float64(g.hbWindow) / win.Seconds()
-	res.rtt = g.hist
-	res.late = g.late
-	res.promoted = g.promoted
 	res.setupHist = g.setup
 	return res, nil
 }
@@ -182,28 +171,21 @@ func (b *bench) s6() *Scenario {
 		return certstest.Generate(dir)
 	}()
 	if err != nil {
-		b.fail("S6: certificates: %v", err)
-		sc.Add(&Row{System: sysMonolock, Figure: "all", Status: "error", Note: err.Error()})
+		b.failRow(sc, sysMonolock, "all", "S6: certificates", err)
 		return sc
 	}
 	runs := make([][]goSessionsResult, len(tlsModes))
 	failed := make([]string, len(tlsModes))
 	for rep := range sz.s6Runs {
-		for _, i := range rotation(len(tlsModes), rep) {
-			m := tlsModes[i]
-			tag := fmt.Sprintf("%s %s sessions", m.system(), groupThousands(int64(n)))
-			if sz.s6Runs > 1 {
-				tag += fmt.Sprintf(" (run %d)", rep+1)
-			}
-			b.step("S6 " + tag)
-			r, err := b.runGoSessions(m, pki, n, b.checker("S6 "+tag))
-			if err != nil {
-				b.fail("S6 %s: %v", tag, err)
-				failed[i] = err.Error()
-				continue
-			}
-			runs[i] = append(runs[i], r)
-		}
+		measureInRotation(b, "S6", rep, runs, failed,
+			func(i int) string {
+				tag := fmt.Sprintf("%s %s sessions", tlsModes[i].system(), groupThousands(int64(n)))
+				if sz.s6Runs > 1 {
+					tag += fmt.Sprintf(" (run %d)", rep+1)
+				}
+				return tag
+			},
+			func(i int, chk *Checker) (goSessionsResult, error) { return b.runGoSessions(tlsModes[i], pki, n, chk) })
 	}
 	cost := &TLSCost{Sessions: n}
 	for i, m := range tlsModes {
@@ -255,25 +237,12 @@ func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *Checker
 // the heartbeat RTT of all of them.
 func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResult, at string) *Summary {
 	list := func(f func(goSessionsResult) float64, format string) string { return runsList(runs, f, format) }
-	var other []string
-	for _, r := range runs {
-		if r.other != "" {
-			other = append(other, r.other)
-		}
+	heartbeatRuns := make([]sessionsResult, len(runs))
+	for i, r := range runs {
+		heartbeatRuns[i] = r.sessionsResult
 	}
-	warn := ""
-	if len(other) > 0 {
-		warn = " · " + strings.Join(other, "; ")
-	}
+	addRSSAndCPURows(sc, sys, heartbeatRuns, at, "B/session", "")
 	mid := runs[len(runs)/2]
-	sc.Add(&Row{System: sys, Figure: "RSS per session" + at, Value: medianOf(runs, goSessionsResult.rss), Unit: "B/session",
-		Key: "rss", Lower: true,
-		Note: list(goSessionsResult.rss, "%.0f") + fmt.Sprintf("RSS %s → %s (anon %s → %s)",
-			mib(mid.rssBefore), mib(mid.rssAfter), mib(mid.anonBefore), mib(mid.anonAfter))})
-	sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: medianOf(runs, goSessionsResult.cpuPerM), Unit: "s",
-		Key: "cpu", Lower: true,
-		Note: list(goSessionsResult.cpuPerM, "%.2f") + fmt.Sprintf("srv %.1f%% · gen %.0f%% cpu",
-			100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs) + warn})
 	var rtt, setup Histogram
 	var late, promoted uint64
 	for _, r := range runs {
@@ -302,16 +271,11 @@ func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResu
 	sc.Add(&Row{System: sys, Figure: "setup per session" + at, Value: medianOf(runs, goSessionsResult.setupPerSession), Unit: "µs",
 		Lat: summaryOf(&setup), Key: "setup", Lower: true,
 		Note: list(goSessionsResult.setupPerSession, "%.0f") + fmt.Sprintf("setup %v", mid.setup.Round(time.Millisecond))})
-	var setupOther []string
-	for _, r := range runs {
-		if r.setupOther != "" {
-			setupOther = append(setupOther, r.setupOther)
-		}
-	}
+	setupOther := otherLoadWarnings(runs, func(r goSessionsResult) string { return r.setupOther })
 	sc.Add(&Row{System: sys, Figure: "server CPU per session setup" + at, Value: medianOf(runs, goSessionsResult.setupCPUPerSession), Unit: "µs",
 		Key: "setupcpu", Lower: true,
 		Note: list(goSessionsResult.setupCPUPerSession, "%.0f") + joinNotes(fmt.Sprintf("srv %.0f%% · gen %.0f%% cpu during the setup",
-			100*mid.setupCPU.Seconds()/mid.setup.Seconds(), 100*mid.setupGenCPU.Seconds()/mid.setup.Seconds()), strings.Join(setupOther, "; "))})
+			100*mid.setupCPU.Seconds()/mid.setup.Seconds(), 100*mid.setupGenCPU.Seconds()/mid.setup.Seconds()), setupOther)})
 	return rttSum
 }
 
