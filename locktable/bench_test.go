@@ -20,9 +20,9 @@ var benchNow = time.Unix(1_700_000_000, 0)
 // The free list makes this 0 allocs/op.
 func BenchmarkAcquireReleaseFree(b *testing.B) {
 	b.ReportAllocs()
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	name := "bench-lock"
-	c := new(locktable.Claim)
+	c := new(locktable.Claim[*session])
 	for b.Loop() {
 		tb.Acquire(c, name, benchNow)
 		tb.Release(c, benchNow)
@@ -33,9 +33,9 @@ func BenchmarkAcquireReleaseFree(b *testing.B) {
 // the waiter is promoted with a fresh token, and the old holder queues again.
 func BenchmarkHandover(b *testing.B) {
 	b.ReportAllocs()
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	name := "bench-lock"
-	h, w := new(locktable.Claim), new(locktable.Claim)
+	h, w := new(locktable.Claim[*session]), new(locktable.Claim[*session])
 	tb.Acquire(h, name, benchNow)
 	tb.Acquire(w, name, benchNow)
 	for b.Loop() {
@@ -55,10 +55,10 @@ const batch = 4096
 // BenchmarkEnqueue measures queueing a waiter behind a held lock.
 func BenchmarkEnqueue(b *testing.B) {
 	b.ReportAllocs()
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	name := "bench-lock"
-	tb.Acquire(new(locktable.Claim), name, benchNow)
-	ws := make([]locktable.Claim, batch)
+	tb.Acquire(new(locktable.Claim[*session]), name, benchNow)
+	ws := make([]locktable.Claim[*session], batch)
 	i := 0
 	for b.Loop() {
 		if i == batch {
@@ -78,10 +78,10 @@ func BenchmarkEnqueue(b *testing.B) {
 // a queue of up to batch waiters.
 func BenchmarkRemoveWaiter(b *testing.B) {
 	b.ReportAllocs()
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	name := "bench-lock"
-	tb.Acquire(new(locktable.Claim), name, benchNow)
-	ws := make([]locktable.Claim, batch)
+	tb.Acquire(new(locktable.Claim[*session]), name, benchNow)
+	ws := make([]locktable.Claim[*session], batch)
 	order := rand.New(rand.NewPCG(1, 2)).Perm(batch)
 	i := batch
 	for b.Loop() {
@@ -106,10 +106,10 @@ func BenchmarkQueueChurn(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
-			tb := locktable.New()
+			tb := locktable.New[*session]()
 			name := "bench-lock"
-			tb.Acquire(new(locktable.Claim), name, benchNow)
-			ws := make([]locktable.Claim, n)
+			tb.Acquire(new(locktable.Claim[*session]), name, benchNow)
+			ws := make([]locktable.Claim[*session], n)
 			rng := rand.New(rand.NewPCG(uint64(n), 3))
 			order := make([]int, n)
 			rounds := 0

@@ -8,7 +8,7 @@ import "iter"
 // walks the table.
 
 // Holder returns the holder of name, or nil when the lock is idle (unknown).
-func (t *Table) Holder(name string) *Claim {
+func (t *Table[T]) Holder(name string) *Claim[T] {
 	if lk := t.locks[name]; lk != nil {
 		return lk.holder
 	}
@@ -19,8 +19,8 @@ func (t *Table) Holder(name string) *Claim {
 // lock). The loop body may Release the claim it was just given (for example
 // to kick every waiter); releasing any other claim of the same lock during
 // the iteration is not supported.
-func (t *Table) Waiters(name string) iter.Seq[*Claim] {
-	return func(yield func(*Claim) bool) {
+func (t *Table[T]) Waiters(name string) iter.Seq[*Claim[T]] {
+	return func(yield func(*Claim[T]) bool) {
 		lk := t.locks[name]
 		if lk == nil {
 			return
@@ -38,8 +38,8 @@ func (t *Table) Waiters(name string) iter.Seq[*Claim] {
 // Locks yields every lock that has a holder or waiters: name and holder.
 // Order unspecified. As with a map range, the loop body may Release claims;
 // a lock forgotten before it is reached is not yielded.
-func (t *Table) Locks() iter.Seq2[string, *Claim] {
-	return func(yield func(string, *Claim) bool) {
+func (t *Table[T]) Locks() iter.Seq2[string, *Claim[T]] {
+	return func(yield func(string, *Claim[T]) bool) {
 		for name, lk := range t.locks {
 			if !yield(name, lk.holder) {
 				return
@@ -49,17 +49,17 @@ func (t *Table) Locks() iter.Seq2[string, *Claim] {
 }
 
 // Len returns the number of live locks.
-func (t *Table) Len() int { return len(t.locks) }
+func (t *Table[T]) Len() int { return len(t.locks) }
 
 // Held returns the number of held locks. It equals Len, since a live lock
 // always has a holder; it exists so callers (metrics) need not know that.
-func (t *Table) Held() int { return len(t.locks) }
+func (t *Table[T]) Held() int { return len(t.locks) }
 
 // Waiting returns the number of waiters over all locks.
-func (t *Table) Waiting() int { return t.waiting }
+func (t *Table[T]) Waiting() int { return t.waiting }
 
 // QueueLen returns the number of waiters on name.
-func (t *Table) QueueLen(name string) int {
+func (t *Table[T]) QueueLen(name string) int {
 	if lk := t.locks[name]; lk != nil {
 		return lk.q.len
 	}
@@ -68,12 +68,12 @@ func (t *Table) QueueLen(name string) int {
 
 // LastToken returns the last token issued (0 before the first grant), or the
 // floor set by SetLastToken if that is higher.
-func (t *Table) LastToken() uint64 { return t.last }
+func (t *Table[T]) LastToken() uint64 { return t.last }
 
 // SetLastToken raises the floor for the next token (never lowers it); used by
 // tests and a future restore path. Lowering is refused because a smaller
 // floor could let the table reissue a token it already granted.
-func (t *Table) SetLastToken(tok uint64) {
+func (t *Table[T]) SetLastToken(tok uint64) {
 	if tok > t.last {
 		t.last = tok
 	}

@@ -7,12 +7,15 @@ package locktable
 // its memory follows the number of sessions, not the number of names ever
 // used.
 //
-// It is kept small (48 bytes) because there is one per held lock, and a
-// server holds tens of thousands.
-type lock struct {
-	name   string // also the map key; the caller's string, never copied
-	holder *Claim
-	q      queue
+// It is kept small (48 bytes, whatever T is) because there is one per held
+// lock, and a server holds tens of thousands.
+type lock[T any] struct {
+	// name is also the map key. It is made once, when the lock is created:
+	// Acquire keeps the caller's string as is, AcquireBytes copies the bytes
+	// into a new string. Waiters share it.
+	name   string
+	holder *Claim[T]
+	q      queue[T]
 }
 
 // maxFree bounds the free list. Recycling exists so that steady-state
@@ -22,27 +25,27 @@ type lock struct {
 const maxFree = 1024
 
 // newLock returns a recycled lock if there is one, else a fresh one.
-func (t *Table) newLock(name string) *lock {
-	var lk *lock
+func (t *Table[T]) newLock(name string) *lock[T] {
+	var lk *lock[T]
 	if n := len(t.free); n > 0 {
 		lk = t.free[n-1]
 		t.free[n-1] = nil
 		t.free = t.free[:n-1]
 	} else {
-		lk = &lock{}
+		lk = &lock[T]{}
 	}
 	lk.name = name
 	return lk
 }
 
 // forget deletes an idle lock from the map and recycles its struct.
-func (t *Table) forget(lk *lock) {
+func (t *Table[T]) forget(lk *lock[T]) {
 	delete(t.locks, lk.name)
 	if len(t.free) >= maxFree {
 		return
 	}
 	// Clear the name and holder so a recycled struct keeps neither the
-	// caller's string nor a released session alive; the queue is already
+	// name's string nor a released session alive; the queue is already
 	// empty.
 	lk.name, lk.holder = "", nil
 	t.free = append(t.free, lk)

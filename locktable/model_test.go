@@ -17,7 +17,7 @@ import (
 
 // mclaim is the model's view of one claim.
 type mclaim struct {
-	c     *Claim
+	c     *Claim[int]
 	id    int
 	name  string // "" when idle
 	token uint64 // 0 unless holding
@@ -68,13 +68,13 @@ func (m *model) live() []*mclaim {
 
 func TestTableMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		tb := New()
+		tb := New[int]()
 		m := &model{
 			locks: map[string][]*mclaim{},
 			now:   time.Unix(rapid.Int64Range(-1e9, 5e9).Draw(t, "start"), rapid.Int64Range(0, 999_999_999).Draw(t, "startNs")),
 		}
 		acquire := func(t *rapid.T, name string) {
-			mc := &mclaim{c: &Claim{Value: len(m.claims)}, id: len(m.claims), name: name}
+			mc := &mclaim{c: &Claim[int]{Value: len(m.claims)}, id: len(m.claims), name: name}
 			m.claims = append(m.claims, mc)
 			q, busy := m.locks[name]
 			m.locks[name] = append(q, mc)
@@ -133,7 +133,7 @@ func TestTableMatchesModel(t *testing.T) {
 			"release2": release,
 			"release3": release,
 			"releaseIdle": func(t *rapid.T) {
-				c := &Claim{}
+				c := &Claim[int]{}
 				var idle []*mclaim
 				for _, mc := range m.claims {
 					if mc.name == "" {
@@ -168,12 +168,12 @@ func TestTableMatchesModel(t *testing.T) {
 }
 
 // check compares everything observable, plus the table's internal links.
-func (m *model) check(t *rapid.T, tb *Table) {
+func (m *model) check(t *rapid.T, tb *Table[int]) {
 	waiting := 0
 	for _, name := range modelNames {
 		q := m.locks[name]
-		var wantHolder *Claim
-		var wantQueue []*Claim
+		var wantHolder *Claim[int]
+		var wantQueue []*Claim[int]
 		if len(q) > 0 {
 			wantHolder = q[0].c
 			for _, mc := range q[1:] {
@@ -230,14 +230,14 @@ func (m *model) check(t *rapid.T, tb *Table) {
 
 // checkLinks verifies the invariants Waiters cannot see: back links, tails,
 // queue lengths, and the free list bound.
-func (t *Table) checkLinks() error {
+func (t *Table[T]) checkLinks() error {
 	for name, lk := range t.locks {
 		if lk.name != name || lk.holder == nil || lk.holder.lock != lk ||
 			lk.holder.prev != nil || lk.holder.next != nil {
 			return fmt.Errorf("lock %q: bad header", name)
 		}
 		n := 0
-		var prev *Claim
+		var prev *Claim[T]
 		for c := lk.q.head; c != nil; c = c.next {
 			if c.prev != prev || c.lock != lk || c.state != Waiting || c.token != 0 {
 				return fmt.Errorf("lock %q: waiter %d badly linked", name, n)
@@ -250,7 +250,7 @@ func (t *Table) checkLinks() error {
 		}
 	}
 	for n, lk := range t.free {
-		if lk.holder != nil || lk.q != (queue{}) || lk.name != "" {
+		if lk.holder != nil || lk.q != (queue[T]{}) || lk.name != "" {
 			return fmt.Errorf("free lock %d not clean", n)
 		}
 	}
@@ -260,18 +260,18 @@ func (t *Table) checkLinks() error {
 	return nil
 }
 
-func ids(cs []*Claim) []any {
-	out := make([]any, len(cs))
+func ids(cs []*Claim[int]) []int {
+	out := make([]int, len(cs))
 	for i, c := range cs {
 		out[i] = c.Value
 	}
 	return out
 }
 
-// valueOf is c.Value, or nil for a nil claim, for failure messages.
-func valueOf(c *Claim) any {
+// valueOf is c.Value, or -1 for a nil claim, for failure messages.
+func valueOf(c *Claim[int]) int {
 	if c == nil {
-		return nil
+		return -1
 	}
 	return c.Value
 }

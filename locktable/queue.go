@@ -4,13 +4,13 @@ package locktable
 // in the Claims themselves, so enqueueing allocates nothing and a waiter can
 // leave from any position in O(1) without a search; that is what keeps a mass
 // disconnect of N waiters at O(N) total instead of O(N²).
-type queue struct {
-	head, tail *Claim
+type queue[T any] struct {
+	head, tail *Claim[T]
 	len        int
 }
 
 // pushBack appends c, which must not be linked into any queue.
-func (q *queue) pushBack(c *Claim) {
+func (q *queue[T]) pushBack(c *Claim[T]) {
 	c.prev, c.next = q.tail, nil
 	if q.tail != nil {
 		q.tail.next = c
@@ -22,7 +22,7 @@ func (q *queue) pushBack(c *Claim) {
 }
 
 // remove unlinks c, which must be in q, and clears its links.
-func (q *queue) remove(c *Claim) {
+func (q *queue[T]) remove(c *Claim[T]) {
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {

@@ -3,19 +3,20 @@ package locktable
 import "time"
 
 // Table maps lock names to their holder and FIFO queue of waiters, and issues
-// fencing tokens from one sequence shared by all locks. It is not safe for
-// concurrent use: one goroutine owns it. The zero value is not usable; call
-// New.
-type Table struct {
-	locks   map[string]*lock // live locks only (those with a holder)
-	waiting int              // waiters over all locks, kept so Waiting is O(1)
-	last    uint64           // last token issued, or the floor set by SetLastToken
-	free    []*lock          // recycled lock structs, see maxFree
+// fencing tokens from one sequence shared by all locks. T is the type of the
+// claims' Value. It is not safe for concurrent use: one goroutine owns it.
+// The zero value is not usable; call New.
+type Table[T any] struct {
+	locks   map[string]*lock[T] // live locks only (those with a holder)
+	waiting int                 // waiters over all locks, kept so Waiting is O(1)
+	last    uint64              // last token issued, or the floor set by SetLastToken
+	free    []*lock[T]          // recycled lock structs, see maxFree
 }
 
-// New returns an empty table whose first token will come from the clock.
-func New() *Table {
-	return &Table{locks: make(map[string]*lock)}
+// New returns an empty table for claims whose Value is a T. Its first token
+// will come from the clock.
+func New[T any]() *Table[T] {
+	return &Table[T]{locks: make(map[string]*lock[T])}
 }
 
 // Acquire puts an Idle claim on lock name: the holder (with a fresh token) if
@@ -25,20 +26,20 @@ func New() *Table {
 //
 // The name string is kept as the map key when the lock is created (no copy),
 // so the caller allocates the name once.
-func (t *Table) Acquire(c *Claim, name string, now time.Time) (granted bool) {
+func (t *Table[T]) Acquire(c *Claim[T], name string, now time.Time) (granted bool) {
 	return t.acquire(c, t.locks[name], name, nil, now)
 }
 
 // AcquireBytes is Acquire for a name still in a read buffer: it makes a
 // string of the name only when the lock is new, so a waiter, which shares
 // the holder's copy, costs no allocation.
-func (t *Table) AcquireBytes(c *Claim, name []byte, now time.Time) (granted bool) {
+func (t *Table[T]) AcquireBytes(c *Claim[T], name []byte, now time.Time) (granted bool) {
 	return t.acquire(c, t.locks[string(name)], "", name, now)
 }
 
 // acquire does Acquire on lk, the live lock of the name if any; the name is
 // given as a string or, to be copied only if needed, as bytes.
-func (t *Table) acquire(c *Claim, lk *lock, name string, nameBytes []byte, now time.Time) bool {
+func (t *Table[T]) acquire(c *Claim[T], lk *lock[T], name string, nameBytes []byte, now time.Time) bool {
 	if c.state != Idle {
 		panic("locktable: Acquire on a " + c.state.String() + " claim")
 	}
@@ -72,7 +73,7 @@ func (t *Table) acquire(c *Claim, lk *lock, name string, nameBytes []byte, now t
 //
 // Every way a session ends (close, lease expiry, kick, forced release) is a
 // Release, so this is the only place promotion happens.
-func (t *Table) Release(c *Claim, now time.Time) (promoted *Claim) {
+func (t *Table[T]) Release(c *Claim[T], now time.Time) (promoted *Claim[T]) {
 	lk := c.lock
 	if c.state == Idle {
 		return nil
@@ -100,7 +101,7 @@ func (t *Table) Release(c *Claim, now time.Time) (promoted *Claim) {
 
 // grant makes c the holder of lk with token tok, which must come from
 // NextToken(t.last, …).
-func (t *Table) grant(lk *lock, c *Claim, tok uint64) {
+func (t *Table[T]) grant(lk *lock[T], c *Claim[T], tok uint64) {
 	t.last = tok
 	lk.holder = c
 	c.lock = lk

@@ -8,6 +8,10 @@ import (
 	"github.com/monolock/monolock/locktable"
 )
 
+// session stands in for the event loop's session, which its claim points
+// back to through Value.
+type session struct{ id int }
+
 // t0 is an arbitrary wall-clock instant with a non-zero sub-second part, so
 // tests notice if the token floor ever uses anything but whole seconds.
 var t0 = time.Unix(1_700_000_000, 123_456_789)
@@ -15,7 +19,7 @@ var t0 = time.Unix(1_700_000_000, 123_456_789)
 const t0Floor = uint64(1_700_000_000) << 32
 
 // waiters collects the queue of name in FIFO order.
-func waiters(tb *locktable.Table, name string) []*locktable.Claim {
+func waiters(tb *locktable.Table[*session], name string) []*locktable.Claim[*session] {
 	return slices.Collect(tb.Waiters(name))
 }
 
@@ -31,7 +35,7 @@ func mustPanic(t *testing.T, what string, f func()) {
 }
 
 // checkCounts compares the O(1) counters with the expected values.
-func checkCounts(t *testing.T, tb *locktable.Table, locks, waiting int) {
+func checkCounts(t *testing.T, tb *locktable.Table[*session], locks, waiting int) {
 	t.Helper()
 	if tb.Len() != locks || tb.Held() != locks || tb.Waiting() != waiting {
 		t.Errorf("Len/Held/Waiting = %d/%d/%d, want %d/%d/%d",
@@ -50,15 +54,15 @@ func TestStateString(t *testing.T) {
 }
 
 func TestZeroClaimIsIdle(t *testing.T) {
-	var c locktable.Claim
+	var c locktable.Claim[*session]
 	if c.State() != locktable.Idle || c.Token() != 0 || c.Name() != "" {
 		t.Errorf("zero Claim: state %v token %d name %q", c.State(), c.Token(), c.Name())
 	}
 }
 
 func TestGrantOnFreeLock(t *testing.T) {
-	tb := locktable.New()
-	var c locktable.Claim
+	tb := locktable.New[*session]()
+	var c locktable.Claim[*session]
 	if !tb.Acquire(&c, "L", t0) {
 		t.Fatal("Acquire on a free lock was not granted")
 	}
@@ -78,11 +82,11 @@ func TestGrantOnFreeLock(t *testing.T) {
 }
 
 func TestQueueing(t *testing.T) {
-	tb := locktable.New()
-	var h, w1, w2 locktable.Claim
+	tb := locktable.New[*session]()
+	var h, w1, w2 locktable.Claim[*session]
 	tb.Acquire(&h, "L", t0)
 	tok := h.Token()
-	for _, w := range []*locktable.Claim{&w1, &w2} {
+	for _, w := range []*locktable.Claim[*session]{&w1, &w2} {
 		if tb.Acquire(w, "L", t0) {
 			t.Fatal("Acquire on a held lock was granted")
 		}
@@ -90,7 +94,7 @@ func TestQueueing(t *testing.T) {
 			t.Errorf("waiter: state %v token %d name %q", w.State(), w.Token(), w.Name())
 		}
 	}
-	if got := waiters(tb, "L"); !slices.Equal(got, []*locktable.Claim{&w1, &w2}) {
+	if got := waiters(tb, "L"); !slices.Equal(got, []*locktable.Claim[*session]{&w1, &w2}) {
 		t.Errorf("Waiters = %p, want [%p %p]", got, &w1, &w2)
 	}
 	if tb.QueueLen("L") != 2 {
@@ -103,8 +107,8 @@ func TestQueueing(t *testing.T) {
 }
 
 func TestFIFOPromotion(t *testing.T) {
-	tb := locktable.New()
-	cs := make([]locktable.Claim, 5)
+	tb := locktable.New[*session]()
+	cs := make([]locktable.Claim[*session], 5)
 	for i := range cs {
 		tb.Acquire(&cs[i], "L", t0)
 	}
@@ -142,10 +146,10 @@ func TestRemoveWaiterKeepsOrder(t *testing.T) {
 		{"all from the back", []int{4, 3, 2, 1, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := locktable.New()
-			var h locktable.Claim
+			tb := locktable.New[*session]()
+			var h locktable.Claim[*session]
 			tb.Acquire(&h, "L", t0)
-			ws := make([]locktable.Claim, 5)
+			ws := make([]locktable.Claim[*session], 5)
 			for i := range ws {
 				tb.Acquire(&ws[i], "L", t0)
 			}
@@ -157,7 +161,7 @@ func TestRemoveWaiterKeepsOrder(t *testing.T) {
 					t.Errorf("removed waiter %d is %v on %q", i, ws[i].State(), ws[i].Name())
 				}
 			}
-			var want []*locktable.Claim
+			var want []*locktable.Claim[*session]
 			for i := range ws {
 				if !slices.Contains(tc.gone, i) {
 					want = append(want, &ws[i])
@@ -184,8 +188,8 @@ func TestRemoveWaiterKeepsOrder(t *testing.T) {
 }
 
 func TestIdleLockForgotten(t *testing.T) {
-	tb := locktable.New()
-	var h, w locktable.Claim
+	tb := locktable.New[*session]()
+	var h, w locktable.Claim[*session]
 	tb.Acquire(&h, "L", t0)
 	tb.Acquire(&w, "L", t0)
 	tb.Release(&h, t0) // w promoted, lock still live
@@ -205,8 +209,8 @@ func TestIdleLockForgotten(t *testing.T) {
 // TestRecycledLockTakesNewName guards the free list: a lock struct recycled
 // for another name must not keep the old one.
 func TestRecycledLockTakesNewName(t *testing.T) {
-	tb := locktable.New()
-	var a, b locktable.Claim
+	tb := locktable.New[*session]()
+	var a, b locktable.Claim[*session]
 	tb.Acquire(&a, "first", t0)
 	tb.Release(&a, t0)
 	tb.Acquire(&b, "second", t0)
@@ -221,20 +225,20 @@ func TestRecycledLockTakesNewName(t *testing.T) {
 }
 
 func TestLocks(t *testing.T) {
-	tb := locktable.New()
-	cs := make([]locktable.Claim, 6)
+	tb := locktable.New[*session]()
+	cs := make([]locktable.Claim[*session], 6)
 	names := []string{"a", "b", "a", "c", "b", "a"}
 	for i, n := range names {
 		tb.Acquire(&cs[i], n, t0)
 	}
-	got := map[string]*locktable.Claim{}
+	got := map[string]*locktable.Claim[*session]{}
 	for name, h := range tb.Locks() {
 		if _, dup := got[name]; dup {
 			t.Errorf("Locks yields %q twice", name)
 		}
 		got[name] = h
 	}
-	want := map[string]*locktable.Claim{"a": &cs[0], "b": &cs[1], "c": &cs[3]}
+	want := map[string]*locktable.Claim[*session]{"a": &cs[0], "b": &cs[1], "c": &cs[3]}
 	if len(got) != len(want) {
 		t.Errorf("Locks yields %d locks, want %d", len(got), len(want))
 	}
@@ -258,17 +262,17 @@ func TestLocks(t *testing.T) {
 // TestKickAllWaiters releases each waiter from inside the Waiters loop, as a
 // forced release of a whole queue would.
 func TestKickAllWaiters(t *testing.T) {
-	tb := locktable.New()
-	cs := make([]locktable.Claim, 5)
+	tb := locktable.New[*session]()
+	cs := make([]locktable.Claim[*session], 5)
 	for i := range cs {
 		tb.Acquire(&cs[i], "L", t0)
 	}
-	var seen []*locktable.Claim
+	var seen []*locktable.Claim[*session]
 	for w := range tb.Waiters("L") {
 		seen = append(seen, w)
 		tb.Release(w, t0)
 	}
-	if want := []*locktable.Claim{&cs[1], &cs[2], &cs[3], &cs[4]}; !slices.Equal(seen, want) {
+	if want := []*locktable.Claim[*session]{&cs[1], &cs[2], &cs[3], &cs[4]}; !slices.Equal(seen, want) {
 		t.Errorf("visited %p, want %p", seen, want)
 	}
 	if tb.Holder("L") != &cs[0] {
@@ -278,10 +282,10 @@ func TestKickAllWaiters(t *testing.T) {
 }
 
 func TestTokensIncreaseAcrossLocks(t *testing.T) {
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	names := []string{"a", "b", "c"}
 	var prev uint64
-	check := func(c *locktable.Claim) {
+	check := func(c *locktable.Claim[*session]) {
 		t.Helper()
 		if c.Token() <= prev {
 			t.Fatalf("token %#x after %#x", c.Token(), prev)
@@ -293,15 +297,15 @@ func TestTokensIncreaseAcrossLocks(t *testing.T) {
 	}
 	// Same instant throughout, so only the prev+1 term can keep tokens apart.
 	for round := range 50 {
-		holders := make([]*locktable.Claim, len(names))
+		holders := make([]*locktable.Claim[*session], len(names))
 		for i, n := range names {
-			holders[i] = new(locktable.Claim)
+			holders[i] = new(locktable.Claim[*session])
 			if !tb.Acquire(holders[i], n, t0) {
 				t.Fatalf("round %d: %s not granted", round, n)
 			}
 			check(holders[i])
 			// Queue one waiter to be promoted on release.
-			w := new(locktable.Claim)
+			w := new(locktable.Claim[*session])
 			tb.Acquire(w, n, t0)
 		}
 		for _, h := range holders {
@@ -316,8 +320,8 @@ func TestTokensIncreaseAcrossLocks(t *testing.T) {
 }
 
 func TestTokenFloorFromClock(t *testing.T) {
-	tb := locktable.New()
-	var a, b, c locktable.Claim
+	tb := locktable.New[*session]()
+	var a, b, c locktable.Claim[*session]
 	tb.Acquire(&a, "a", t0)
 	if a.Token() != t0Floor {
 		t.Errorf("first token %#x, want unix<<32 = %#x", a.Token(), t0Floor)
@@ -333,8 +337,8 @@ func TestTokenFloorFromClock(t *testing.T) {
 }
 
 func TestClockSteppingBack(t *testing.T) {
-	tb := locktable.New()
-	var a, b, c locktable.Claim
+	tb := locktable.New[*session]()
+	var a, b, c locktable.Claim[*session]
 	tb.Acquire(&a, "a", t0)
 	tb.Acquire(&b, "b", t0.Add(-time.Hour))
 	if b.Token() != a.Token()+1 {
@@ -347,7 +351,7 @@ func TestClockSteppingBack(t *testing.T) {
 }
 
 func TestSetLastToken(t *testing.T) {
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	if tb.LastToken() != 0 {
 		t.Fatalf("new table LastToken %d", tb.LastToken())
 	}
@@ -357,7 +361,7 @@ func TestSetLastToken(t *testing.T) {
 	if tb.LastToken() != floor {
 		t.Fatalf("LastToken %#x, want %#x", tb.LastToken(), floor)
 	}
-	var c locktable.Claim
+	var c locktable.Claim[*session]
 	tb.Acquire(&c, "L", t0)
 	if c.Token() != floor+1 {
 		t.Errorf("token above floor %#x, want %#x", c.Token(), floor+1)
@@ -365,8 +369,8 @@ func TestSetLastToken(t *testing.T) {
 }
 
 func TestAcquireNonIdlePanics(t *testing.T) {
-	tb := locktable.New()
-	var h, w locktable.Claim
+	tb := locktable.New[*session]()
+	var h, w locktable.Claim[*session]
 	tb.Acquire(&h, "L", t0)
 	tb.Acquire(&w, "L", t0)
 	mustPanic(t, "Acquire of a holding claim", func() { tb.Acquire(&h, "M", t0) })
@@ -378,14 +382,14 @@ func TestAcquireNonIdlePanics(t *testing.T) {
 }
 
 func TestReleaseIdleIsNoop(t *testing.T) {
-	tb := locktable.New()
-	var h, idle locktable.Claim
+	tb := locktable.New[*session]()
+	var h, idle locktable.Claim[*session]
 	tb.Acquire(&h, "L", t0)
 	last := tb.LastToken()
 	if p := tb.Release(&idle, t0); p != nil {
 		t.Errorf("Release of a new claim returned %p", p)
 	}
-	var gone locktable.Claim
+	var gone locktable.Claim[*session]
 	tb.Acquire(&gone, "L", t0)
 	tb.Release(&gone, t0)
 	if p := tb.Release(&gone, t0); p != nil {
@@ -398,19 +402,18 @@ func TestReleaseIdleIsNoop(t *testing.T) {
 }
 
 func TestValueUntouched(t *testing.T) {
-	type session struct{ id int }
-	tb := locktable.New()
+	tb := locktable.New[*session]()
 	s1, s2 := &session{1}, &session{2}
-	h := &locktable.Claim{Value: s1}
-	w := &locktable.Claim{Value: s2}
+	h := &locktable.Claim[*session]{Value: s1}
+	w := &locktable.Claim[*session]{Value: s2}
 	tb.Acquire(h, "L", t0)
 	tb.Acquire(w, "L", t0)
 	p := tb.Release(h, t0)
-	if p.Value != any(s2) || h.Value != any(s1) {
+	if p.Value != s2 || h.Value != s1 {
 		t.Errorf("Value changed: promoted %v, released %v", p.Value, h.Value)
 	}
 	tb.Release(w, t0)
-	if w.Value != any(s2) {
+	if w.Value != s2 {
 		t.Errorf("Value changed on final release: %v", w.Value)
 	}
 }
@@ -419,8 +422,8 @@ func TestValueUntouched(t *testing.T) {
 // panics before any state changes, so a recovered caller sees no half-done
 // grant.
 func TestTokenExhaustionLeavesTableConsistent(t *testing.T) {
-	tb := locktable.New()
-	var h, w, c locktable.Claim
+	tb := locktable.New[*session]()
+	var h, w, c locktable.Claim[*session]
 	tb.Acquire(&h, "L", t0)
 	tb.Acquire(&w, "L", t0)
 	tb.SetLastToken(^uint64(0))
@@ -436,8 +439,8 @@ func TestTokenExhaustionLeavesTableConsistent(t *testing.T) {
 }
 
 func TestAcquireBytesSharesTheName(t *testing.T) {
-	tb := locktable.New()
-	var h, w locktable.Claim
+	tb := locktable.New[*session]()
+	var h, w locktable.Claim[*session]
 	if !tb.AcquireBytes(&h, []byte("L"), t0) || tb.AcquireBytes(&w, []byte("L"), t0) {
 		t.Fatal("want the first granted and the second queued")
 	}
@@ -445,7 +448,7 @@ func TestAcquireBytesSharesTheName(t *testing.T) {
 		t.Fatalf("names %q %q, queue %d", h.Name(), w.Name(), tb.QueueLen("L"))
 	}
 	buf := []byte("L")
-	var w2 locktable.Claim
+	var w2 locktable.Claim[*session]
 	if n := testing.AllocsPerRun(1, func() {
 		tb.AcquireBytes(&w2, buf, t0)
 		tb.Release(&w2, t0)
