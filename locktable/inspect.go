@@ -72,7 +72,10 @@ func (t *Table[T]) LastToken() uint64 { return t.last }
 
 // SetLastToken raises the floor for the next token (never lowers it); used by
 // tests and a future restore path. Lowering is refused because a smaller
-// floor could let the table reissue a token it already granted.
+// floor could let the table reissue a token it already granted. A non-zero
+// floor counts as a token already issued, so the next grant is
+// max(floor+1, unixSeconds(now)<<32) and does not skip ahead a second as a
+// fresh table's first grant does; SetLastToken(0) changes nothing.
 func (t *Table[T]) SetLastToken(tok uint64) {
 	if tok > t.last {
 		t.last = tok

@@ -31,13 +31,16 @@ type model struct {
 	now      time.Time
 }
 
-// modelToken is the spec's formula, written out independently.
+// modelToken is the spec's formula, written out independently: a table's
+// first grant (nothing issued, no floor) takes the next second's floor,
+// every later one max(prev+1, this second's floor); seconds are clamped to
+// [0, 2^32-1].
 func modelToken(prev uint64, now time.Time) uint64 {
-	var floor uint64
-	if s := now.Unix(); s > 0 {
-		floor = uint64(min(s, math.MaxUint32)) << 32
+	secs := min(max(now.Unix(), 0), math.MaxUint32)
+	if prev == 0 {
+		return uint64(min(secs+1, math.MaxUint32)) << 32
 	}
-	return max(prev+1, floor)
+	return max(prev+1, uint64(secs)<<32)
 }
 
 var modelNames = []string{"alpha", "beta", "gamma", "delta"}

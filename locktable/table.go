@@ -9,12 +9,12 @@ import "time"
 type Table[T any] struct {
 	locks   map[string]*lock[T] // live locks only (those with a holder)
 	waiting int                 // waiters over all locks, kept so Waiting is O(1)
-	last    uint64              // last token issued, or the floor set by SetLastToken
+	last    uint64              // last token issued or SetLastToken floor; 0: next grant is the first
 	free    []*lock[T]          // recycled lock structs, see maxFree
 }
 
-// New returns an empty table for claims whose Value is a T. Its first token
-// will come from the clock.
+// New returns an empty table for claims whose Value is a T. Its first grant
+// takes its token from the clock, one second ahead (see NextToken).
 func New[T any]() *Table[T] {
 	return &Table[T]{locks: make(map[string]*lock[T])}
 }

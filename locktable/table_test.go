@@ -16,7 +16,12 @@ type session struct{ id int }
 // tests notice if the token floor ever uses anything but whole seconds.
 var t0 = time.Unix(1_700_000_000, 123_456_789)
 
-const t0Floor = uint64(1_700_000_000) << 32
+// t0Floor is t0's clock term, unixSeconds<<32; t0First is a fresh table's
+// first token at t0, one second ahead.
+const (
+	t0Floor = uint64(1_700_000_000) << 32
+	t0First = t0Floor + 1<<32
+)
 
 // waiters collects the queue of name in FIFO order.
 func waiters(tb *locktable.Table[*session], name string) []*locktable.Claim[*session] {
@@ -66,8 +71,8 @@ func TestGrantOnFreeLock(t *testing.T) {
 	if !tb.Acquire(&c, "L", t0) {
 		t.Fatal("Acquire on a free lock was not granted")
 	}
-	if c.State() != locktable.Holding || c.Name() != "L" || c.Token() != t0Floor {
-		t.Errorf("claim: state %v name %q token %#x, want holding L %#x", c.State(), c.Name(), c.Token(), t0Floor)
+	if c.State() != locktable.Holding || c.Name() != "L" || c.Token() != t0First {
+		t.Errorf("claim: state %v name %q token %#x, want holding L %#x", c.State(), c.Name(), c.Token(), t0First)
 	}
 	if tb.Holder("L") != &c {
 		t.Errorf("Holder(L) = %p, want %p", tb.Holder("L"), &c)
@@ -314,31 +319,38 @@ func TestTokensIncreaseAcrossLocks(t *testing.T) {
 			tb.Release(p, t0)
 		}
 	}
-	if want := t0Floor + 50*6 - 1; prev != want {
-		t.Errorf("last token %#x, want %#x (one per grant from the floor)", prev, want)
+	if want := t0First + 50*6 - 1; prev != want {
+		t.Errorf("last token %#x, want %#x (one per grant from the first)", prev, want)
 	}
 }
 
 func TestTokenFloorFromClock(t *testing.T) {
 	tb := locktable.New[*session]()
-	var a, b, c locktable.Claim[*session]
+	var a, b, c, d locktable.Claim[*session]
 	tb.Acquire(&a, "a", t0)
-	if a.Token() != t0Floor {
-		t.Errorf("first token %#x, want unix<<32 = %#x", a.Token(), t0Floor)
+	if a.Token() != t0First {
+		t.Errorf("first token %#x, want (unix+1)<<32 = %#x", a.Token(), t0First)
 	}
 	tb.Acquire(&b, "b", t0.Add(500*time.Millisecond)) // same second
-	if b.Token() != t0Floor+1 {
-		t.Errorf("same-second token %#x, want %#x", b.Token(), t0Floor+1)
+	if b.Token() != t0First+1 {
+		t.Errorf("same-second token %#x, want %#x", b.Token(), t0First+1)
 	}
+	// The clock reaches the second the first grant skipped to: its floor
+	// is below the sequence, which counts on.
 	tb.Acquire(&c, "c", t0.Add(time.Second))
-	if want := t0Floor + 1<<32; c.Token() != want {
-		t.Errorf("next-second token %#x, want %#x", c.Token(), want)
+	if c.Token() != t0First+2 {
+		t.Errorf("next-second token %#x, want %#x", c.Token(), t0First+2)
+	}
+	// One more second and the clock term takes over again.
+	tb.Acquire(&d, "d", t0.Add(2*time.Second))
+	if want := t0Floor + 2<<32; d.Token() != want {
+		t.Errorf("token two seconds on %#x, want %#x", d.Token(), want)
 	}
 }
 
 func TestClockSteppingBack(t *testing.T) {
 	tb := locktable.New[*session]()
-	var a, b, c locktable.Claim[*session]
+	var a, b, c, d locktable.Claim[*session]
 	tb.Acquire(&a, "a", t0)
 	tb.Acquire(&b, "b", t0.Add(-time.Hour))
 	if b.Token() != a.Token()+1 {
@@ -347,6 +359,11 @@ func TestClockSteppingBack(t *testing.T) {
 	tb.Acquire(&c, "c", time.Unix(-5, 0)) // before 1970
 	if c.Token() != b.Token()+1 {
 		t.Errorf("token with pre-1970 clock %#x, want %#x", c.Token(), b.Token()+1)
+	}
+	// A promotion after the step back counts up too.
+	tb.Acquire(&d, "a", t0.Add(-time.Minute))
+	if p := tb.Release(&a, t0.Add(-2*time.Minute)); p != &d || d.Token() != c.Token()+1 {
+		t.Errorf("promotion after clock step back: %p token %#x, want %p %#x", p, d.Token(), &d, c.Token()+1)
 	}
 }
 
@@ -365,6 +382,27 @@ func TestSetLastToken(t *testing.T) {
 	tb.Acquire(&c, "L", t0)
 	if c.Token() != floor+1 {
 		t.Errorf("token above floor %#x, want %#x", c.Token(), floor+1)
+	}
+}
+
+// TestSetLastTokenIsNotAFirstGrant checks that a table given a floor grants
+// as a table that has already issued tokens: the clock term of the current
+// second, not the next. SetLastToken(0) leaves a fresh table fresh.
+func TestSetLastTokenIsNotAFirstGrant(t *testing.T) {
+	tb := locktable.New[*session]()
+	tb.SetLastToken(7) // far below the clock
+	var c locktable.Claim[*session]
+	tb.Acquire(&c, "L", t0)
+	if c.Token() != t0Floor {
+		t.Errorf("token after a low floor %#x, want unix<<32 = %#x", c.Token(), t0Floor)
+	}
+
+	fresh := locktable.New[*session]()
+	fresh.SetLastToken(0)
+	var d locktable.Claim[*session]
+	fresh.Acquire(&d, "L", t0)
+	if d.Token() != t0First {
+		t.Errorf("token after SetLastToken(0) %#x, want a first grant's %#x", d.Token(), t0First)
 	}
 }
 
