@@ -35,12 +35,21 @@ type Config struct {
 	TLS *tls.Config
 	// Authorizer, if set, decides which identity may ACQUIRE which lock.
 	Authorizer Authorizer
+	// MaxTLSHandshakes bounds the TLS handshakes in flight; further
+	// connections wait in the kernel's accept backlog. It bounds the memory
+	// a flood of connects that never finish their handshake can take.
+	MaxTLSHandshakes int
 }
 
 // Authorizer is the access-control decision (see package acl).
 type Authorizer interface {
 	Allowed(identity, lock string) bool
 }
+
+// DefaultMaxTLSHandshakes is the default bound on TLS handshakes in flight:
+// enough to keep both cores busy with handshakes from a crowd reconnecting at
+// once, while a flood of silent connects holds at most a few MiB.
+const DefaultMaxTLSHandshakes = 256
 
 // DefaultListenAddress is where the server listens unless told otherwise.
 const DefaultListenAddress = "0.0.0.0:7070"
@@ -51,6 +60,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IOTimeout <= 0 {
 		c.IOTimeout = DefaultIOTimeout
+	}
+	if c.MaxTLSHandshakes <= 0 {
+		c.MaxTLSHandshakes = DefaultMaxTLSHandshakes
 	}
 	return c
 }

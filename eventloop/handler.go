@@ -2,19 +2,20 @@ package eventloop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-
-	"github.com/monolock/monolock/protocol"
 )
 
 // handler adapts gnet's callbacks to the owner. Every callback runs on the
-// event loop; the fields below it are shared with the ticker goroutine.
+// event loop; the fields below it are shared with other goroutines.
 type handler struct {
 	gnet.BuiltinEventEngine
 	owner *owner
+	srv   *Server
 
 	loop atomic.Pointer[gnet.EventLoop] // published when the control connection opens
 	tick gnet.RunnableFunc
@@ -23,8 +24,10 @@ type handler struct {
 // control marks the connection that gives the server a handle on the loop.
 type control struct{}
 
-func newHandler(o *owner) *handler {
-	h := &handler{owner: o}
+var errNoLoop = errors.New("the event loop is not running")
+
+func newHandler(o *owner, srv *Server) *handler {
+	h := &handler{owner: o, srv: srv}
 	h.tick = func(context.Context) error {
 		o.advance()
 		return nil
@@ -33,20 +36,31 @@ func newHandler(o *owner) *handler {
 }
 
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if _, ok := c.Context().(control); ok {
+	switch ctx := c.Context().(type) {
+	case control:
 		loop := c.EventLoop()
 		h.loop.Store(&loop)
 		return nil, gnet.None
+	case *tlsConn:
+		ctx.join(c)
+		if h.owner.shuttingDown {
+			h.owner.refuse(ctx)
+			ctx.closeNotify()
+			return nil, gnet.Close
+		}
+		s := h.owner.open(ctx, ctx.accepted)
+		// Records that came with the handshake's last flight (a client that
+		// sends ACQUIRE at once) are already inside crypto/tls: no OnTraffic
+		// will announce them.
+		return nil, h.closing(s, h.owner.traffic(s))
+	default:
+		if h.owner.shuttingDown {
+			h.owner.refuse(c)
+			return nil, gnet.Close
+		}
+		h.owner.open(c, 0)
+		return nil, gnet.None
 	}
-	if h.owner.shuttingDown { // a TLS handshake that finished during shutdown
-		return protocol.AppendError(nil, protocol.CodeShuttingDown, shuttingDownReason), gnet.Close
-	}
-	if p, ok := c.Context().(*peer); ok { // bridged from TLS
-		h.owner.open(c, p)
-	} else {
-		h.owner.open(c, nil)
-	}
-	return nil, gnet.None
 }
 
 func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
@@ -55,7 +69,17 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 		_, _ = c.Discard(-1)
 		return gnet.None
 	}
-	return h.owner.traffic(s)
+	return h.closing(s, h.owner.traffic(s))
+}
+
+// closing sends a TLS session's close_notify before gnet closes it.
+func (h *handler) closing(s *session, a gnet.Action) gnet.Action {
+	if a == gnet.Close && !s.closed {
+		if tc, ok := s.conn.(*tlsConn); ok {
+			tc.closeNotify()
+		}
+	}
+	return a
 }
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
@@ -65,34 +89,48 @@ func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	return gnet.None
 }
 
+// OnShutdown runs when the engine stops. Unless the server is shutting down,
+// the loop has died under it.
+func (h *handler) OnShutdown(gnet.Engine) {
+	if !h.srv.stopping() {
+		h.srv.fail(errors.New("the event loop stopped unexpectedly"))
+	}
+}
+
 // tickLoop runs on its own goroutine, not the loop. It sleeps until the
 // owner's next wake-up (see wakeup.go), hands the loop a tick, and waits for
 // the tick to plan the next one; a deadline earlier than planned wakes it to
 // re-plan. A server with no timers due soon costs no CPU, while expiry keeps
-// the wheel's 1 ms precision.
-func (h *handler) tickLoop(stop <-chan struct{}) {
-	w := &h.owner.wakeup
+// the wheel's 1 ms precision. It returns an error when the loop refuses a
+// tick: the loop is gone, and no lease could ever expire again.
+func tickLoop(w *wakeup, now func() time.Duration, tick func() error, stop <-chan struct{}) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		var fire <-chan time.Time
 		if at, ok := w.planned(); ok {
-			timer.Reset(at - h.owner.now())
+			timer.Reset(at - now())
 			fire = timer.C
 		}
 		select {
 		case <-fire:
-			if loop := h.loop.Load(); loop != nil && (*loop).Execute(context.Background(), h.tick) == nil {
-				select { // the tick re-plans when it is done
-				case <-w.replan:
-				case <-stop:
-					return
+			if err := tick(); err != nil {
+				select {
+				case <-stop: // the loop stopped because the server did
+					return nil
+				default:
+					return fmt.Errorf("hand the event loop a tick: %w", err)
 				}
+			}
+			select { // the tick re-plans when it is done
+			case <-w.replan:
+			case <-stop:
+				return nil
 			}
 		case <-w.replan:
 			timer.Stop()
 		case <-stop:
-			return
+			return nil
 		}
 	}
 }

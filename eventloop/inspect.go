@@ -3,7 +3,6 @@ package eventloop
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/monolock/monolock/eventloop/metrics"
@@ -35,24 +34,54 @@ type WaiterInfo struct {
 	QueuedAt   time.Time `json:"queued_at"`
 }
 
-// Locks returns every lock with a holder, sorted by name, whose name match
-// accepts (all of them for a nil match), each with its full queue.
+// snapshotTurn bounds the sessions one turn of a lock listing visits, so
+// that a listing of tens of thousands of sessions never holds the loop for
+// more than a fraction of a millisecond at a time.
+const snapshotTurn = 512
+
+// Locks returns every lock with a holder whose name match accepts (all of
+// them for a nil match), sorted by name, each with its full queue. The names
+// are read in one turn of the loop and matched here, off the loop; the
+// details are then read in turns of at most snapshotTurn sessions. Each lock
+// is consistent in itself; a lock released between turns is left out.
 func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
-	var locks []LockInfo
-	err := s.onLoop(ctx, func(o *owner) {
-		for name, holder := range o.table.Locks() {
-			if match == nil || match(name) {
-				locks = append(locks, o.lockInfo(name, holder))
-			}
+	var names []string
+	err := s.call(ctx, func(o *owner) {
+		names = make([]string, 0, o.table.Held())
+		for name := range o.table.Locks() {
+			names = append(names, name)
 		}
 	})
-	slices.SortFunc(locks, func(a, b LockInfo) int { return strings.Compare(a.Name, b.Name) })
-	return locks, err
+	if err != nil {
+		return nil, err
+	}
+	if match != nil {
+		names = slices.DeleteFunc(names, func(name string) bool { return !match(name) })
+	}
+	slices.Sort(names)
+	locks := make([]LockInfo, 0, len(names))
+	for rest := names; len(rest) > 0; {
+		err := s.call(ctx, func(o *owner) {
+			for visited := 0; len(rest) > 0 && visited < snapshotTurn; rest = rest[1:] {
+				holder := o.table.Holder(rest[0])
+				if holder == nil {
+					continue
+				}
+				info := o.lockInfo(rest[0], holder)
+				visited += 1 + len(info.Waiters)
+				locks = append(locks, info)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return locks, nil
 }
 
 // Lock returns one lock; ok is false when the lock is idle.
 func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
-	err = s.onLoop(ctx, func(o *owner) {
+	err = s.call(ctx, func(o *owner) {
 		if holder := o.table.Holder(name); holder != nil {
 			info, ok = o.lockInfo(name, holder), true
 		}
@@ -60,8 +89,8 @@ func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool,
 	return info, ok, err
 }
 
-func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
-	h := holder.Value.(*session)
+func (o *owner) lockInfo(name string, holder *locktable.Claim[*session]) LockInfo {
+	h := holder.Value
 	info := LockInfo{
 		Name: name,
 		Holder: HolderInfo{
@@ -74,7 +103,7 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
 		Waiters: []WaiterInfo{},
 	}
 	for c := range o.table.Waiters(name) {
-		w := c.Value.(*session)
+		w := c.Value
 		info.Waiters = append(info.Waiters, WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()})
 	}
 	return info
@@ -84,15 +113,16 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim) LockInfo {
 // is closed, and the next waiter is promoted. ok is false when the lock is
 // idle; token is the token the holder lost.
 func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error) {
-	err = s.onLoop(ctx, func(o *owner) {
+	err = s.call(ctx, func(o *owner) {
 		holder := o.table.Holder(name)
 		if holder == nil {
 			return
 		}
-		h := holder.Value.(*session)
+		h := holder.Value
 		token, ok = holder.Token(), true
 		if o.audit != nil {
-			o.audit.ForceRelease(time.Now(), o.subject(h), token)
+			wall, _ := o.clock()
+			o.audit.ForceRelease(wall, o.subject(h), token)
 		}
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
@@ -103,14 +133,15 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 // queue: it gets ERROR 0x02 and is closed; the others keep their order. ok is
 // false when no such waiter exists.
 func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bool, err error) {
-	err = s.onLoop(ctx, func(o *owner) {
+	err = s.call(ctx, func(o *owner) {
 		for c := range o.table.Waiters(name) {
-			w := c.Value.(*session)
+			w := c.Value
 			if w.remoteAddr() != remoteAddr {
 				continue
 			}
 			if o.audit != nil {
-				o.audit.KickWaiter(time.Now(), o.subject(w))
+				wall, _ := o.clock()
+				o.audit.KickWaiter(wall, o.subject(w))
 			}
 			o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 			ok = true
@@ -123,7 +154,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 // closeByAdmin sends ERROR 0x02 and closes the session; closing a holder
 // promotes the next waiter.
 func (o *owner) closeByAdmin(s *session, reason string) {
-	o.send(s, protocol.AppendError(o.out[:0], protocol.CodeClosedByAdmin, reason))
+	o.sendError(s, protocol.CodeClosedByAdmin, reason)
 	if !s.closed {
 		o.closeNow(s, metrics.ReleaseForce, "closed by administrator")
 	}

@@ -1,41 +1,17 @@
 package eventloop
 
 import (
-	"net"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop/audit"
 	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
-
-// fakeConn is the part of gnet.Conn the owner uses on the frame path: an
-// inbound buffer it can Peek and Discard, and an output sink.
-type fakeConn struct {
-	gnet.Conn // nil: any other method panics, which keeps the fake honest
-	in        []byte
-	out       int // bytes "written"
-	ctx       any
-}
-
-func (c *fakeConn) Peek(n int) ([]byte, error) {
-	if n <= 0 || n > len(c.in) {
-		n = len(c.in)
-	}
-	return c.in[:n], nil
-}
-func (c *fakeConn) Discard(n int) (int, error)  { c.in = c.in[n:]; return n, nil }
-func (c *fakeConn) Write(p []byte) (int, error) { c.out += len(p); return len(p), nil }
-func (c *fakeConn) OutboundBuffered() int       { return 0 }
-func (c *fakeConn) SetContext(ctx any)          { c.ctx = ctx }
-func (c *fakeConn) Context() any                { return c.ctx }
-func (c *fakeConn) RemoteAddr() net.Addr        { return &net.TCPAddr{} }
 
 // bookkeeping is what the owner does besides the protocol: nothing, metrics,
 // or metrics and the audit log.
@@ -61,12 +37,12 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 		b.Cleanup(func() { _ = log.Close() })
 		cfg.Audit = log
 	}
-	return newOwner(cfg.withDefaults())
+	return newOwner(cfg.withDefaults(), newSystemClock())
 }
 
 func (o *owner) join(b *testing.B, frame []byte) *session {
-	c := &fakeConn{in: frame}
-	o.open(c, nil)
+	c := &fakeConn{o: o, in: frame}
+	o.open(c, 0)
 	s := c.ctx.(*session)
 	o.traffic(s)
 	if s.claim.State() == 0 {
@@ -106,8 +82,8 @@ func BenchmarkHeartbeat(b *testing.B) {
 			}
 			b.StopTimer()
 			reportCPU(b, start)
-			if c.out != protocol.AcquiredLen*(b.N+1) {
-				b.Fatalf("wrote %d bytes for %d heartbeats", c.out, b.N)
+			if c.n != protocol.AcquiredLen*(b.N+1) {
+				b.Fatalf("wrote %d bytes for %d heartbeats", c.n, b.N)
 			}
 		})
 	}
@@ -159,7 +135,7 @@ func BenchmarkHandover(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		o.onClose(holder)
-		holder = o.table.Holder("bench").Value.(*session)
+		holder = o.table.Holder("bench").Value
 		b.StopTimer()
 		o.join(b, acquire)
 		b.StartTimer()

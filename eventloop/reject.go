@@ -42,9 +42,10 @@ func (o *owner) reject(s *session, err error) {
 
 // rejectWith sends ERROR(code, reason) and marks the session for closing.
 func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
-	o.log.Debug().Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
-	o.metrics.ProtocolError(pe.Code)
-	o.send(s, protocol.AppendError(o.out[:0], pe.Code, reason))
+	if e := o.log.Debug(); e.Enabled() {
+		e.Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
+	}
+	o.sendError(s, pe.Code, reason)
 	s.closing, s.closeReason = true, metrics.ReleaseProtocolError
 }
 
@@ -54,7 +55,9 @@ func quote(name string) string { return strconv.Quote(name) }
 // deny refuses an ACQUIRE the access-control list does not allow.
 func (o *owner) deny(s *session, name string, wall time.Time) {
 	o.metrics.ACLDenied()
-	o.log.Info().Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+	if e := o.denyLog.Info(); e.Enabled() { // sampled; the metric counts every denial
+		e.Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+	}
 	if o.audit != nil {
 		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity(), RemoteAddr: s.remoteAddr()})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
@@ -23,19 +24,30 @@ type Server struct {
 	handler *handler
 	ctlPeer net.Conn // our end of the control connection; keeps it open
 
+	spare      spareDescriptor
+	handshakes *handshakeSlots // TLS handshakes in flight
+	tlsLoop    *tlsLoop        // nil without TLS
+
 	stopAccept chan struct{} // closed when Shutdown begins
 	accepting  sync.WaitGroup
 	stopTicks  chan struct{}  // closed when the loop stops
 	ticking    sync.WaitGroup // the tick goroutine
-	bridges    sync.WaitGroup // TLS handshakes and bridges
 	stopped    chan struct{}  // closed when Shutdown has finished
 	stopOnce   sync.Once
 	stopErr    error
+
+	dead     chan struct{} // closed when the event loop stopped on its own
+	deadOnce sync.Once
+	deadErr  error
 }
 
 // New binds the listener and starts the event loop. Connections are accepted
 // once Serve runs.
 func New(cfg Config) (*Server, error) {
+	return newServer(cfg, newSystemClock())
+}
+
+func newServer(cfg Config, clk Clock) (*Server, error) {
 	cfg = cfg.withDefaults()
 	// No TCP keep-alive: the client's lease is the failure detector, and
 	// Go's default costs four setsockopt calls per accepted connection.
@@ -47,13 +59,19 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
+		metrics:    cfg.Metrics,
 		ln:         ln,
+		handshakes: newHandshakeSlots(cfg.MaxTLSHandshakes),
 		stopAccept: make(chan struct{}),
 		stopTicks:  make(chan struct{}),
 		stopped:    make(chan struct{}),
+		dead:       make(chan struct{}),
 	}
-	s.cfg, s.metrics = cfg, cfg.Metrics
-	s.handler = newHandler(newOwner(cfg))
+	if cfg.TLS != nil {
+		s.tlsLoop = newTLSLoop()
+	}
+	s.spare.reserve()
+	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
 		gnet.WithNumEventLoop(1),
@@ -68,12 +86,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err != nil {
 		_ = ln.Close()
+		s.spare.release()
+		if s.engine != nil {
+			_ = s.engine.Stop()
+		}
 		return nil, fmt.Errorf("start event loop: %w", err)
 	}
 	s.ticking.Add(1)
 	go func() {
 		defer s.ticking.Done()
-		s.handler.tickLoop(s.stopTicks)
+		if err := tickLoop(&s.handler.owner.wakeup, s.handler.owner.now, s.tick, s.stopTicks); err != nil {
+			s.fail(err)
+		}
 	}()
 	return s, nil
 }
@@ -103,17 +127,35 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
 // allows every lock. Sessions already granted or queued are not re-judged.
 func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
-	return s.onLoop(ctx, func(o *owner) { o.authorizer = a })
+	return s.call(ctx, func(o *owner) { o.authorizer = a })
 }
 
 // Serve accepts connections until Shutdown, then waits for it to finish. It
-// returns nil after a Shutdown.
+// returns nil after a Shutdown, and an error at once if the event loop stops
+// on its own: the process should then exit and be restarted.
 func (s *Server) Serve() error {
 	s.accepting.Add(1)
-	s.acceptLoop()
-	<-s.stopped
-	return s.stopErr
+	go s.acceptLoop()
+	select {
+	case <-s.stopped:
+		return s.stopErr
+	case <-s.dead:
+		return s.deadErr
+	}
 }
+
+// fail records that the event loop is gone; Serve returns err.
+func (s *Server) fail(err error) {
+	s.deadOnce.Do(func() {
+		s.deadErr = err
+		s.log.Error().Err(err).Msg("the event loop stopped; no session can be served")
+		close(s.dead)
+	})
+}
+
+// handshakeGrace is how long Shutdown lets TLS handshakes in flight finish,
+// so that they too are told ERROR 0x01, before it cuts the rest.
+const handshakeGrace = 250 * time.Millisecond
 
 // Shutdown stops accepting, sends ERROR 0x01 to every session and closes it
 // without promoting anyone, then stops the event loop. It returns when all of
@@ -125,42 +167,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			close(s.stopAccept)
 			_ = s.ln.Close()
 			s.accepting.Wait()
-			if err := s.onLoop(context.Background(), func(o *owner) { o.shutdown() }); err != nil {
+			s.handshakes.stop(handshakeGrace)
+			if err := s.call(context.Background(), func(o *owner) { o.shutdown() }); err != nil {
 				s.stopErr = err
 			}
-			// TLS bridges end once the loop closed their inner ends.
-			s.bridges.Wait()
 			close(s.stopTicks)
 			s.ticking.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
 			_ = s.ctlPeer.Close()
+			s.spare.mu.Lock()
+			s.spare.release()
+			s.spare.mu.Unlock()
 		}()
 	})
 	select {
 	case <-s.stopped:
 		return s.stopErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// onLoop runs fn on the event loop and waits for it.
-func (s *Server) onLoop(ctx context.Context, fn func(*owner)) error {
-	done := make(chan struct{})
-	loop := *s.handler.loop.Load()
-	err := loop.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
-		defer close(done)
-		fn(s.handler.owner)
-		return nil
-	}))
-	if err != nil {
-		return fmt.Errorf("run on event loop: %w", err)
-	}
-	select {
-	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -174,10 +198,11 @@ type Stats struct {
 	Timers   int // armed timers
 }
 
-// Stats reads a consistent snapshot on the event loop.
+// Stats reads a consistent snapshot on the event loop. It is also the
+// server's liveness probe: it answers only if the loop is turning.
 func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := s.onLoop(ctx, func(o *owner) {
+	err := s.call(ctx, func(o *owner) {
 		st = Stats{Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len()}
 	})
 	return st, err

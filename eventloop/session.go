@@ -1,10 +1,7 @@
 package eventloop
 
 import (
-	"net"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 
 	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
@@ -14,11 +11,9 @@ import (
 // session is one connection: one claim on one lock. Times are offsets on the
 // owner's monotonic clock (see owner.now); zero means "not set".
 type session struct {
-	conn  gnet.Conn
-	claim locktable.Claim            // Value is the session
+	conn  conn                       // a gnet.Conn, or a *tlsConn around one
+	claim locktable.Claim[*session]  // Value is the session
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
-
-	peer *peer // the TLS client behind a bridged connection; nil for plain TCP
 
 	since    time.Duration // when opened, then when queued, then when granted
 	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
@@ -41,16 +36,15 @@ func (s *session) registered() bool { return s.leaseMS != 0 }
 // lease returns the lease the client chose.
 func (s *session) lease() time.Duration { return time.Duration(s.leaseMS) * time.Millisecond }
 
+// expiresAt is when the lease ends without a heartbeat: strictly after
+// lastSeen plus the lease, so a heartbeat at the last moment keeps the lock.
+func (s *session) expiresAt() time.Duration { return s.lastSeen + s.lease() + 1 }
+
 // remoteAddr returns the client's address as text, for the admin API, the
 // audit log and logs. Not kept in the session: most sessions never need it.
 // Valid until onClose returns.
 func (s *session) remoteAddr() string {
-	var addr net.Addr
-	if s.peer != nil {
-		addr = s.peer.remote
-	} else {
-		addr = s.conn.RemoteAddr()
-	}
+	addr := s.conn.RemoteAddr()
 	if addr == nil {
 		return ""
 	}
@@ -59,10 +53,10 @@ func (s *session) remoteAddr() string {
 
 // identity returns the client's certificate identity; empty without mutual TLS.
 func (s *session) identity() string {
-	if s.peer == nil {
-		return ""
+	if tc, ok := s.conn.(*tlsConn); ok {
+		return tc.identity
 	}
-	return s.peer.identity
+	return ""
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown

@@ -3,114 +3,235 @@ package eventloop
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
+	"errors"
 	"io"
 	"net"
-	"os"
-	"sync"
-	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
 
 	"github.com/monolock/monolock/eventloop/certs"
 )
 
-// peer is what a TLS connection tells the owner about its client, since the
-// connection the owner sees is the inner end of a socket pair.
-type peer struct {
-	remote   net.Addr
-	identity string
+// A TLS session lives in the event loop like a plain one: one descriptor, no
+// goroutine. Only its handshake, which crypto/tls cannot suspend and resume,
+// runs on a goroutine of its own, on the accepted socket; then the socket is
+// enrolled into the loop and the tls.Conn's transport switches from the
+// socket to gnet's buffers. crypto/tls keeps a connection usable when its
+// transport reports a temporary error, so "no more ciphertext yet" is simply
+// that error, and the next OnTraffic carries on where this one stopped.
+
+// tlsConn is an established TLS session as the owner sees it: the conn
+// interface over plaintext, built on the gnet.Conn that carries ciphertext.
+type tlsConn struct {
+	gnet.Conn // the TCP connection, once the session has joined the loop
+
+	tls      *tls.Conn
+	identity string        // from the verified client certificate; "" without one
+	accepted time.Duration // when the socket was accepted, on the owner's clock
+	scratch  *[]byte       // the loop's plaintext buffer, shared by every session
+
+	rest []byte // plaintext left unparsed by the last turn (a partial frame); usually nil
+	peek []byte // what the last Peek returned, until Discard
+
+	tr tlsTransport // tls's transport; kept inline to save an allocation
 }
 
-// acceptTLS runs the handshake of one accepted connection, bounded by
-// io-timeout, and then bridges it into the event loop. gnet has no TLS, so
-// the plaintext travels through a socket pair: the loop's end is enrolled like
-// any plain connection and the session behaves exactly alike on the wire;
-// two goroutines copy between the TLS connection and the pair's other end.
-func (s *Server) acceptTLS(conn net.Conn) {
-	defer s.bridges.Done()
-	tc := tls.Server(conn, s.cfg.TLS)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IOTimeout)
-	err := tc.HandshakeContext(ctx)
+// tlsTransport is the net.Conn under the tls.Conn: the accepted socket during
+// the handshake, gnet's buffers afterwards.
+type tlsTransport struct {
+	sock net.Conn  // during the handshake; nil once joined
+	gc   gnet.Conn // once joined
+}
+
+// errNoInput is what the transport says when gnet holds no more ciphertext.
+// It is a temporary net.Error, which crypto/tls treats as "try again later"
+// without failing the connection.
+var errNoInput net.Error = noInput{}
+
+type noInput struct{}
+
+func (noInput) Error() string   { return "no more input yet" }
+func (noInput) Timeout() bool   { return true }
+func (noInput) Temporary() bool { return true }
+
+// transportChunk is the most ciphertext one transport Read hands crypto/tls.
+// tls reads until it has a whole record, so small reads keep its input
+// buffer near one record's size instead of everything a flood has sent.
+const transportChunk = 512
+
+func (t *tlsTransport) Read(p []byte) (int, error) {
+	if t.gc == nil {
+		return t.sock.Read(p)
+	}
+	if t.gc.InboundBuffered() == 0 {
+		return 0, errNoInput
+	}
+	return t.gc.Read(p[:min(len(p), transportChunk)])
+}
+
+func (t *tlsTransport) Write(p []byte) (int, error) {
+	if t.gc == nil {
+		return t.sock.Write(p)
+	}
+	return t.gc.Write(p)
+}
+
+// Close closes the socket during the handshake (crypto/tls does that when
+// the handshake's context ends); afterwards the owner closes the connection.
+func (t *tlsTransport) Close() error {
+	if t.gc == nil {
+		return t.sock.Close()
+	}
+	return nil
+}
+
+func (t *tlsTransport) LocalAddr() net.Addr {
+	if t.gc == nil {
+		return t.sock.LocalAddr()
+	}
+	return t.gc.LocalAddr()
+}
+
+func (t *tlsTransport) RemoteAddr() net.Addr {
+	if t.gc == nil {
+		return t.sock.RemoteAddr()
+	}
+	return t.gc.RemoteAddr()
+}
+
+// Deadlines apply to the socket during the handshake. In the loop nothing
+// blocks, and the owner's timers bound every wait.
+func (t *tlsTransport) SetDeadline(d time.Time) error {
+	if t.gc == nil {
+		return t.sock.SetDeadline(d)
+	}
+	return nil
+}
+
+func (t *tlsTransport) SetReadDeadline(d time.Time) error {
+	if t.gc == nil {
+		return t.sock.SetReadDeadline(d)
+	}
+	return nil
+}
+
+func (t *tlsTransport) SetWriteDeadline(d time.Time) error {
+	if t.gc == nil {
+		return t.sock.SetWriteDeadline(d)
+	}
+	return nil
+}
+
+// join switches the session from its socket to the loop's connection c. It
+// runs on the loop, in OnOpen.
+func (c *tlsConn) join(gc gnet.Conn) {
+	c.Conn = gc
+	c.tr.gc, c.tr.sock = gc, nil
+}
+
+// Peek decrypts what has arrived and returns the plaintext not yet parsed,
+// including any a previous turn left. The slice is the loop's scratch buffer
+// and is valid until the next Peek of any session. A non-nil error means the
+// stream has ended after the returned bytes: the client sent close_notify
+// (io.EOF) or something crypto/tls refused.
+func (c *tlsConn) Peek(int) ([]byte, error) {
+	buf := append((*c.scratch)[:0], c.rest...)
+	var err error
+	for len(buf) < cap(buf) {
+		var n int
+		n, err = c.tls.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, errNoInput) {
+		err = nil
+	}
+	c.peek = buf
+	return buf, err
+}
+
+// Discard keeps what Peek returned beyond the first n bytes for the next
+// turn: a frame cut in two by a record boundary, or input left while the
+// peer's output is backlogged.
+func (c *tlsConn) Discard(n int) (int, error) {
+	left := c.peek[n:]
+	switch {
+	case len(left) == 0:
+		c.rest = nil
+	default:
+		c.rest = append(c.rest[:0], left...)
+	}
+	c.peek = nil
+	return n, nil
+}
+
+// InboundBuffered counts the plaintext the owner has not parsed; ciphertext
+// still inside crypto/tls is not counted.
+func (c *tlsConn) InboundBuffered() int { return len(c.rest) }
+
+// Write encrypts p into one record and hands it to gnet.
+func (c *tlsConn) Write(p []byte) (int, error) {
+	if _, err := c.tls.Write(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// closeNotify tells the client the session ends, so that it can tell a
+// deliberate close from a cut connection.
+func (c *tlsConn) closeNotify() { _ = c.tls.CloseWrite() }
+
+// closeNow sends close_notify and closes the connection at once; onClose has
+// run when it returns.
+func (c *tlsConn) closeNow() error {
+	c.closeNotify()
+	return c.EventLoop().Close(c.Conn)
+}
+
+// tlsLoop is what the loop shares among its TLS sessions.
+type tlsLoop struct {
+	scratch []byte
+}
+
+func newTLSLoop() *tlsLoop {
+	// One turn parses at most bytesPerTurn; one more record's plaintext on top
+	// lets a turn that stops there know that more is waiting.
+	return &tlsLoop{scratch: make([]byte, 0, bytesPerTurn+16<<10)}
+}
+
+// handshake runs the TLS handshake of one accepted socket, bounded by the
+// io-timeout that began at accept and by Shutdown, and then enrolls the
+// socket into the loop. It runs on its own goroutine, holding one of the
+// handshake slots.
+func (s *Server) handshake(sock net.Conn, accepted time.Duration, acceptedAt time.Time) {
+	defer s.handshakes.done()
+	c := &tlsConn{accepted: accepted, scratch: &s.tlsLoop.scratch}
+	c.tr.sock = sock
+	c.tls = tls.Server(&c.tr, s.cfg.TLS)
+	deadline := acceptedAt.Add(s.cfg.IOTimeout)
+	_ = sock.SetDeadline(deadline)
+	ctx, cancel := context.WithDeadline(s.handshakes.ctx, deadline)
+	err := c.tls.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
 		s.metrics.TLSHandshakeError()
-		s.log.Debug().Err(err).Stringer("remote", conn.RemoteAddr()).Msg("TLS handshake failed")
-		_ = conn.Close()
-		return
-	}
-	inner, outer, err := socketPair()
-	if err != nil {
-		s.metrics.AcceptError()
-		s.log.Error().Err(err).Msg("cannot bridge a TLS connection into the event loop; closing it")
-		_ = tc.Close()
-		return
-	}
-	p := &peer{remote: conn.RemoteAddr(), identity: certs.Identity(tc.ConnectionState())}
-	if _, err := s.engine.EnrollContext(inner, p); err != nil {
-		s.metrics.AcceptError()
-		s.log.Error().Err(err).Msg("cannot enroll a TLS connection; closing it")
-		_ = outer.Close()
-		_ = tc.Close()
-		return
-	}
-	bridge(tc, outer)
-}
-
-// bridge copies both ways until either side ends, then closes both, so a
-// close on either side reaches the other: a client's close releases its lock,
-// the server's close ends the TLS connection.
-func bridge(tc *tls.Conn, outer net.Conn) {
-	var once sync.Once
-	closeBoth := func() {
-		once.Do(func() {
-			_ = tc.Close()
-			_ = outer.Close()
-		})
-	}
-	done := make(chan struct{})
-	go func() {
-		copyFrames(outer, tc)
-		closeBoth()
-		close(done)
-	}()
-	copyFrames(tc, outer)
-	closeBoth()
-	<-done
-}
-
-// bridgeBuffer is each direction's copy buffer. Frames are at most a few
-// hundred bytes, so a small buffer serves them; io.Copy's default 32 KiB per
-// direction would make a TLS session cost 64 KiB more.
-const bridgeBuffer = 1 << 10
-
-// copyFrames copies until EOF or an error through a bridgeBuffer. The
-// wrappers hide ReadFrom and WriteTo, which would bring their own buffers.
-func copyFrames(dst io.Writer, src io.Reader) {
-	buf := make([]byte, bridgeBuffer)
-	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
-}
-
-// socketPair returns two connected stream sockets as net.Conns: the inner
-// end for the loop to enroll, the outer one for the server to keep. The TLS
-// bridge and the control connection both use it.
-func socketPair() (inner, outer net.Conn, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socket pair: %w", err)
-	}
-	conns := make([]net.Conn, 2)
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "monolock-socket-pair")
-		conns[i], err = net.FileConn(f)
-		_ = f.Close()
-		if err != nil {
-			for _, c := range conns[:i] {
-				_ = c.Close()
-			}
-			if i == 0 {
-				_ = syscall.Close(fds[1])
-			}
-			return nil, nil, fmt.Errorf("socket pair: %w", err)
+		if e := s.log.Debug(); e.Enabled() {
+			e.Err(err).Stringer("remote", sock.RemoteAddr()).Msg("TLS handshake failed")
 		}
+		_ = sock.Close()
+		return
 	}
-	return conns[0], conns[1], nil
+	_ = sock.SetDeadline(time.Time{})
+	c.identity = certs.Identity(c.tls.ConnectionState())
+	if err := s.enroll(sock, c); err != nil {
+		s.metrics.AcceptError()
+		s.log.Error().Err(err).Msg("cannot enroll a TLS connection into the event loop; closing it")
+		_ = sock.Close()
+	}
 }
+
+// isEOF reports whether a Peek error is the client's orderly end.
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

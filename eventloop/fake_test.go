@@ -1,0 +1,185 @@
+package eventloop
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// fakeClock is a Clock a test moves by hand. Its wall clock can be stepped
+// apart from the monotonic one, as an NTP correction would.
+type fakeClock struct {
+	wall time.Time
+	mono time.Duration
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{wall: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), mono: time.Hour}
+}
+
+func (c *fakeClock) Now() (time.Time, time.Duration) { return c.wall, c.mono }
+
+// advance moves both clocks forward.
+func (c *fakeClock) advance(d time.Duration) {
+	c.wall = c.wall.Add(d)
+	c.mono += d
+}
+
+// fakeConn is the part of a connection the owner uses: an inbound buffer it
+// can Peek and Discard, an output sink whose draining the test controls, and
+// a synchronous close that runs the owner's onClose, as gnet's does.
+type fakeConn struct {
+	o   *owner
+	in  []byte
+	out []byte // everything written, for the test to decode
+	n   int    // bytes written, when out is not kept (benchmarks)
+
+	keep      bool // keep written bytes in out
+	stuck     bool // the peer does not read: written bytes stay outbound
+	pending   int  // outbound bytes the peer has not drained
+	failWrite bool // the next write fails, which closes the connection
+	wakes     int  // Wake calls: turns the owner asked for
+	closed    bool
+	ctx       any
+}
+
+func (c *fakeConn) Peek(int) ([]byte, error) { return c.in, nil }
+func (c *fakeConn) Discard(n int) (int, error) {
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *fakeConn) Write(p []byte) (int, error) {
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	if c.failWrite {
+		_ = c.closeNow()
+		return 0, errors.New("write: broken pipe")
+	}
+	c.n += len(p)
+	if c.keep {
+		c.out = append(c.out, p...)
+	}
+	if c.stuck {
+		c.pending += len(p)
+	}
+	return len(p), nil
+}
+
+func (c *fakeConn) OutboundBuffered() int         { return c.pending }
+func (c *fakeConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
+func (c *fakeConn) SetContext(ctx any)            { c.ctx = ctx }
+func (c *fakeConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
+}
+func (c *fakeConn) session() *session           { s, _ := c.ctx.(*session); return s }
+func (c *fakeConn) drain()                      { c.pending = 0; c.stuck = false }
+func (c *fakeConn) reads() []protocol.Frame     { return decodeAll(c.out) }
+func (c *fakeConn) takeReads() []protocol.Frame { f := c.reads(); c.out = nil; return f }
+func (c *fakeConn) String() string              { return c.RemoteAddr().String() }
+func (c *fakeConn) closeNow() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if s := c.session(); s != nil {
+		c.o.onClose(s)
+	}
+	return nil
+}
+
+// decodeAll decodes every server frame in b; the names and reasons are
+// copied.
+func decodeAll(b []byte) []protocol.Frame {
+	var frames []protocol.Frame
+	for len(b) > 0 {
+		var f protocol.Frame
+		n, err := protocol.DecodeServer(b, &f)
+		if err != nil || n == 0 {
+			panic("undecodable server output")
+		}
+		f.Reason = append([]byte(nil), f.Reason...)
+		frames = append(frames, f)
+		b = b[n:]
+	}
+	return frames
+}
+
+// rig is an owner driven by hand: a fake clock, fake connections, and the
+// ticker's job done by run.
+type rig struct {
+	t   testing.TB
+	o   *owner
+	clk *fakeClock
+}
+
+func newRig(t testing.TB, cfg Config) *rig {
+	if cfg.IOTimeout == 0 {
+		cfg.IOTimeout = time.Second
+	}
+	cfg.Logger = zerolog.Nop()
+	clk := newFakeClock()
+	return &rig{t: t, o: newOwner(cfg.withDefaults(), clk), clk: clk}
+}
+
+// connect opens a connection, as OnOpen does.
+func (r *rig) connect() *fakeConn {
+	c := &fakeConn{o: r.o, keep: true}
+	r.o.open(c, 0)
+	return c
+}
+
+// send delivers bytes to c and runs its OnTraffic; a Close action closes it
+// as gnet would.
+func (r *rig) send(c *fakeConn, b []byte) {
+	c.in = append(c.in, b...)
+	r.turn(c)
+}
+
+// turn runs OnTraffic for what c has buffered.
+func (r *rig) turn(c *fakeConn) {
+	s := c.session()
+	if s == nil {
+		r.t.Fatalf("%v: no open session", c)
+	}
+	if r.o.traffic(s) == gnet.Close {
+		_ = c.closeNow()
+	}
+}
+
+// acquire connects and sends ACQUIRE.
+func (r *rig) acquire(name string, leaseMS uint32) *fakeConn {
+	c := r.connect()
+	r.send(c, protocol.AppendAcquire(nil, leaseMS, name))
+	return c
+}
+
+// run moves the clock to d from now, handing the owner a tick at every
+// wake-up it planned on the way, as the ticker goroutine would.
+func (r *rig) run(d time.Duration) {
+	_, start := r.clk.Now()
+	end := start + d
+	for {
+		at, ok := r.o.wakeup.planned()
+		_, mono := r.clk.Now()
+		at += r.o.mono0 - wheelTick // the plan is on the owner's offsets
+		if !ok || at > end {
+			r.clk.advance(end - mono)
+			return
+		}
+		if at > mono {
+			r.clk.advance(at - mono)
+		}
+		r.o.advance()
+	}
+}
+
+// runTo moves the clock to the owner offset at, ticking on the way.
+func (r *rig) runTo(at time.Duration) { r.run(at - r.o.now()) }

@@ -1,0 +1,93 @@
+package eventloop
+
+import (
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/monolock/monolock/eventloop/metrics"
+	"github.com/monolock/monolock/eventloop/timerwheel"
+)
+
+// One timer per session covers every deadline it has: the io-timeout before
+// its ACQUIRE, a half-sent frame, output the peer does not drain, and its
+// lease. Heartbeats never touch the wheel: they move lastSeen, and the timer,
+// when it fires, re-arms itself for whatever is left.
+
+// armBy makes sure the session's timer fires no later than at.
+func (o *owner) armBy(s *session, at time.Duration) {
+	if d, ok := o.wheel.Deadline(&s.timer); !ok || at < d {
+		o.schedule(s, at)
+	}
+}
+
+// schedule arms the session's timer for at, and wakes the ticker if that is
+// earlier than it planned.
+func (o *owner) schedule(s *session, at time.Duration) {
+	o.wheel.Schedule(&s.timer, at)
+	if planned, ok := o.wakeup.planned(); !o.ticking && (!ok || at < planned) {
+		o.wakeup.set(at, true)
+	}
+}
+
+// advance runs the timer wheel up to the present and plans the next tick.
+func (o *owner) advance() {
+	o.ticking = true
+	o.wheel.Advance(o.now(), o.fire)
+	o.ticking = false
+	o.wakeup.set(o.wheel.NextDue())
+}
+
+// onTimer checks every deadline of one session.
+func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
+	s := t.Value
+	if s.closed {
+		return
+	}
+	now := o.now()
+	switch {
+	case !s.registered() && now-s.since >= o.ioTimeout:
+		o.closeNow(s, metrics.ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
+		return
+	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
+		o.closeNow(s, metrics.ReleaseIOTimeout, "frame left half-sent for io-timeout")
+		return
+	case s.registered() && now >= s.expiresAt():
+		o.closeNow(s, metrics.ReleaseExpired, "lease expired without a heartbeat")
+		return
+	}
+	if s.stalledSince != 0 {
+		pending := s.conn.OutboundBuffered()
+		switch {
+		case pending == 0:
+			s.stalledSince = 0
+			if s.backlogged { // the peer reads again: parse what it sent meanwhile
+				if o.traffic(s) == gnet.Close {
+					o.closeNow(s, s.closeReason, "")
+				}
+				if s.closed {
+					return
+				}
+			}
+		case now-s.stalledSince >= o.ioTimeout:
+			o.closeNow(s, metrics.ReleaseIOTimeout, "output not drained for io-timeout")
+			return
+		}
+	}
+	o.rearm(s, now)
+}
+
+// rearm schedules the session's timer at its earliest pending deadline.
+func (o *owner) rearm(s *session, now time.Duration) {
+	at := s.since + o.ioTimeout
+	if s.registered() {
+		at = s.expiresAt()
+	}
+	if s.partialSince != 0 {
+		at = min(at, s.partialSince+o.ioTimeout)
+	}
+	if s.stalledSince != 0 {
+		at = min(at, now+stallPoll)
+	}
+	o.schedule(s, at)
+}
