@@ -32,13 +32,23 @@ type model struct {
 }
 
 // modelToken is the spec's formula, written out independently: a table's
-// first grant (nothing issued, no floor) takes the next second's floor,
-// every later one max(prev+1, this second's floor); seconds are clamped to
-// [0, 2^32-1].
+// first grant (nothing issued, no floor) takes the next second's floor plus
+// the part of this second that has passed in units of 2^-32 s, every later
+// one max(prev+1, this second's floor); seconds are clamped to [0, 2^32-1].
+// Before 1970 there is no fraction, and from the cap's second on a first
+// grant is the cap's floor, with no fraction.
 func modelToken(prev uint64, now time.Time) uint64 {
 	secs := min(max(now.Unix(), 0), math.MaxUint32)
 	if prev == 0 {
-		return uint64(min(secs+1, math.MaxUint32)) << 32
+		switch {
+		case now.Unix() < 0:
+			return 1 << 32
+		case secs == math.MaxUint32:
+			return math.MaxUint32 << 32
+		}
+		// ns * 2^32 / 10^9 = ns * 2^23 / 5^9, rounded down.
+		frac := uint64(now.Nanosecond()) * (1 << 23) / 1_953_125
+		return uint64(secs+1)<<32 + frac
 	}
 	return max(prev+1, uint64(secs)<<32)
 }
@@ -157,8 +167,9 @@ func TestTableMatchesModel(t *testing.T) {
 				m.now = m.now.Add(-time.Duration(rapid.Int64Range(1, 3600e9).Draw(t, "back")))
 			},
 			"jump": func(t *rapid.T) {
-				// Anywhere from before 1970 to past the 2106 cap.
-				m.now = time.Unix(rapid.Int64Range(-1e10, 1e10).Draw(t, "to"), 0)
+				// Anywhere from before 1970 to past the 2106 cap, at any
+				// instant of the second.
+				m.now = time.Unix(rapid.Int64Range(-1e10, 1e10).Draw(t, "to"), rapid.Int64Range(0, 999_999_999).Draw(t, "toNs"))
 			},
 			"setLastToken": func(t *rapid.T) {
 				tok := rapid.Uint64Range(0, 1<<63).Draw(t, "floor")
@@ -277,4 +288,22 @@ func valueOf(c *Claim[int]) int {
 		return -1
 	}
 	return c.Value
+}
+
+// TestNextTokenMatchesModel checks NextToken against modelToken directly,
+// with seconds drawn near 1970 and near the cap as well as anywhere: a
+// table in TestTableMatchesModel makes one first grant, rarely at those edges.
+func TestNextTokenMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		secs := rapid.OneOf(
+			rapid.Int64Range(-3, 3),
+			rapid.Int64Range(math.MaxUint32-3, math.MaxUint32+3),
+			rapid.Int64Range(-1e10, 1e10),
+		).Draw(t, "secs")
+		now := time.Unix(secs, rapid.Int64Range(0, 999_999_999).Draw(t, "ns"))
+		prev := rapid.OneOf(rapid.Just(uint64(0)), rapid.Uint64Range(1, math.MaxUint64-1)).Draw(t, "prev")
+		if got, want := NextToken(prev, now), modelToken(prev, now); got != want {
+			t.Fatalf("NextToken(%#x, %v) = %#x, model says %#x", prev, now, got, want)
+		}
+	})
 }

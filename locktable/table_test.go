@@ -13,14 +13,18 @@ import (
 type session struct{ id int }
 
 // t0 is an arbitrary wall-clock instant with a non-zero sub-second part, so
-// tests notice if the token floor ever uses anything but whole seconds.
+// tests notice if the clock term of later grants ever uses anything but
+// whole seconds, or a first grant leaves out the fraction.
 var t0 = time.Unix(1_700_000_000, 123_456_789)
 
-// t0Floor is t0's clock term, unixSeconds<<32; t0First is a fresh table's
-// first token at t0, one second ahead.
+// t0Floor is t0's clock term, unixSeconds<<32. t0Frac is the part of t0's
+// second that has passed in units of 2^-32 s: 123_456_789 * 2^32 / 10^9,
+// rounded down. t0First is a fresh table's first token at t0: one second
+// ahead, plus the fraction.
 const (
 	t0Floor = uint64(1_700_000_000) << 32
-	t0First = t0Floor + 1<<32
+	t0Frac  = 530_242_871
+	t0First = t0Floor + 1<<32 + t0Frac
 )
 
 // waiters collects the queue of name in FIFO order.
@@ -329,7 +333,7 @@ func TestTokenFloorFromClock(t *testing.T) {
 	var a, b, c, d locktable.Claim[*session]
 	tb.Acquire(&a, "a", t0)
 	if a.Token() != t0First {
-		t.Errorf("first token %#x, want (unix+1)<<32 = %#x", a.Token(), t0First)
+		t.Errorf("first token %#x, want (unix+1)<<32 | fraction = %#x", a.Token(), t0First)
 	}
 	tb.Acquire(&b, "b", t0.Add(500*time.Millisecond)) // same second
 	if b.Token() != t0First+1 {

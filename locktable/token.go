@@ -9,28 +9,31 @@ import (
 // issued, or the floor it restored with SetLastToken, or 0 if neither: token 0
 // is never issued, so 0 means "this process has granted nothing yet". Then
 //
-//	first grant of a process (prev == 0): (unixSeconds(now)+1) << 32
+//	first grant of a process (prev == 0): ((unixSeconds(now)+1) << 32) | fraction(now)
 //	every later grant:                    max(prev+1, unixSeconds(now) << 32)
 //
-// A time before 1970 counts as 0 seconds. Tokens from one Table strictly
-// increase over every grant across all locks (one global sequence).
+// where fraction(now) is the part of the current second that has passed, in
+// units of 2^-32 s (a quarter of a nanosecond). A time before 1970 counts as
+// 0 seconds. Tokens from one Table strictly increase over every grant across
+// all locks (one global sequence).
 //
 // The prev+1 term makes the sequence strictly increasing whatever the clock
 // does, including stepping back. The clock term lets a restarted server (or a
-// standby taking over) issue larger tokens than its predecessor without storing anything and without waiting: a process's
-// first grant skips ahead to the next second, so it exceeds every token the
-// predecessor issued up to and including the current second. That holds
-// provided
+// standby taking over) issue larger tokens than its predecessor without
+// storing anything and without waiting: a process's first grant skips a
+// second ahead of its clock, and its own counting up starts there. A
+// predecessor's tokens are at most its first grant's token plus the number
+// of grants it made since, or its latest second's clock term plus grants, so
+// the new process's first token exceeds every one of them provided
 //
 //   - the wall clock did not step back across the restart;
 //   - the predecessor issued fewer than 2^32 tokens in any two consecutive
-//     seconds, so that counting up never carried it past the next second's
-//     clock term;
-//   - the predecessor's own first grant was in an earlier second than the
-//     new process's first grant. Two processes that both make their first
-//     grant in the same second start from the same token; a supervisor that
-//     waits a second before restarting (systemd's RestartSec=1s) rules that
-//     out.
+//     seconds (some 4 billion a second);
+//   - if both processes made their first grant in the same second, the
+//     predecessor issued fewer than 4 tokens per nanosecond between the two
+//     first grants: the fraction makes the later start the larger one. A
+//     restart takes milliseconds, and a server grants some 10^5 times a
+//     second, so this leaves a margin of about 10^4.
 //
 // A standby counts as a new process however long it idled, as long as its
 // Table has never granted. A Table given a floor with SetLastToken does not
@@ -49,11 +52,20 @@ func NextToken(prev uint64, now time.Time) uint64 {
 	}
 	s := unixSeconds(now)
 	if prev == 0 {
-		// s+1 <= 2^32 cannot overflow; the min keeps the shift from
-		// wrapping to 0 at the cap.
-		return min(s+1, math.MaxUint32) << 32
+		if s >= math.MaxUint32 {
+			return math.MaxUint32 << 32
+		}
+		return (s+1)<<32 | fraction(now)
 	}
 	return max(prev+1, s<<32)
+}
+
+// fraction is the part of now's second that has passed, in units of 2^-32 s.
+func fraction(now time.Time) uint64 {
+	if now.Unix() < 0 {
+		return 0
+	}
+	return uint64(now.Nanosecond()) << 32 / uint64(time.Second)
 }
 
 // unixSeconds is now's Unix time in whole seconds, clamped to
