@@ -38,11 +38,18 @@ type testServer struct {
 // default) and shuts it down when the test ends.
 func startServer(t testing.TB, ioTimeout time.Duration) *testServer {
 	t.Helper()
-	srv, err := eventloop.New(eventloop.Config{
+	return startServerConfig(t, eventloop.Config{
 		ListenAddress: "127.0.0.1:0",
 		IOTimeout:     ioTimeout,
 		Logger:        zerolog.Nop(),
 	})
+}
+
+// startServerConfig starts a server with cfg and shuts it down when the test
+// ends.
+func startServerConfig(t testing.TB, cfg eventloop.Config) *testServer {
+	t.Helper()
+	srv, err := eventloop.New(cfg)
 	if err != nil {
 		t.Fatalf("eventloop.New: %v", err)
 	}

@@ -28,7 +28,7 @@ import (
 //
 //   - the wall clock did not step back across the restart;
 //   - the predecessor issued fewer than 2^32 tokens in any two consecutive
-//     seconds (some 4 billion a second);
+//     seconds (some 2 billion a second);
 //   - if both processes made their first grant in the same second, the
 //     predecessor issued fewer than 4 tokens per nanosecond between the two
 //     first grants: the fraction makes the later start the larger one. A

@@ -1,0 +1,344 @@
+package eventloop_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/certs"
+	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/protocol"
+)
+
+// startTLSServer starts an in-process server that requires client
+// certificates from pki's CA.
+func startTLSServer(t *testing.T, ioTimeout time.Duration) (*testServer, *certstest.PKI) {
+	t.Helper()
+	dir := t.TempDir()
+	pki := certstest.NewPKI(t, dir)
+	cfg, err := certs.Load(certs.Files{Cert: pki.Server.Cert, Key: pki.Server.Key, ClientCA: pki.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerConfig(t, eventloop.Config{
+		ListenAddress: "127.0.0.1:0",
+		IOTimeout:     ioTimeout,
+		Logger:        zerolog.Nop(),
+		TLS:           cfg,
+	})
+	return ts, pki
+}
+
+// tlsClient is a raw protocol client over TLS.
+type tlsClient struct {
+	t   testing.TB
+	tc  *tls.Conn
+	buf protocol.FrameBuffer
+}
+
+func dialTLS(t testing.TB, ts *testServer, pki *certstest.PKI) *tlsClient {
+	t.Helper()
+	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: safety}, "tcp", ts.Addr().String(), pki.ClientTLS(certstest.ClientURI))
+	if err != nil {
+		t.Fatalf("TLS dial: %v", err)
+	}
+	t.Cleanup(func() { _ = tc.Close() })
+	return &tlsClient{t: t, tc: tc}
+}
+
+func (c *tlsClient) send(b []byte) {
+	c.t.Helper()
+	_ = c.tc.SetWriteDeadline(time.Now().Add(safety))
+	if _, err := c.tc.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *tlsClient) read() (protocol.Frame, error) {
+	var f protocol.Frame
+	_ = c.tc.SetReadDeadline(time.Now().Add(safety))
+	err := protocol.ReadServerFrame(c.tc, &c.buf, &f)
+	return f, err
+}
+
+func (c *tlsClient) expect(typ protocol.Type) protocol.Frame {
+	c.t.Helper()
+	f, err := c.read()
+	if err != nil || f.Type != typ {
+		c.t.Fatalf("got %+v, %v; want type 0x%02x", f, err, uint8(typ))
+	}
+	return f
+}
+
+// heldConn passes the client's first write (ClientHello) through and holds
+// every later one until flush, so that the client's last handshake flight and
+// its first records reach the server in one segment.
+type heldConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+	held   []byte
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	if c.writes == 1 {
+		return c.Conn.Write(p)
+	}
+	c.held = append(c.held, p...)
+	return len(p), nil
+}
+
+func (c *heldConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.Conn.Write(c.held)
+	c.held = nil
+	return err
+}
+
+// An ACQUIRE that arrives together with the client's Finished is inside
+// crypto/tls when the session joins the loop; it must still be answered.
+// (Only TLS 1.3 allows it: a TLS 1.2 client waits for the server's Finished.)
+func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
+	ts, pki := startTLSServer(t, 0)
+	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldConn{Conn: raw}
+	cfg := pki.ClientTLS(certstest.ClientURI)
+	cfg.MinVersion = tls.VersionTLS13
+	tc := tls.Client(held, cfg)
+	t.Cleanup(func() { _ = tc.Close() })
+	c := &tlsClient{t: t, tc: tc}
+	// A TLS 1.3 client is done once it has sent Finished: hold that flight
+	// and send ACQUIRE right behind it, in one segment.
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	c.send(protocol.AppendAcquire(nil, longLease, "flight"))
+	if err := held.flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(protocol.TypeAcquired)
+}
+
+// Established TLS sessions cost no goroutine: the count does not grow with
+// them.
+func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
+	ts, pki := startTLSServer(t, 0)
+	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	settle := func() int {
+		runtime.GC()
+		return runtime.NumGoroutine()
+	}
+	before := settle()
+	const n = 100
+	clients := make([]*tlsClient, n)
+	for i := range clients {
+		clients[i] = dialTLS(t, ts, pki)
+		clients[i].send(protocol.AppendAcquire(nil, longLease, "shared"))
+		if i == 0 {
+			clients[i].expect(protocol.TypeAcquired)
+		} else {
+			clients[i].expect(protocol.TypeWaiting)
+		}
+	}
+	ts.waitStats(t, eventloop.Stats{Sessions: n, Locks: 1, Waiters: n - 1, Timers: n})
+	// A handshake goroutine may still be returning after its enrollment;
+	// wait for the count to settle instead of sampling once.
+	deadline := time.Now().Add(safety)
+	after := settle()
+	for after > before+2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		after = settle()
+	}
+	if after > before+2 {
+		t.Fatalf("goroutines: %d before, %d with %d TLS sessions", before, after, n)
+	}
+	// Heartbeats and a handover still work.
+	clients[1].send(protocol.AppendHeartbeat(nil))
+	clients[1].expect(protocol.TypeWaiting)
+	_ = clients[0].tc.Close()
+	clients[1].expect(protocol.TypeAcquired)
+}
+
+// A client that pipelines heartbeats and never reads its replies is closed
+// after io-timeout; nothing of it stays behind in the server, and shutdown
+// is prompt.
+func TestTLSClientThatStopsReading(t *testing.T) {
+	ts, pki := startTLSServer(t, 300*time.Millisecond)
+	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	beforeG := runtime.NumGoroutine()
+	const clients, beats = 8, 500_000
+	flood := bytes.Repeat(protocol.AppendHeartbeat(nil), 4096)
+	var wg sync.WaitGroup
+	conns := make([]*tlsClient, clients)
+	for i := range conns {
+		c := dialTLS(t, ts, pki)
+		conns[i] = c
+		c.send(protocol.AppendAcquire(nil, longLease, fmt.Sprintf("flood-%d", i)))
+		wg.Go(func() {
+			_ = c.tc.SetWriteDeadline(time.Now().Add(2 * safety))
+			for sent := 0; sent < beats; sent += len(flood) {
+				if _, err := c.tc.Write(flood); err != nil {
+					return // the server closed us: expected
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ts.waitStats(t, eventloop.Stats{})
+	// The clients still hold their ends open; the server holds nothing.
+	for _, c := range conns {
+		_ = c.tc.SetReadDeadline(time.Now().Add(safety))
+		if _, err := io.Copy(io.Discard, c.tc); err != nil && !isClosedByPeer(err) {
+			t.Errorf("reading the end of a flooding session: %v", err)
+		}
+	}
+	runtime.GC()
+	if g := runtime.NumGoroutine(); g > beforeG+2 {
+		t.Errorf("goroutines: %d before the flood, %d after", beforeG, g)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ts.shutdown(t, ctx)
+}
+
+func isClosedByPeer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.As(err, &ne) || strings.Contains(err.Error(), "reset")
+}
+
+// A client that connects and never completes its handshake is closed after
+// io-timeout, and its handshake goroutine ends.
+func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
+	ts, pki := startTLSServer(t, 200*time.Millisecond)
+	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	before := runtime.NumGoroutine()
+	silent := make([]net.Conn, 20)
+	for i := range silent {
+		c, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		silent[i] = c
+	}
+	for _, c := range silent {
+		_ = c.SetReadDeadline(time.Now().Add(safety))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("silent TLS client: read %v, want the server to close it", err)
+		}
+	}
+	deadline := time.Now().Add(safety)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after the handshakes timed out\n%s", before, g, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// More silent connects than handshake slots: the slots bound them, and a
+// real client is served once one frees.
+func TestTLSHandshakeSlots(t *testing.T) {
+	dir := t.TempDir()
+	pki := certstest.NewPKI(t, dir)
+	cfg, err := certs.Load(certs.Files{Cert: pki.Server.Cert, Key: pki.Server.Key, ClientCA: pki.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerConfig(t, eventloop.Config{
+		ListenAddress: "127.0.0.1:0", IOTimeout: 300 * time.Millisecond, Logger: zerolog.Nop(),
+		TLS: cfg, MaxTLSHandshakes: 2,
+	})
+	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	before := runtime.NumGoroutine()
+	for range 10 {
+		c, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	if g := runtime.NumGoroutine(); g > before+2 {
+		t.Errorf("%d goroutines for 10 silent connects with 2 handshake slots", g-before)
+	}
+	c := dialTLS(t, ts, pki) // waits in the backlog until the silent ones time out
+	c.send(protocol.AppendAcquire(nil, longLease, "after-the-flood"))
+	c.expect(protocol.TypeAcquired)
+}
+
+// A TLS 1.3 KeyUpdate from the client, asking the server to update too, is
+// handled inside the loop: the session goes on. OpenSSL's s_client sends one
+// on the command "K".
+func TestTLSKeyUpdateFromClient(t *testing.T) {
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl is not installed; it is what sends the KeyUpdate")
+	}
+	ts, pki := startTLSServer(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*safety)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, openssl, "s_client", "-connect", ts.Addr().String(), "-tls1_3",
+		"-cert", pki.Clients[certstest.ClientURI].Cert, "-key", pki.Clients[certstest.ClientURI].Key,
+		"-CAfile", pki.CA, "-quiet", "-no_ign_eof")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	said := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			said <- sc.Text()
+		}
+		close(said)
+	}()
+	out := bufio.NewReader(stdout)
+	var fb protocol.FrameBuffer
+	var f protocol.Frame
+	expect := func(what string) {
+		t.Helper()
+		if err := protocol.ReadServerFrame(out, &fb, &f); err != nil || f.Type != protocol.TypeAcquired {
+			t.Fatalf("%s: got %+v, %v; want ACQUIRED", what, f, err)
+		}
+	}
+	_, _ = stdin.Write(protocol.AppendAcquire(nil, longLease, "keyupdate"))
+	expect("ACQUIRE")
+	tok := f.Token
+	_, _ = stdin.Write([]byte("K\n")) // KeyUpdate, update_requested
+	for line := range said {           // s_client reads commands and data alike: wait
+		if strings.Contains(line, "KEYUPDATE") {
+			break
+		}
+	}
+	_, _ = stdin.Write(protocol.AppendHeartbeat(nil))
+	expect("HEARTBEAT after KeyUpdate")
+	if f.Token != tok {
+		t.Fatalf("token changed from %d to %d", tok, f.Token)
+	}
+}
