@@ -331,7 +331,7 @@ func TestTLSKeyUpdateFromClient(t *testing.T) {
 	expect("ACQUIRE")
 	tok := f.Token
 	_, _ = stdin.Write([]byte("K\n")) // KeyUpdate, update_requested
-	for line := range said {           // s_client reads commands and data alike: wait
+	for line := range said {          // s_client reads commands and data alike: wait
 		if strings.Contains(line, "KEYUPDATE") {
 			break
 		}
