@@ -29,7 +29,8 @@ type Server struct {
 	tlsLoop    *tlsLoop        // nil without TLS
 
 	stopAccept chan struct{} // closed when Shutdown begins
-	accepting  sync.WaitGroup
+	accepting  sync.WaitGroup // the accept loop, counted from New
+	serveOnce  sync.Once      // Serve starts the accept loop, or Shutdown rules it out
 	stopTicks  chan struct{}  // closed when the loop stops
 	ticking    sync.WaitGroup // the tick goroutine
 	stopped    chan struct{}  // closed when Shutdown has finished
@@ -92,6 +93,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		}
 		return nil, fmt.Errorf("start event loop: %w", err)
 	}
+	s.accepting.Add(1)
 	s.ticking.Add(1)
 	go func() {
 		defer s.ticking.Done()
@@ -134,8 +136,7 @@ func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
 // returns nil after a Shutdown, and an error at once if the event loop stops
 // on its own: the process should then exit and be restarted.
 func (s *Server) Serve() error {
-	s.accepting.Add(1)
-	go s.acceptLoop()
+	s.serveOnce.Do(func() { go s.acceptLoop() })
 	select {
 	case <-s.stopped:
 		return s.stopErr
@@ -166,6 +167,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			defer close(s.stopped)
 			close(s.stopAccept)
 			_ = s.ln.Close()
+			s.serveOnce.Do(s.accepting.Done) // Serve was never called
 			s.accepting.Wait()
 			s.handshakes.stop(handshakeGrace)
 			if err := s.call(context.Background(), func(o *owner) { o.shutdown() }); err != nil {
