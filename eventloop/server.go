@@ -28,7 +28,7 @@ type Server struct {
 	handshakes *handshakeSlots // TLS handshakes in flight
 	tlsLoop    *tlsLoop        // nil without TLS
 
-	stopAccept chan struct{} // closed when Shutdown begins
+	stopAccept chan struct{}  // closed when Shutdown begins
 	accepting  sync.WaitGroup // the accept loop, counted from New
 	serveOnce  sync.Once      // Serve starts the accept loop, or Shutdown rules it out
 	stopTicks  chan struct{}  // closed when the loop stops
