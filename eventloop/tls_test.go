@@ -225,7 +225,7 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 
 func isClosedByPeer(err error) bool {
 	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.As(err, &ne) || strings.Contains(err.Error(), "reset")
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || strings.Contains(err.Error(), "reset")
 }
 
 // A client that connects and never completes its handshake is closed after
