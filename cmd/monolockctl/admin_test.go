@@ -20,6 +20,7 @@ import (
 	"github.com/monolock/monolock/eventloop/adminapi"
 	"github.com/monolock/monolock/eventloop/audit"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // End-to-end tests of the admin commands: the built binary against a real
@@ -247,7 +248,7 @@ func TestAdminLocksAndLock(t *testing.T) {
 
 	// -json is the API's JSON; the tokens survive exactly.
 	status, out, _ = s.admin(t, "locks", "-json")
-	var locks []eventloop.LockInfo
+	var locks []admin.LockInfo
 	if err := json.Unmarshal([]byte(out), &locks); status != 0 || err != nil || len(locks) != 2 {
 		t.Fatalf("locks -json: status %d, %v:\n%s", status, err, out)
 	}
@@ -258,7 +259,7 @@ func TestAdminLocksAndLock(t *testing.T) {
 		t.Errorf("locks -json: token %d not printed exactly (or not indented):\n%s", tok2, out)
 	}
 	status, out, _ = s.admin(t, "lock", "-json", "nightly/import")
-	var one eventloop.LockInfo
+	var one admin.LockInfo
 	if err := json.Unmarshal([]byte(out), &one); status != 0 || err != nil || one.Holder.Token != tok1 || one.Waiters[1].RemoteAddr != w2.addr {
 		t.Errorf("lock -json: status %d, %v:\n%s", status, err, out)
 	}
@@ -283,10 +284,7 @@ func TestAdminRelease(t *testing.T) {
 	}
 	// -json: the API's answer.
 	status, out, _ = s.admin(t, "release", "-json", "nightly/import")
-	var r struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var r admin.ReleaseResponse
 	if err := json.Unmarshal([]byte(out), &r); status != 0 || err != nil || r.Lock != "nightly/import" || r.ReleasedToken != next {
 		t.Fatalf("release -json: status %d, %v:\n%s", status, err, out)
 	}

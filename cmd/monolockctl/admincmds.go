@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 const adminFlagsHelp = `Flags:
@@ -137,7 +138,7 @@ func locksMain(args []string, e *env) int {
 	if match.set {
 		query = url.Values{"match": {match.value}}
 	}
-	var locks []apiLock
+	var locks []admin.LockInfo
 	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &locks); done {
 		return status
 	}
@@ -164,7 +165,7 @@ func lockMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var l apiLock
+	var l admin.LockInfo
 	if status, done := fetch(e, a, c, http.MethodGet, lockPath(rest[0]), nil, exitNoSuch, &l); done {
 		return status
 	}
@@ -196,7 +197,7 @@ func releaseMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var r apiRelease
+	var r admin.ReleaseResponse
 	if status, done := fetch(e, a, c, http.MethodPost, lockPath(rest[0])+"/release", nil, exitNoSuch, &r); done {
 		return status
 	}
@@ -209,7 +210,7 @@ func kickMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var k apiKick
+	var k admin.KickResponse
 	if status, done := fetch(e, a, c, http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil, exitNoSuch, &k); done {
 		return status
 	}
@@ -222,7 +223,7 @@ func infoMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var in apiInfo
+	var in admin.ServerInfo
 	if status, done := fetch(e, a, c, http.MethodGet, "/api/info", nil, exitFailed, &in); done {
 		return status
 	}

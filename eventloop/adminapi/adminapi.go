@@ -17,7 +17,8 @@
 // Every read and change goes through the server's owner loop (Backend);
 // each call is bounded by the request's context and by CallTimeout.
 //
-// Errors are JSON objects {"error": "…"} saying what was wrong and what to
+// The JSON bodies are declared in protocol/admin. Errors are JSON objects
+// {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
 // do, with status 400 (bad request), 404 (no such lock, waiter or path),
 // 405 (wrong method, with an Allow header) or 503 (the server did not
 // answer).
@@ -37,6 +38,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/eventloop/glob"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Backend is the running server, as the admin API needs it.
@@ -44,9 +46,9 @@ import (
 type Backend interface {
 	// Locks returns every held lock whose name match accepts (all for a
 	// nil match), sorted by name, each with its full FIFO queue.
-	Locks(ctx context.Context, match func(name string) bool) ([]eventloop.LockInfo, error)
+	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
 	// Lock returns one lock; ok is false when it is idle.
-	Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error)
+	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
 	ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error)
 	// KickWaiter removes one waiter; ok is false when there is no such waiter.
@@ -87,38 +89,6 @@ type handler struct {
 	b    Backend
 	info Info
 }
-
-// Response bodies.
-type (
-	infoResponse struct {
-		Version  string     `json:"version"`
-		UptimeMS int64      `json:"uptime_ms"`
-		Config   infoConfig `json:"config"`
-		Locks    int        `json:"locks"`
-		Sessions int        `json:"sessions"`
-		Waiters  int        `json:"waiters"`
-	}
-	infoConfig struct {
-		Listen      string `json:"listen"`
-		OpsListen   string `json:"ops_listen"`
-		TLS         bool   `json:"tls"`
-		MTLS        bool   `json:"mtls"`
-		ACLFile     string `json:"acl_file"`
-		AuditLog    string `json:"audit_log"`
-		IOTimeoutMS int64  `json:"io_timeout_ms"`
-	}
-	releaseResponse struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
-	kickResponse struct {
-		Lock   string `json:"lock"`
-		Kicked string `json:"kicked"`
-	}
-	errorResponse struct {
-		Error string `json:"error"`
-	}
-)
 
 // Allowed methods per route. GET routes also answer HEAD.
 const (
@@ -226,10 +196,10 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 		backendError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, infoResponse{
+	writeJSON(w, http.StatusOK, admin.ServerInfo{
 		Version:  h.info.Version,
 		UptimeMS: time.Since(h.info.Started).Milliseconds(),
-		Config: infoConfig{
+		Config: admin.ServerConfig{
 			Listen:      h.info.Listen,
 			OpsListen:   h.info.OpsListen,
 			TLS:         h.info.TLS,
@@ -262,7 +232,7 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if locks == nil {
-		locks = []eventloop.LockInfo{}
+		locks = []admin.LockInfo{}
 	}
 	writeJSON(w, http.StatusOK, locks)
 }
@@ -294,7 +264,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 		idle(w, name)
 		return
 	}
-	writeJSON(w, http.StatusOK, releaseResponse{Lock: name, ReleasedToken: token})
+	writeJSON(w, http.StatusOK, admin.ReleaseResponse{Lock: name, ReleasedToken: token})
 }
 
 func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string) {
@@ -309,7 +279,7 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter at %s: list the queue with GET /api/locks/%s and use a remote_addr from it", name, addr, url.PathEscape(name)))
 		return
 	}
-	writeJSON(w, http.StatusOK, kickResponse{Lock: name, Kicked: addr})
+	writeJSON(w, http.StatusOK, admin.KickResponse{Lock: name, Kicked: addr})
 }
 
 func idle(w http.ResponseWriter, name string) {
@@ -331,7 +301,7 @@ func backendError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorResponse{Error: msg})
+	writeJSON(w, status, admin.ErrorResponse{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -19,6 +19,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/eventloop/adminapi"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // safety bounds every blocking wait: a net against a hung test, never a
@@ -188,9 +189,7 @@ func (r response) decode(t *testing.T, status int, v any) {
 // wantError checks a JSON error answer.
 func (r response) wantError(t *testing.T, status int) string {
 	t.Helper()
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e admin.ErrorResponse
 	r.decode(t, status, &e)
 	if e.Error == "" {
 		t.Fatalf("error body without a message: %s", r.body)
@@ -200,7 +199,7 @@ func (r response) wantError(t *testing.T, status int) string {
 
 func lockPath(name string) string { return "/api/locks/" + url.PathEscape(name) }
 
-func addrs(ws []eventloop.WaiterInfo) []string {
+func addrs(ws []admin.WaiterInfo) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.RemoteAddr
@@ -209,7 +208,7 @@ func addrs(ws []eventloop.WaiterInfo) []string {
 }
 
 // checkLock compares a LockInfo with what the clients saw on the wire.
-func checkLock(t *testing.T, got eventloop.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
+func checkLock(t *testing.T, got admin.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
 	t.Helper()
 	if got.Name != name {
 		t.Errorf("name %q, want %q", got.Name, name)
@@ -250,7 +249,7 @@ func TestListAndGet(t *testing.T) {
 	exp, expTok := e.holder(t, "nightly/export/eu")
 	other, otherTok := e.holder(t, "nightly")
 
-	var all []eventloop.LockInfo
+	var all []admin.LockInfo
 	e.do(t, "GET", "/api/locks").decode(t, 200, &all)
 	if len(all) != 3 {
 		t.Fatalf("GET /api/locks: %d locks, want 3: %+v", len(all), all)
@@ -264,7 +263,7 @@ func TestListAndGet(t *testing.T) {
 
 	// The filter: '*' crosses '/', and "nightly/*" does not match "nightly".
 	for _, q := range []string{"?match=nightly/*", "?match=" + url.QueryEscape("nightly/*")} {
-		var matched []eventloop.LockInfo
+		var matched []admin.LockInfo
 		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &matched)
 		if len(matched) != 2 {
 			t.Fatalf("GET /api/locks%s: %d locks, want 2: %+v", q, len(matched), matched)
@@ -273,7 +272,7 @@ func TestListAndGet(t *testing.T) {
 		checkLock(t, matched[1], "nightly/import", imp, impTok, w1, w2, w3)
 	}
 
-	var one eventloop.LockInfo
+	var one admin.LockInfo
 	e.do(t, "GET", "/api/locks/nightly%2Fimport").decode(t, 200, &one)
 	checkLock(t, one, "nightly/import", imp, impTok, w1, w2, w3)
 
@@ -334,10 +333,7 @@ func TestForceRelease(t *testing.T) {
 	w1 := e.waiter(t, name)
 	w2 := e.waiter(t, name)
 
-	var res struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var res admin.ReleaseResponse
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
 	if res.Lock != name || res.ReleasedToken != tok {
 		t.Fatalf("release answered %+v, want lock %q and released_token %d", res, name, tok)
@@ -348,7 +344,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("promoted waiter got token %d, want more than %d", next, tok)
 	}
 
-	var now eventloop.LockInfo
+	var now admin.LockInfo
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, w1, next, w2)
 
@@ -374,17 +370,14 @@ func TestKickWaiter(t *testing.T) {
 	w2 := e.waiter(t, name)
 	w3 := e.waiter(t, name)
 
-	var res struct {
-		Lock   string `json:"lock"`
-		Kicked string `json:"kicked"`
-	}
+	var res admin.KickResponse
 	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).decode(t, 200, &res)
 	if res.Lock != name || res.Kicked != w2.addr {
 		t.Fatalf("kick answered %+v, want lock %q kicked %q", res, name, w2.addr)
 	}
 	w2.closedByAdmin()
 
-	var now eventloop.LockInfo
+	var now admin.LockInfo
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, h, tok, w1, w3)
 
@@ -433,22 +426,19 @@ func TestEncodedNames(t *testing.T) {
 		holders[name], tokens[name] = e.holder(t, name)
 	}
 	for _, name := range names {
-		var got eventloop.LockInfo
+		var got admin.LockInfo
 		e.do(t, "GET", lockPath(name)).decode(t, 200, &got)
 		checkLock(t, got, name, holders[name], tokens[name])
 	}
 
-	var matched []eventloop.LockInfo
+	var matched []admin.LockInfo
 	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &matched)
 	if len(matched) != 1 || matched[0].Name != "日本/語" {
 		t.Errorf("match 日本/? returned %+v, want only 日本/語", matched)
 	}
 
 	// Force-release through an encoded name.
-	var res struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var res admin.ReleaseResponse
 	e.do(t, "POST", lockPath("日本/語")+"/release").decode(t, 200, &res)
 	if res.Lock != "日本/語" || res.ReleasedToken != tokens["日本/語"] {
 		t.Errorf("release answered %+v", res)
@@ -557,15 +547,15 @@ type fake struct {
 	deadline bool
 }
 
-func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]eventloop.LockInfo, error) {
+func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.LockInfo, error) {
 	_, f.deadline = ctx.Deadline()
 	return nil, f.err
 }
 
-func (f *fake) Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error) {
+func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, error) {
 	_, f.deadline = ctx.Deadline()
 	f.name = name
-	return eventloop.LockInfo{}, false, f.err
+	return admin.LockInfo{}, false, f.err
 }
 
 func (f *fake) ForceRelease(ctx context.Context, name string) (uint64, bool, error) {
