@@ -20,15 +20,13 @@ type (
 	WaiterInfo = admin.WaiterInfo
 )
 
-// Locks returns every lock with a holder, sorted by name, whose name match
-// accepts (all of them for a nil match), each with its full queue.
-func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
+// Locks returns every lock with a holder, sorted by name, each with its full
+// queue. It runs no caller code on the loop: callers filter the snapshot.
+func (s *Server) Locks(ctx context.Context) ([]LockInfo, error) {
 	var locks []LockInfo
 	err := s.onLoop(ctx, func(o *owner) {
 		for name, holder := range o.table.Locks() {
-			if match == nil || match(name) {
-				locks = append(locks, o.lockInfo(name, holder))
-			}
+			locks = append(locks, o.lockInfo(name, holder))
 		}
 	})
 	slices.SortFunc(locks, func(a, b LockInfo) int { return strings.Compare(a.Name, b.Name) })

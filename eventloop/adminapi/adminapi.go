@@ -15,7 +15,8 @@
 //
 // The API has no authentication: serve it on a loopback address only.
 // Every read and change goes through the server's owner loop (Backend);
-// each call is bounded by the request's context and by CallTimeout.
+// each call is bounded by the request's context and by CallTimeout. The
+// lock list is filtered and sorted here, off the loop.
 //
 // The JSON bodies are declared in protocol/admin. Errors are JSON objects
 // {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
@@ -32,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,9 +46,11 @@ import (
 // Backend is the running server, as the admin API needs it.
 // *eventloop.Server satisfies it.
 type Backend interface {
-	// Locks returns every held lock whose name match accepts (all for a
-	// nil match), sorted by name, each with its full FIFO queue.
-	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
+	// Locks returns every held lock, in any order, each with its full FIFO
+	// queue. It takes no filter on purpose: a ?match= glob runs in the
+	// request's goroutine, never on the server's event loop, where a costly
+	// pattern over many names would delay every client.
+	Locks(ctx context.Context) ([]admin.LockInfo, error)
 	// Lock returns one lock; ok is false when it is idle.
 	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
@@ -215,22 +219,36 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
-	var match func(string) bool
-	if q := r.URL.Query(); q.Has("match") {
-		p, err := glob.Compile(q.Get("match"))
+	// URL.Query drops the pairs it cannot decode, which would turn a
+	// mistyped filter into a list of every lock.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed query string (%v): percent-encode the match pattern (curl -G --data-urlencode 'match=nightly/*')", err))
+		return
+	}
+	var match *glob.Pattern
+	if ms := q["match"]; len(ms) > 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("match is given %d times: give one pattern, or make one request per pattern", len(ms)))
+		return
+	} else if len(ms) == 1 {
+		p, err := glob.Compile(ms[0])
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (or leave out match= to list every lock)", err))
 			return
 		}
-		match = p.Match
+		match = &p
 	}
 	ctx, cancel := callContext(r)
 	defer cancel()
-	locks, err := h.b.Locks(ctx, match)
+	locks, err := h.b.Locks(ctx)
 	if err != nil {
 		backendError(w, err)
 		return
 	}
+	if match != nil {
+		locks = slices.DeleteFunc(locks, func(l admin.LockInfo) bool { return !match.Match(l.Name) })
+	}
+	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) })
 	if locks == nil {
 		locks = []admin.LockInfo{}
 	}

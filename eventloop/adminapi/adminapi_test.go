@@ -542,14 +542,15 @@ func TestUnknownPath(t *testing.T) {
 // fake is a Backend that records what it was asked.
 type fake struct {
 	err      error
+	locks    []admin.LockInfo // what Locks returns
 	name     string
 	addr     string
 	deadline bool
 }
 
-func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.LockInfo, error) {
+func (f *fake) Locks(ctx context.Context) ([]admin.LockInfo, error) {
 	_, f.deadline = ctx.Deadline()
-	return nil, f.err
+	return slices.Clone(f.locks), f.err
 }
 
 func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, error) {
@@ -613,5 +614,56 @@ func TestBackendFailure(t *testing.T) {
 	do(t, "GET", api.URL+"/api/locks/x").wantError(t, 404)
 	if !f.deadline {
 		t.Error("the backend call had no deadline")
+	}
+}
+
+// TestListFiltersInHandler: the backend hands over every held lock in its
+// own order and never sees the pattern; the handler filters and sorts.
+func TestListFiltersInHandler(t *testing.T) {
+	t.Parallel()
+	var snapshot []admin.LockInfo
+	for _, name := range []string{"nightly/import", "deploy", "nightly", "nightly/export/eu", "aaaa", "nightly/a/b"} {
+		snapshot = append(snapshot, admin.LockInfo{Name: name, Waiters: []admin.WaiterInfo{}})
+	}
+	f := &fake{locks: snapshot}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"aaaa", "deploy", "nightly", "nightly/a/b", "nightly/export/eu", "nightly/import"}},
+		{"?match=" + url.QueryEscape("nightly/*"), []string{"nightly/a/b", "nightly/export/eu", "nightly/import"}},
+		{"?match=" + url.QueryEscape("*a*b"), []string{"nightly/a/b"}},
+		{"?match=" + url.QueryEscape("?????"), nil},
+		{"?match=deploy", []string{"deploy"}},
+	} {
+		var got []admin.LockInfo
+		do(t, "GET", api.URL+"/api/locks"+c.query).decode(t, 200, &got)
+		var names []string
+		for _, l := range got {
+			names = append(names, l.Name)
+		}
+		if !slices.Equal(names, c.want) {
+			t.Errorf("GET /api/locks%s: %q, want %q", c.query, names, c.want)
+		}
+	}
+	if !f.deadline {
+		t.Error("the backend call had no deadline")
+	}
+}
+
+// TestMalformedQuery: a query that does not decode is a 400, not a list of
+// every lock with the filter silently dropped.
+func TestMalformedQuery(t *testing.T) {
+	t.Parallel()
+	f := &fake{locks: []admin.LockInfo{{Name: "a"}, {Name: "b"}}}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, q := range []string{"match=%zz", "match=a%", "x=%zz&match=a", "match=a&match=b"} {
+		msg := do(t, "GET", api.URL+"/api/locks?"+q).wantError(t, 400)
+		if !strings.Contains(msg, "match") {
+			t.Errorf("?%s: error %q should name the match parameter", q, msg)
+		}
 	}
 }
