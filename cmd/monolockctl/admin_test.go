@@ -247,11 +247,15 @@ func TestAdminLocksAndLock(t *testing.T) {
 	}
 
 	// -json is the API's JSON; the tokens survive exactly.
+	// The envelope, as the API sends it: {"locks": [...]}.
 	status, out, _ = s.admin(t, "locks", "-json")
-	var locks []admin.LockInfo
-	if err := json.Unmarshal([]byte(out), &locks); status != 0 || err != nil || len(locks) != 2 {
-		t.Fatalf("locks -json: status %d, %v:\n%s", status, err, out)
+	var list admin.LockList
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&list); status != 0 || err != nil || len(list.Locks) != 2 || !strings.HasPrefix(out, "{\n  \"locks\": [") {
+		t.Fatalf("locks -json: status %d, %v; want {\"locks\": [two locks]}:\n%s", status, err, out)
 	}
+	locks := list.Locks
 	if l := locks[1]; l.Name != "nightly/import" || l.Holder.Token != tok1 || len(l.Waiters) != 2 || l.Waiters[0].RemoteAddr != w1.addr {
 		t.Errorf("locks -json: %+v", l)
 	}

@@ -138,10 +138,11 @@ func locksMain(args []string, e *env) int {
 	if match.set {
 		query = url.Values{"match": {match.value}}
 	}
-	var locks []admin.LockInfo
-	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &locks); done {
+	var list admin.LockList
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &list); done {
 		return status
 	}
+	locks := list.Locks
 	if len(locks) == 0 {
 		if match.set {
 			fmt.Fprintf(e.stdout, "no held lock matches %q\n", match.value)

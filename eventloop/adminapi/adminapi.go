@@ -2,7 +2,7 @@
 // holders and queues, force-releases a lock and kicks a waiter.
 //
 //	GET    /api/info                                  version, uptime, effective config, counts
-//	GET    /api/locks[?match=GLOB]                    every held lock, sorted by name
+//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name
 //	GET    /api/locks/{name}                          one lock; 404 when idle
 //	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02
@@ -250,9 +250,9 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) })
 	if locks == nil {
-		locks = []admin.LockInfo{}
+		locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 	}
-	writeJSON(w, http.StatusOK, locks)
+	writeJSON(w, http.StatusOK, admin.LockList{Locks: locks})
 }
 
 func (h *handler) getLock(w http.ResponseWriter, r *http.Request, name string) {

@@ -249,8 +249,9 @@ func TestListAndGet(t *testing.T) {
 	exp, expTok := e.holder(t, "nightly/export/eu")
 	other, otherTok := e.holder(t, "nightly")
 
-	var all []admin.LockInfo
-	e.do(t, "GET", "/api/locks").decode(t, 200, &all)
+	var list admin.LockList
+	e.do(t, "GET", "/api/locks").decode(t, 200, &list)
+	all := list.Locks
 	if len(all) != 3 {
 		t.Fatalf("GET /api/locks: %d locks, want 3: %+v", len(all), all)
 	}
@@ -263,8 +264,9 @@ func TestListAndGet(t *testing.T) {
 
 	// The filter: '*' crosses '/', and "nightly/*" does not match "nightly".
 	for _, q := range []string{"?match=nightly/*", "?match=" + url.QueryEscape("nightly/*")} {
-		var matched []admin.LockInfo
-		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &matched)
+		var list admin.LockList
+		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &list)
+		matched := list.Locks
 		if len(matched) != 2 {
 			t.Fatalf("GET /api/locks%s: %d locks, want 2: %+v", q, len(matched), matched)
 		}
@@ -282,18 +284,26 @@ func TestListAndGet(t *testing.T) {
 	}
 }
 
-func TestEmptyListIsArray(t *testing.T) {
+// TestListEnvelope: the list is an object whose "locks" is always an
+// array, [] when empty, so that jq '.locks[]' works on any answer.
+func TestListEnvelope(t *testing.T) {
 	t.Parallel()
 	e := start(t)
+	const empty = `{"locks":[]}`
 	for _, path := range []string{"/api/locks", "/api/locks?match=*"} {
 		r := e.do(t, "GET", path)
-		if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
-			t.Errorf("GET %s on an idle server: %d %s, want 200 []", path, r.status, r.body)
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != empty {
+			t.Errorf("GET %s on an idle server: %d %s, want 200 %s", path, r.status, r.body, empty)
 		}
 	}
 	e.holder(t, "a")
-	if r := e.do(t, "GET", "/api/locks?match=b*"); r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
-		t.Errorf("GET with a filter matching nothing: %d %s, want 200 []", r.status, r.body)
+	if r := e.do(t, "GET", "/api/locks?match=b*"); r.status != 200 || strings.TrimSpace(string(r.body)) != empty {
+		t.Errorf("GET with a filter matching nothing: %d %s, want 200 %s", r.status, r.body, empty)
+	}
+	var raw map[string]json.RawMessage
+	e.do(t, "GET", "/api/locks").decode(t, 200, &raw)
+	if len(raw) != 1 || !strings.HasPrefix(string(raw["locks"]), `[{"name":"a",`) {
+		t.Errorf(`GET /api/locks: %v, want only "locks": [{"name":"a",…}]`, raw)
 	}
 }
 
@@ -431,8 +441,9 @@ func TestEncodedNames(t *testing.T) {
 		checkLock(t, got, name, holders[name], tokens[name])
 	}
 
-	var matched []admin.LockInfo
-	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &matched)
+	var list admin.LockList
+	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &list)
+	matched := list.Locks
 	if len(matched) != 1 || matched[0].Name != "日本/語" {
 		t.Errorf("match 日本/? returned %+v, want only 日本/語", matched)
 	}
@@ -638,10 +649,10 @@ func TestListFiltersInHandler(t *testing.T) {
 		{"?match=" + url.QueryEscape("?????"), nil},
 		{"?match=deploy", []string{"deploy"}},
 	} {
-		var got []admin.LockInfo
+		var got admin.LockList
 		do(t, "GET", api.URL+"/api/locks"+c.query).decode(t, 200, &got)
 		var names []string
-		for _, l := range got {
+		for _, l := range got.Locks {
 			names = append(names, l.Name)
 		}
 		if !slices.Equal(names, c.want) {

@@ -4,7 +4,7 @@
 // client can import it without the server.
 //
 //	GET    /api/info                                  ServerInfo
-//	GET    /api/locks[?match=GLOB]                    []LockInfo
+//	GET    /api/locks[?match=GLOB]                    LockList
 //	GET    /api/locks/{name}                          LockInfo
 //	POST   /api/locks/{name}/release                  ReleaseResponse
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    KickResponse
@@ -39,6 +39,13 @@ type WaiterInfo struct {
 	Identity   string    `json:"identity"`
 	RemoteAddr string    `json:"remote_addr"`
 	QueuedAt   time.Time `json:"queued_at"`
+}
+
+// LockList is the answer of GET /api/locks: the held locks sorted by name.
+// The list is an object rather than a bare array so that fields can be added
+// beside it without breaking clients; Locks is [] when there are none.
+type LockList struct {
+	Locks []LockInfo `json:"locks"`
 }
 
 // ServerInfo is the answer of GET /api/info.

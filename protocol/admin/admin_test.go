@@ -25,6 +25,7 @@ func TestFieldNames(t *testing.T) {
 			Version: "v1", UptimeMS: 5, Locks: 1, Sessions: 2, Waiters: 3,
 			Config: admin.ServerConfig{Listen: "l", OpsListen: "o", TLS: true, MTLS: true, ACLFile: "a", AuditLog: "-", IOTimeoutMS: 7},
 		}, `{"version":"v1","uptime_ms":5,"config":{"listen":"l","ops_listen":"o","tls":true,"mtls":true,"acl_file":"a","audit_log":"-","io_timeout_ms":7},"locks":1,"sessions":2,"waiters":3}`},
+		{admin.LockList{Locks: []admin.LockInfo{{Name: "a"}}}, `{"locks":[{"name":"a","holder":{"identity":"","remote_addr":"","since":"0001-01-01T00:00:00Z","lease_ms":0,"token":0},"waiters":null}]}`},
 		{admin.ReleaseResponse{Lock: "x", ReleasedToken: 9}, `{"lock":"x","released_token":9}`},
 		{admin.KickResponse{Lock: "x", Kicked: "127.0.0.1:1"}, `{"lock":"x","kicked":"127.0.0.1:1"}`},
 		{admin.ErrorResponse{Error: "e"}, `{"error":"e"}`},
