@@ -1,6 +1,7 @@
 package adminapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,7 +198,15 @@ func (r response) wantError(t *testing.T, status int) string {
 	return e.Error
 }
 
-func lockPath(name string) string { return "/api/locks/" + url.PathEscape(name) }
+// lockPath escapes name as one path segment, as monolockctl does: "." and
+// ".." too, which url.PathEscape leaves alone.
+func lockPath(name string) string {
+	esc := url.PathEscape(name)
+	if esc == "." || esc == ".." {
+		esc = strings.ReplaceAll(esc, ".", "%2E")
+	}
+	return "/api/locks/" + esc
+}
 
 func addrs(ws []admin.WaiterInfo) []string {
 	out := make([]string, len(ws))
@@ -584,23 +593,143 @@ func (f *fake) Stats(ctx context.Context) (eventloop.Stats, error) {
 	return eventloop.Stats{}, f.err
 }
 
-// TestRawPaths sends request lines as a client would write them, with no
-// client-side normalisation, and checks what reaches the backend.
+// TestRawPaths sends request targets as a client would write them, with no
+// client-side normalisation, to every endpoint that takes a name, and checks
+// what reaches the backend: each segment is decoded on its own, so an encoded
+// '/' stays in the name and encoded dots are a name, not a path step.
 func TestRawPaths(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ target, name, addr string }{
-		{"/api/locks/a%2Fb/waiters/%5B%3A%3A1%5D%3A4242", "a/b", "[::1]:4242"},
-		{"/api/locks/a%2fb/waiters/[::1]:4242", "a/b", "[::1]:4242"},
-		{"/api/locks/%E6%97%A5%E6%9C%AC%2F%E8%AA%9E/waiters/127.0.0.1:5", "日本/語", "127.0.0.1:5"},
-		{"/api/locks/a%25b/waiters/127.0.0.1:5", "a%b", "127.0.0.1:5"},
-		{"/api/locks/%2E%2E/waiters/127.0.0.1:5", "..", "127.0.0.1:5"},
+	for _, c := range []struct{ name, addr, want, wantAddr string }{
+		{"a%2Fb", "%5B%3A%3A1%5D%3A4242", "a/b", "[::1]:4242"},
+		{"a%2fb", "[::1]:4242", "a/b", "[::1]:4242"},
+		{"nightly%2Fimport", "127.0.0.1:5", "nightly/import", "127.0.0.1:5"},
+		{"%E6%97%A5%E6%9C%AC%2F%E8%AA%9E", "127.0.0.1:5", "日本/語", "127.0.0.1:5"},
+		{"a%25b", "127.0.0.1:5", "a%b", "127.0.0.1:5"},
+		{"%2E%2E", "127.0.0.1:5", "..", "127.0.0.1:5"},
+		{"%2e", "127.0.0.1:5", ".", "127.0.0.1:5"},
+		{"%2E%2E%2F%2E%2E%2Finfo", "127.0.0.1:5", "../../info", "127.0.0.1:5"},
+		{"with%20space", "127.0.0.1:5", "with space", "127.0.0.1:5"},
 	} {
-		f := &fake{}
-		rec := httptest.NewRecorder()
-		adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest("DELETE", c.target, nil))
-		if rec.Code != 200 || f.name != c.name || f.addr != c.addr {
-			t.Errorf("DELETE %s: status %d, backend saw name %q addr %q; want 200, %q, %q", c.target, rec.Code, f.name, f.addr, c.name, c.addr)
+		for _, m := range []struct{ method, target string }{
+			{"GET", "/api/locks/" + c.name},
+			{"HEAD", "/api/locks/" + c.name},
+			{"POST", "/api/locks/" + c.name + "/release"},
+			{"DELETE", "/api/locks/" + c.name + "/waiters/" + c.addr},
+		} {
+			f := &fake{}
+			rec := httptest.NewRecorder()
+			adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest(m.method, m.target, nil))
+			want := http.StatusNotFound // the fake holds no lock
+			if m.method == "DELETE" {
+				want = http.StatusOK // and kicks any waiter
+			}
+			if rec.Code != want || f.name != c.want || (m.method == "DELETE" && f.addr != c.wantAddr) {
+				t.Errorf("%s %s: status %d, backend saw name %q addr %q; want %d, %q, %q", m.method, m.target, rec.Code, f.name, f.addr, want, c.want, c.wantAddr)
+			}
 		}
+	}
+}
+
+// TestUncleanPaths: ServeMux redirects a path with an empty, "." or ".."
+// segment to its cleaned form. The API answers a JSON 404 instead and calls
+// nothing: following the redirect would act on another lock than the one
+// named (a 307 keeps the POST).
+func TestUncleanPaths(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/locks/.."},
+		{"GET", "/api/locks/."},
+		{"GET", "/api//locks"},
+		{"GET", "/api/./info"},
+		{"POST", "/api/locks/x/../y/release"},
+		{"POST", "/api/locks/../locks/y/release"},
+		{"DELETE", "/api/locks/x/waiters/../waiters/127.0.0.1:5"},
+		{"GET", "/api/locks/a//b"},
+	} {
+		r := do(t, c.method, api.URL+c.path)
+		msg := r.wantError(t, 404)
+		if loc := r.header.Get("Location"); loc != "" {
+			t.Errorf("%s %s: Location %q, want none", c.method, c.path, loc)
+		}
+		if !strings.Contains(msg, "%2E%2E") {
+			t.Errorf("%s %s: error %q should say how to encode a name with dots", c.method, c.path, msg)
+		}
+	}
+	if f.name != "" || f.addr != "" {
+		t.Errorf("the backend was called for name %q addr %q; want no call for unclean paths", f.name, f.addr)
+	}
+}
+
+// TestHugePathNotEchoed: a name or path far beyond any lock name is answered
+// with a short error that says what the limit is, not echoed back whole.
+func TestHugePathNotEchoed(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	huge := strings.Repeat("n", 900<<10)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{"GET", lockPath(huge), 400, "limit is 255"},
+		{"POST", lockPath(huge) + "/release", 400, "limit is 255"},
+		{"DELETE", lockPath(huge) + "/waiters/127.0.0.1:5", 400, "limit is 255"},
+		{"DELETE", lockPath("idle") + "/waiters/" + huge, 404, "has no waiter at nnnn"},
+		{"PUT", lockPath(huge), 405, "use GET or HEAD"},
+		{"GET", "/api/nope/" + huge, 404, "no such endpoint /api/nope/nnnn"},
+		{"GET", "/api/locks/" + huge + "/..", 404, "%2E%2E"},
+	} {
+		r := e.do(t, c.method, c.path)
+		msg := r.wantError(t, c.status)
+		if len(r.body) > 1024 {
+			t.Errorf("%s of a %d-byte path: %d-byte answer, want the name cut short: %.200s…", c.method, len(c.path), len(r.body), r.body)
+		}
+		if !strings.Contains(msg, c.want) || !strings.Contains(msg, "…") {
+			t.Errorf("%s of a %d-byte path: error %q, want it to contain %q and mark the cut with …", c.method, len(c.path), msg, c.want)
+		}
+	}
+
+	// Just over the limit: the whole name is short enough to show, and the
+	// error says the limit.
+	msg := e.do(t, "GET", lockPath(strings.Repeat("a", protocol.MaxNameLen+1))).wantError(t, 400)
+	if !strings.Contains(msg, "256 bytes, the limit is 255") {
+		t.Errorf("error %q should give the name's length and the limit", msg)
+	}
+}
+
+// TestMalformedEscapeInPath: a malformed percent-escape in the path is
+// refused and reaches no backend. The handler never sees it: net/http
+// answers it with its own plain-text 400 before routing, which no handler
+// can turn into JSON.
+func TestMalformedEscapeInPath(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, target := range []string{"/api/locks/%zz", "/api/locks/a%", "/api/locks/a%2/release"} {
+		nc, err := net.DialTimeout("tcp", api.Listener.Addr().String(), safety)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(safety))
+		if _, err := io.WriteString(nc, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", target, err)
+		}
+		_ = res.Body.Close()
+		_ = nc.Close()
+		if res.StatusCode != 400 {
+			t.Errorf("GET %s: status %d, want 400", target, res.StatusCode)
+		}
+	}
+	if f.name != "" {
+		t.Errorf("the backend saw %q", f.name)
 	}
 }
 
