@@ -182,3 +182,36 @@ func TestIOTimeoutCountsFromAccept(t *testing.T) {
 		t.Fatal("still open at io-timeout from accept; the clock restarted at the handshake")
 	}
 }
+
+// A lock listing's match function runs on the caller's goroutine: while it
+// is stuck, the loop still answers.
+func TestLocksMatchRunsOffTheLoop(t *testing.T) {
+	s := startInternal(t)
+	if err := s.call(context.Background(), func(o *owner) {
+		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
+		o.traffic(o.open(c, 0))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inMatch := make(chan struct{})
+	unblock := make(chan struct{})
+	listed := make(chan error, 1)
+	go func() {
+		_, err := s.Locks(context.Background(), func(string) bool {
+			close(inMatch)
+			<-unblock
+			return true
+		})
+		listed <- err
+	}()
+	<-inMatch
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a safety net
+	defer cancel()
+	if _, err := s.Stats(ctx); err != nil {
+		t.Fatalf("the loop did not answer while a match function ran: %v", err)
+	}
+	close(unblock)
+	if err := <-listed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,36 +3,20 @@ package eventloop
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
-// LockInfo is one lock with its holder and its queue, as the admin API shows
-// it.
-type LockInfo struct {
-	Name    string       `json:"name"`
-	Holder  HolderInfo   `json:"holder"`
-	Waiters []WaiterInfo `json:"waiters"`
-}
-
-// HolderInfo describes a lock's holder.
-type HolderInfo struct {
-	Identity   string    `json:"identity"`
-	RemoteAddr string    `json:"remote_addr"`
-	Since      time.Time `json:"since"`
-	LeaseMS    int64     `json:"lease_ms"`
-	Token      uint64    `json:"token"`
-}
-
-// WaiterInfo describes one waiter.
-type WaiterInfo struct {
-	Identity   string    `json:"identity"`
-	RemoteAddr string    `json:"remote_addr"`
-	QueuedAt   time.Time `json:"queued_at"`
-}
+// The admin API's shapes are declared once, in protocol/admin, for the
+// server and its clients alike.
+type (
+	LockInfo   = admin.LockInfo
+	HolderInfo = admin.HolderInfo
+	WaiterInfo = admin.WaiterInfo
+)
 
 // snapshotTurn bounds the sessions one turn of a lock listing visits, so
 // that a listing of tens of thousands of sessions never holds the loop for

@@ -86,10 +86,6 @@ type owner struct {
 	grants   []*session
 	granting bool
 
-	// plain is the decrypted input of the TLS session being parsed; one
-	// buffer serves every session because the loop parses one at a time.
-	plain []byte
-
 	wakeup  wakeup // when the ticker should next hand the owner a tick
 	ticking bool   // inside advance, which plans the next wake-up itself
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 func post(t *testing.T, url string) (int, string) {
@@ -30,10 +31,10 @@ func post(t *testing.T, url string) (int, string) {
 func TestAdminAPIWired(t *testing.T) {
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startServer(t, "-ops-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-audit-log", auditPath)
-	admin := "http://" + p.started["admin_listen"].(string)
+	adminURL := "http://" + p.started["admin_listen"].(string)
 	ops := p.started["ops_listen"].(string)
 
-	code, body := get(t, admin+"/api/info")
+	code, body := get(t, adminURL+"/api/info")
 	var info struct {
 		Version string         `json:"version"`
 		Config  map[string]any `json:"config"`
@@ -54,27 +55,18 @@ func TestAdminAPIWired(t *testing.T) {
 		t.Fatalf("waiter: %+v %v", f, err)
 	}
 
-	code, body = get(t, admin+"/api/locks?match=nightly/*")
-	var locks []struct {
-		Name   string `json:"name"`
-		Holder struct {
-			Token      uint64 `json:"token"`
-			RemoteAddr string `json:"remote_addr"`
-		} `json:"holder"`
-		Waiters []struct {
-			RemoteAddr string `json:"remote_addr"`
-		} `json:"waiters"`
+	code, body = get(t, adminURL+"/api/locks?match=nightly/*")
+	var list admin.LockList
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil || len(list.Locks) != 1 {
+		t.Fatalf("/api/locks: %d %s (%v); want {\"locks\": [one lock]}", code, body, err)
 	}
-	if err := json.Unmarshal([]byte(body), &locks); code != 200 || err != nil || len(locks) != 1 {
-		t.Fatalf("/api/locks: %d %s (%v)", code, body, err)
-	}
-	l := locks[0]
+	l := list.Locks[0]
 	if l.Name != "nightly/import" || l.Holder.Token != granted.Token || l.Holder.RemoteAddr != holder.conn.LocalAddr().String() ||
 		len(l.Waiters) != 1 || l.Waiters[0].RemoteAddr != waiter.conn.LocalAddr().String() {
 		t.Fatalf("lock %+v; want token %d, holder %s, waiter %s", l, granted.Token, holder.conn.LocalAddr(), waiter.conn.LocalAddr())
 	}
 
-	if code, body := post(t, admin+"/api/locks/nightly%2Fimport/release"); code != 200 {
+	if code, body := post(t, adminURL+"/api/locks/nightly%2Fimport/release"); code != 200 {
 		t.Fatalf("force-release: %d %s", code, body)
 	}
 	if f, err := holder.read(10 * time.Second); err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeClosedByAdmin {
@@ -83,7 +75,7 @@ func TestAdminAPIWired(t *testing.T) {
 	if f, err := waiter.read(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired || f.Token <= granted.Token {
 		t.Fatalf("waiter after force-release: %+v %v; want ACQUIRED > %d", f, err, granted.Token)
 	}
-	if code, _ := get(t, admin+"/api/locks/idle-lock"); code != 404 {
+	if code, _ := get(t, adminURL+"/api/locks/idle-lock"); code != 404 {
 		t.Errorf("idle lock: %d, want 404", code)
 	}
 	if got := value(t, scrape(t, ops), "monolock_releases_total", "reason", "force"); got != 1 {

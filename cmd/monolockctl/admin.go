@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // defaultAdminAddress is where the admin commands look for the admin API
@@ -165,11 +167,9 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 		}
 		return body, nil
 	}
-	var e struct {
-		Error *string `json:"error"`
-	}
-	if isJSON && json.Unmarshal(body, &e) == nil && e.Error != nil {
-		return nil, &apiError{status: resp.StatusCode, msg: *e.Error}
+	var e admin.ErrorResponse
+	if isJSON && json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return nil, &apiError{status: resp.StatusCode, msg: e.Error}
 	}
 	excerpt := strings.TrimSpace(string(body))
 	if len(excerpt) > 200 {
@@ -244,51 +244,6 @@ func pathSegment(s string) string {
 	}
 	return esc
 }
-
-// The admin API's answers, as the tables need them.
-type (
-	apiLock struct {
-		Name    string      `json:"name"`
-		Holder  apiHolder   `json:"holder"`
-		Waiters []apiWaiter `json:"waiters"`
-	}
-	apiHolder struct {
-		Identity   string    `json:"identity"`
-		RemoteAddr string    `json:"remote_addr"`
-		Since      time.Time `json:"since"`
-		LeaseMS    int64     `json:"lease_ms"`
-		Token      uint64    `json:"token"`
-	}
-	apiWaiter struct {
-		Identity   string    `json:"identity"`
-		RemoteAddr string    `json:"remote_addr"`
-		QueuedAt   time.Time `json:"queued_at"`
-	}
-	apiInfo struct {
-		Version  string `json:"version"`
-		UptimeMS int64  `json:"uptime_ms"`
-		Config   struct {
-			Listen      string `json:"listen"`
-			OpsListen   string `json:"ops_listen"`
-			TLS         bool   `json:"tls"`
-			MTLS        bool   `json:"mtls"`
-			ACLFile     string `json:"acl_file"`
-			AuditLog    string `json:"audit_log"`
-			IOTimeoutMS int64  `json:"io_timeout_ms"`
-		} `json:"config"`
-		Locks    int `json:"locks"`
-		Sessions int `json:"sessions"`
-		Waiters  int `json:"waiters"`
-	}
-	apiRelease struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
-	apiKick struct {
-		Lock   string `json:"lock"`
-		Kicked string `json:"kicked"`
-	}
-)
 
 // timeFormat is how tables print times: UTC, milliseconds.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -20,6 +20,7 @@ import (
 	"github.com/monolock/monolock/eventloop/adminapi"
 	"github.com/monolock/monolock/eventloop/audit"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // End-to-end tests of the admin commands: the built binary against a real
@@ -246,11 +247,15 @@ func TestAdminLocksAndLock(t *testing.T) {
 	}
 
 	// -json is the API's JSON; the tokens survive exactly.
+	// The envelope, as the API sends it: {"locks": [...]}.
 	status, out, _ = s.admin(t, "locks", "-json")
-	var locks []eventloop.LockInfo
-	if err := json.Unmarshal([]byte(out), &locks); status != 0 || err != nil || len(locks) != 2 {
-		t.Fatalf("locks -json: status %d, %v:\n%s", status, err, out)
+	var list admin.LockList
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&list); status != 0 || err != nil || len(list.Locks) != 2 || !strings.HasPrefix(out, "{\n  \"locks\": [") {
+		t.Fatalf("locks -json: status %d, %v; want {\"locks\": [two locks]}:\n%s", status, err, out)
 	}
+	locks := list.Locks
 	if l := locks[1]; l.Name != "nightly/import" || l.Holder.Token != tok1 || len(l.Waiters) != 2 || l.Waiters[0].RemoteAddr != w1.addr {
 		t.Errorf("locks -json: %+v", l)
 	}
@@ -258,7 +263,7 @@ func TestAdminLocksAndLock(t *testing.T) {
 		t.Errorf("locks -json: token %d not printed exactly (or not indented):\n%s", tok2, out)
 	}
 	status, out, _ = s.admin(t, "lock", "-json", "nightly/import")
-	var one eventloop.LockInfo
+	var one admin.LockInfo
 	if err := json.Unmarshal([]byte(out), &one); status != 0 || err != nil || one.Holder.Token != tok1 || one.Waiters[1].RemoteAddr != w2.addr {
 		t.Errorf("lock -json: status %d, %v:\n%s", status, err, out)
 	}
@@ -283,10 +288,7 @@ func TestAdminRelease(t *testing.T) {
 	}
 	// -json: the API's answer.
 	status, out, _ = s.admin(t, "release", "-json", "nightly/import")
-	var r struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var r admin.ReleaseResponse
 	if err := json.Unmarshal([]byte(out), &r); status != 0 || err != nil || r.Lock != "nightly/import" || r.ReleasedToken != next {
 		t.Fatalf("release -json: status %d, %v:\n%s", status, err, out)
 	}

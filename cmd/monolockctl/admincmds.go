@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 const adminFlagsHelp = `Flags:
@@ -137,10 +138,11 @@ func locksMain(args []string, e *env) int {
 	if match.set {
 		query = url.Values{"match": {match.value}}
 	}
-	var locks []apiLock
-	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &locks); done {
+	var list admin.LockList
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &list); done {
 		return status
 	}
+	locks := list.Locks
 	if len(locks) == 0 {
 		if match.set {
 			fmt.Fprintf(e.stdout, "no held lock matches %q\n", match.value)
@@ -164,7 +166,7 @@ func lockMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var l apiLock
+	var l admin.LockInfo
 	if status, done := fetch(e, a, c, http.MethodGet, lockPath(rest[0]), nil, exitNoSuch, &l); done {
 		return status
 	}
@@ -196,7 +198,7 @@ func releaseMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var r apiRelease
+	var r admin.ReleaseResponse
 	if status, done := fetch(e, a, c, http.MethodPost, lockPath(rest[0])+"/release", nil, exitNoSuch, &r); done {
 		return status
 	}
@@ -209,7 +211,7 @@ func kickMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var k apiKick
+	var k admin.KickResponse
 	if status, done := fetch(e, a, c, http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil, exitNoSuch, &k); done {
 		return status
 	}
@@ -222,7 +224,7 @@ func infoMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	var in apiInfo
+	var in admin.ServerInfo
 	if status, done := fetch(e, a, c, http.MethodGet, "/api/info", nil, exitFailed, &in); done {
 		return status
 	}

@@ -2,22 +2,28 @@
 // holders and queues, force-releases a lock and kicks a waiter.
 //
 //	GET    /api/info                                  version, uptime, effective config, counts
-//	GET    /api/locks[?match=GLOB]                    every held lock, sorted by name
+//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name
 //	GET    /api/locks/{name}                          one lock; 404 when idle
 //	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02
 //
 // Lock names may contain '/', so {name} and {remote_addr} are single,
-// percent-encoded path segments ("nightly%2Fimport"); the handler splits the
-// escaped path on '/' and then decodes each segment, so an encoded '/' stays
-// in the name. Mount the handler at the root of its own http.Server: a
-// ServeMux in front of it would clean or redirect some paths first.
+// percent-encoded path segments ("nightly%2Fimport"). Routing is an
+// http.ServeMux, which splits the escaped path and decodes each segment on
+// its own, so an encoded '/' stays in the name and "%2E%2E" is the name "..".
+// A path with an empty, "." or ".." segment is a 404, not a redirect to its
+// cleaned form. Error messages repeat at most 64 bytes of a path, name or
+// address. A malformed escape in the path ("%zz") never reaches the
+// handler: net/http answers it with its own plain-text 400. Mount the
+// handler at the root of its own http.Server.
 //
 // The API has no authentication: serve it on a loopback address only.
 // Every read and change goes through the server's owner loop (Backend);
-// each call is bounded by the request's context and by CallTimeout.
+// each call is bounded by the request's context and by CallTimeout. The
+// lock list is filtered and sorted here, off the loop.
 //
-// Errors are JSON objects {"error": "…"} saying what was wrong and what to
+// The JSON bodies are declared in protocol/admin. Errors are JSON objects
+// {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
 // do, with status 400 (bad request), 404 (no such lock, waiter or path),
 // 405 (wrong method, with an Allow header) or 503 (the server did not
 // answer).
@@ -31,22 +37,28 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/eventloop/glob"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Backend is the running server, as the admin API needs it.
 // *eventloop.Server satisfies it.
 type Backend interface {
-	// Locks returns every held lock whose name match accepts (all for a
-	// nil match), sorted by name, each with its full FIFO queue.
-	Locks(ctx context.Context, match func(name string) bool) ([]eventloop.LockInfo, error)
+	// Locks returns every held lock whose name match accepts (all for a nil
+	// match), in any order, each with its full FIFO queue. match must be
+	// called on the caller's goroutine, never on the server's event loop,
+	// where a costly pattern over many names would delay every client.
+	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
 	// Lock returns one lock; ok is false when it is idle.
-	Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error)
+	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
 	ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error)
 	// KickWaiter removes one waiter; ok is false when there is no such waiter.
@@ -80,142 +92,120 @@ func New(b Backend, info Info) http.Handler {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
-	return &handler{b: b, info: info}
+	h := &handler{b: b, info: info, mux: http.NewServeMux()}
+	// A GET pattern also answers HEAD. The mux matches wildcards against the
+	// escaped path and decodes each segment on its own, so "%2F" stays in
+	// {name} and "%2E%2E" is the name "..", not a step up.
+	h.route("GET /api/info", h.getInfo)
+	h.route("GET /api/locks", h.listLocks)
+	h.route("GET /api/locks/{name}", h.getLock)
+	h.route("POST /api/locks/{name}/release", h.release)
+	h.route("DELETE /api/locks/{name}/waiters/{addr}", h.kick)
+	return h
 }
 
 type handler struct {
 	b    Backend
 	info Info
+	mux  *http.ServeMux
 }
-
-// Response bodies.
-type (
-	infoResponse struct {
-		Version  string     `json:"version"`
-		UptimeMS int64      `json:"uptime_ms"`
-		Config   infoConfig `json:"config"`
-		Locks    int        `json:"locks"`
-		Sessions int        `json:"sessions"`
-		Waiters  int        `json:"waiters"`
-	}
-	infoConfig struct {
-		Listen      string `json:"listen"`
-		OpsListen   string `json:"ops_listen"`
-		TLS         bool   `json:"tls"`
-		MTLS        bool   `json:"mtls"`
-		ACLFile     string `json:"acl_file"`
-		AuditLog    string `json:"audit_log"`
-		IOTimeoutMS int64  `json:"io_timeout_ms"`
-	}
-	releaseResponse struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
-	kickResponse struct {
-		Lock   string `json:"lock"`
-		Kicked string `json:"kicked"`
-	}
-	errorResponse struct {
-		Error string `json:"error"`
-	}
-)
-
-// Allowed methods per route. GET routes also answer HEAD.
-const (
-	allowGet    = "GET, HEAD"
-	allowPost   = "POST"
-	allowDelete = "DELETE"
-)
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	segs, err := segments(r.URL.EscapedPath())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
+}
+
+// route registers one endpoint. Its handler writes to the real
+// ResponseWriter; only answers the mux makes itself go through muxWriter.
+func (h *handler) route(pattern string, serve http.HandlerFunc) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		serve(w.(*muxWriter).ResponseWriter, r)
+	})
+}
+
+// muxWriter turns the ServeMux's own answers, plain-text 404 and 405 and
+// the redirects it makes to clean a path, into the API's JSON errors.
+type muxWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	written bool // the mux's answer was replaced; drop its body
+}
+
+func (m *muxWriter) WriteHeader(status int) {
+	if m.written {
 		return
 	}
-	if len(segs) < 2 || segs[0] != "api" {
-		h.notFound(w, r)
-		return
-	}
+	m.written = true
+	path := clip(m.r.URL.EscapedPath())
 	switch {
-	case len(segs) == 2 && segs[1] == "info":
-		if methodOK(w, r, allowGet) {
-			h.getInfo(w, r)
+	case status == http.StatusNotFound:
+		msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
+		if strings.HasPrefix(m.r.URL.EscapedPath(), "/api/locks/") {
+			msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
 		}
-	case len(segs) == 2 && segs[1] == "locks":
-		if methodOK(w, r, allowGet) {
-			h.listLocks(w, r)
-		}
-	case segs[1] != "locks":
-		h.notFound(w, r)
-	case len(segs) == 3:
-		if name, ok := lockName(w, segs[2]); ok && methodOK(w, r, allowGet) {
-			h.getLock(w, r, name)
-		}
-	case len(segs) == 4 && segs[3] == "release":
-		if name, ok := lockName(w, segs[2]); ok && methodOK(w, r, allowPost) {
-			h.release(w, r, name)
-		}
-	case len(segs) == 5 && segs[3] == "waiters":
-		name, ok := lockName(w, segs[2])
-		if !ok {
-			return
-		}
-		if segs[4] == "" {
-			writeError(w, http.StatusNotFound, "no waiter address in the path: use DELETE /api/locks/{name}/waiters/{remote_addr} with the waiter's remote_addr from GET /api/locks/{name}")
-			return
-		}
-		if methodOK(w, r, allowDelete) {
-			h.kick(w, r, name, segs[4])
-		}
+		writeError(m.ResponseWriter, status, msg)
+	case status == http.StatusMethodNotAllowed:
+		// The mux has set Allow; keep it.
+		allow := m.Header().Get("Allow")
+		writeError(m.ResponseWriter, status, fmt.Sprintf("method %s is not allowed on %s: use %s", m.r.Method, path, strings.ReplaceAll(allow, ", ", " or ")))
+	case status >= 300 && status < 400:
+		// The mux redirects a path with an empty, "." or ".." segment to
+		// its cleaned form. Following that would act on another lock than
+		// the one named (a POST keeps its method through a 307), so the
+		// API refuses instead.
+		m.Header().Del("Location")
+		writeError(m.ResponseWriter, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the admin API does not resolve empty, '.' or '..' path segments; percent-encode a lock named . or .. as %%2E or %%2E%%2E, and '/' in a name as %%2F", path))
 	default:
-		h.notFound(w, r)
-	}
-}
-
-// segments splits an escaped path on '/' and decodes each segment, so that
-// "%2F" inside a segment is part of it, not a separator.
-func segments(escaped string) ([]string, error) {
-	parts := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
-	for i, p := range parts {
-		s, err := url.PathUnescape(p)
-		if err != nil {
-			return nil, fmt.Errorf("malformed percent-encoding in path segment %q: encode names with %%XX escapes (for example nightly%%2Fimport for nightly/import)", p)
+		// The mux answers nothing else today; whatever it is, it is not a
+		// success of the API's.
+		if status < 400 {
+			status = http.StatusInternalServerError
 		}
-		parts[i] = s
+		writeError(m.ResponseWriter, status, fmt.Sprintf("%s %s: %s", m.r.Method, path, http.StatusText(status)))
 	}
-	return parts, nil
 }
 
-// lockName checks a decoded {name} segment. Names that can never be lock
-// names get a 400 saying why.
-func lockName(w http.ResponseWriter, name string) (string, bool) {
-	if name == "" {
-		writeError(w, http.StatusNotFound, "no lock name in the path: use GET /api/locks to list locks, or /api/locks/{name} with the name percent-encoded (nightly%2Fimport for nightly/import)")
-		return "", false
+func (m *muxWriter) Write(b []byte) (int, error) {
+	if !m.written {
+		m.WriteHeader(http.StatusOK)
 	}
+	return len(b), nil
+}
+
+// maxEcho bounds how much of a path, name or address an error message
+// repeats: enough to recognise it, never the whole of a 900 KB request line.
+const maxEcho = 64
+
+// clip shortens s to maxEcho bytes, at a character boundary, marking the
+// cut with "…".
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quote is %q of a clipped s, with the "…" outside the quotes so that it
+// cannot be taken for part of the name.
+func quote(s string) string {
+	if c := clip(s); c != s {
+		return strconv.Quote(strings.TrimSuffix(c, "…")) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// lockName reads and checks {name}. Names that can never be lock names get a
+// 400 saying why.
+func lockName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.PathValue("name")
 	if err := protocol.ValidateName(name); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q cannot be a lock name (%v): lock names are 1 to %d bytes of UTF-8, percent-encoded as one path segment", name, err, protocol.MaxNameLen))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s cannot be a lock name (%v): lock names are 1 to %d bytes of UTF-8, percent-encoded as one path segment", quote(name), err, protocol.MaxNameLen))
 		return "", false
 	}
 	return name, true
-}
-
-func methodOK(w http.ResponseWriter, r *http.Request, allow string) bool {
-	if r.Method == allow || (allow == allowGet && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
-		return true
-	}
-	w.Header().Set("Allow", allow)
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.EscapedPath(), strings.ReplaceAll(allow, ", ", " or ")))
-	return false
-}
-
-func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
-	msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", r.URL.EscapedPath())
-	if strings.HasPrefix(r.URL.EscapedPath(), "/api/locks/") {
-		msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
-	}
-	writeError(w, http.StatusNotFound, msg)
 }
 
 func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
@@ -226,10 +216,10 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 		backendError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, infoResponse{
+	writeJSON(w, http.StatusOK, admin.ServerInfo{
 		Version:  h.info.Version,
 		UptimeMS: time.Since(h.info.Started).Milliseconds(),
-		Config: infoConfig{
+		Config: admin.ServerConfig{
 			Listen:      h.info.Listen,
 			OpsListen:   h.info.OpsListen,
 			TLS:         h.info.TLS,
@@ -245,9 +235,19 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
+	// URL.Query drops the pairs it cannot decode, which would turn a
+	// mistyped filter into a list of every lock.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed query string (%v): percent-encode the match pattern (curl -G --data-urlencode 'match=nightly/*')", err))
+		return
+	}
 	var match func(string) bool
-	if q := r.URL.Query(); q.Has("match") {
-		p, err := glob.Compile(q.Get("match"))
+	if ms := q["match"]; len(ms) > 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("match is given %d times: give one pattern, or make one request per pattern", len(ms)))
+		return
+	} else if len(ms) == 1 {
+		p, err := glob.Compile(ms[0])
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (or leave out match= to list every lock)", err))
 			return
@@ -261,13 +261,18 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		backendError(w, err)
 		return
 	}
+	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) })
 	if locks == nil {
-		locks = []eventloop.LockInfo{}
+		locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 	}
-	writeJSON(w, http.StatusOK, locks)
+	writeJSON(w, http.StatusOK, admin.LockList{Locks: locks})
 }
 
-func (h *handler) getLock(w http.ResponseWriter, r *http.Request, name string) {
+func (h *handler) getLock(w http.ResponseWriter, r *http.Request) {
+	name, ok := lockName(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := callContext(r)
 	defer cancel()
 	info, ok, err := h.b.Lock(ctx, name)
@@ -282,7 +287,11 @@ func (h *handler) getLock(w http.ResponseWriter, r *http.Request, name string) {
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
+func (h *handler) release(w http.ResponseWriter, r *http.Request) {
+	name, ok := lockName(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := callContext(r)
 	defer cancel()
 	token, ok, err := h.b.ForceRelease(ctx, name)
@@ -294,10 +303,15 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 		idle(w, name)
 		return
 	}
-	writeJSON(w, http.StatusOK, releaseResponse{Lock: name, ReleasedToken: token})
+	writeJSON(w, http.StatusOK, admin.ReleaseResponse{Lock: name, ReleasedToken: token})
 }
 
-func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string) {
+func (h *handler) kick(w http.ResponseWriter, r *http.Request) {
+	name, ok := lockName(w, r)
+	if !ok {
+		return
+	}
+	addr := r.PathValue("addr")
 	ctx, cancel := callContext(r)
 	defer cancel()
 	ok, err := h.b.KickWaiter(ctx, name, addr)
@@ -306,10 +320,10 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string
 		return
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter at %s: list the queue with GET /api/locks/%s and use a remote_addr from it", name, addr, url.PathEscape(name)))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter at %s: list the queue with GET /api/locks/%s and use a remote_addr from it", name, clip(addr), url.PathEscape(name)))
 		return
 	}
-	writeJSON(w, http.StatusOK, kickResponse{Lock: name, Kicked: addr})
+	writeJSON(w, http.StatusOK, admin.KickResponse{Lock: name, Kicked: addr})
 }
 
 func idle(w http.ResponseWriter, name string) {
@@ -331,7 +345,7 @@ func backendError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorResponse{Error: msg})
+	writeJSON(w, status, admin.ErrorResponse{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,6 +1,7 @@
 package adminapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/eventloop/adminapi"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // safety bounds every blocking wait: a net against a hung test, never a
@@ -188,9 +190,7 @@ func (r response) decode(t *testing.T, status int, v any) {
 // wantError checks a JSON error answer.
 func (r response) wantError(t *testing.T, status int) string {
 	t.Helper()
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e admin.ErrorResponse
 	r.decode(t, status, &e)
 	if e.Error == "" {
 		t.Fatalf("error body without a message: %s", r.body)
@@ -198,9 +198,17 @@ func (r response) wantError(t *testing.T, status int) string {
 	return e.Error
 }
 
-func lockPath(name string) string { return "/api/locks/" + url.PathEscape(name) }
+// lockPath escapes name as one path segment, as monolockctl does: "." and
+// ".." too, which url.PathEscape leaves alone.
+func lockPath(name string) string {
+	esc := url.PathEscape(name)
+	if esc == "." || esc == ".." {
+		esc = strings.ReplaceAll(esc, ".", "%2E")
+	}
+	return "/api/locks/" + esc
+}
 
-func addrs(ws []eventloop.WaiterInfo) []string {
+func addrs(ws []admin.WaiterInfo) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.RemoteAddr
@@ -209,7 +217,7 @@ func addrs(ws []eventloop.WaiterInfo) []string {
 }
 
 // checkLock compares a LockInfo with what the clients saw on the wire.
-func checkLock(t *testing.T, got eventloop.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
+func checkLock(t *testing.T, got admin.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
 	t.Helper()
 	if got.Name != name {
 		t.Errorf("name %q, want %q", got.Name, name)
@@ -250,8 +258,9 @@ func TestListAndGet(t *testing.T) {
 	exp, expTok := e.holder(t, "nightly/export/eu")
 	other, otherTok := e.holder(t, "nightly")
 
-	var all []eventloop.LockInfo
-	e.do(t, "GET", "/api/locks").decode(t, 200, &all)
+	var list admin.LockList
+	e.do(t, "GET", "/api/locks").decode(t, 200, &list)
+	all := list.Locks
 	if len(all) != 3 {
 		t.Fatalf("GET /api/locks: %d locks, want 3: %+v", len(all), all)
 	}
@@ -264,8 +273,9 @@ func TestListAndGet(t *testing.T) {
 
 	// The filter: '*' crosses '/', and "nightly/*" does not match "nightly".
 	for _, q := range []string{"?match=nightly/*", "?match=" + url.QueryEscape("nightly/*")} {
-		var matched []eventloop.LockInfo
-		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &matched)
+		var list admin.LockList
+		e.do(t, "GET", "/api/locks"+q).decode(t, 200, &list)
+		matched := list.Locks
 		if len(matched) != 2 {
 			t.Fatalf("GET /api/locks%s: %d locks, want 2: %+v", q, len(matched), matched)
 		}
@@ -273,7 +283,7 @@ func TestListAndGet(t *testing.T) {
 		checkLock(t, matched[1], "nightly/import", imp, impTok, w1, w2, w3)
 	}
 
-	var one eventloop.LockInfo
+	var one admin.LockInfo
 	e.do(t, "GET", "/api/locks/nightly%2Fimport").decode(t, 200, &one)
 	checkLock(t, one, "nightly/import", imp, impTok, w1, w2, w3)
 
@@ -283,18 +293,26 @@ func TestListAndGet(t *testing.T) {
 	}
 }
 
-func TestEmptyListIsArray(t *testing.T) {
+// TestListEnvelope: the list is an object whose "locks" is always an
+// array, [] when empty, so that jq '.locks[]' works on any answer.
+func TestListEnvelope(t *testing.T) {
 	t.Parallel()
 	e := start(t)
+	const empty = `{"locks":[]}`
 	for _, path := range []string{"/api/locks", "/api/locks?match=*"} {
 		r := e.do(t, "GET", path)
-		if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
-			t.Errorf("GET %s on an idle server: %d %s, want 200 []", path, r.status, r.body)
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != empty {
+			t.Errorf("GET %s on an idle server: %d %s, want 200 %s", path, r.status, r.body, empty)
 		}
 	}
 	e.holder(t, "a")
-	if r := e.do(t, "GET", "/api/locks?match=b*"); r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
-		t.Errorf("GET with a filter matching nothing: %d %s, want 200 []", r.status, r.body)
+	if r := e.do(t, "GET", "/api/locks?match=b*"); r.status != 200 || strings.TrimSpace(string(r.body)) != empty {
+		t.Errorf("GET with a filter matching nothing: %d %s, want 200 %s", r.status, r.body, empty)
+	}
+	var raw map[string]json.RawMessage
+	e.do(t, "GET", "/api/locks").decode(t, 200, &raw)
+	if len(raw) != 1 || !strings.HasPrefix(string(raw["locks"]), `[{"name":"a",`) {
+		t.Errorf(`GET /api/locks: %v, want only "locks": [{"name":"a",…}]`, raw)
 	}
 }
 
@@ -334,10 +352,7 @@ func TestForceRelease(t *testing.T) {
 	w1 := e.waiter(t, name)
 	w2 := e.waiter(t, name)
 
-	var res struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var res admin.ReleaseResponse
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
 	if res.Lock != name || res.ReleasedToken != tok {
 		t.Fatalf("release answered %+v, want lock %q and released_token %d", res, name, tok)
@@ -348,7 +363,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("promoted waiter got token %d, want more than %d", next, tok)
 	}
 
-	var now eventloop.LockInfo
+	var now admin.LockInfo
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, w1, next, w2)
 
@@ -374,17 +389,14 @@ func TestKickWaiter(t *testing.T) {
 	w2 := e.waiter(t, name)
 	w3 := e.waiter(t, name)
 
-	var res struct {
-		Lock   string `json:"lock"`
-		Kicked string `json:"kicked"`
-	}
+	var res admin.KickResponse
 	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).decode(t, 200, &res)
 	if res.Lock != name || res.Kicked != w2.addr {
 		t.Fatalf("kick answered %+v, want lock %q kicked %q", res, name, w2.addr)
 	}
 	w2.closedByAdmin()
 
-	var now eventloop.LockInfo
+	var now admin.LockInfo
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, h, tok, w1, w3)
 
@@ -433,22 +445,20 @@ func TestEncodedNames(t *testing.T) {
 		holders[name], tokens[name] = e.holder(t, name)
 	}
 	for _, name := range names {
-		var got eventloop.LockInfo
+		var got admin.LockInfo
 		e.do(t, "GET", lockPath(name)).decode(t, 200, &got)
 		checkLock(t, got, name, holders[name], tokens[name])
 	}
 
-	var matched []eventloop.LockInfo
-	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &matched)
+	var list admin.LockList
+	e.do(t, "GET", "/api/locks?match="+url.QueryEscape("日本/?")).decode(t, 200, &list)
+	matched := list.Locks
 	if len(matched) != 1 || matched[0].Name != "日本/語" {
 		t.Errorf("match 日本/? returned %+v, want only 日本/語", matched)
 	}
 
 	// Force-release through an encoded name.
-	var res struct {
-		Lock          string `json:"lock"`
-		ReleasedToken uint64 `json:"released_token"`
-	}
+	var res admin.ReleaseResponse
 	e.do(t, "POST", lockPath("日本/語")+"/release").decode(t, 200, &res)
 	if res.Lock != "日本/語" || res.ReleasedToken != tokens["日本/語"] {
 		t.Errorf("release answered %+v", res)
@@ -552,20 +562,27 @@ func TestUnknownPath(t *testing.T) {
 // fake is a Backend that records what it was asked.
 type fake struct {
 	err      error
+	locks    []admin.LockInfo // what Locks returns
 	name     string
 	addr     string
 	deadline bool
+	matched  bool // Locks was given a match function
 }
 
-func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]eventloop.LockInfo, error) {
+func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.LockInfo, error) {
 	_, f.deadline = ctx.Deadline()
-	return nil, f.err
+	f.matched = match != nil
+	locks := slices.Clone(f.locks)
+	if match != nil {
+		locks = slices.DeleteFunc(locks, func(l admin.LockInfo) bool { return !match(l.Name) })
+	}
+	return locks, f.err
 }
 
-func (f *fake) Lock(ctx context.Context, name string) (eventloop.LockInfo, bool, error) {
+func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, error) {
 	_, f.deadline = ctx.Deadline()
 	f.name = name
-	return eventloop.LockInfo{}, false, f.err
+	return admin.LockInfo{}, false, f.err
 }
 
 func (f *fake) ForceRelease(ctx context.Context, name string) (uint64, bool, error) {
@@ -582,23 +599,143 @@ func (f *fake) Stats(ctx context.Context) (eventloop.Stats, error) {
 	return eventloop.Stats{}, f.err
 }
 
-// TestRawPaths sends request lines as a client would write them, with no
-// client-side normalisation, and checks what reaches the backend.
+// TestRawPaths sends request targets as a client would write them, with no
+// client-side normalisation, to every endpoint that takes a name, and checks
+// what reaches the backend: each segment is decoded on its own, so an encoded
+// '/' stays in the name and encoded dots are a name, not a path step.
 func TestRawPaths(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ target, name, addr string }{
-		{"/api/locks/a%2Fb/waiters/%5B%3A%3A1%5D%3A4242", "a/b", "[::1]:4242"},
-		{"/api/locks/a%2fb/waiters/[::1]:4242", "a/b", "[::1]:4242"},
-		{"/api/locks/%E6%97%A5%E6%9C%AC%2F%E8%AA%9E/waiters/127.0.0.1:5", "日本/語", "127.0.0.1:5"},
-		{"/api/locks/a%25b/waiters/127.0.0.1:5", "a%b", "127.0.0.1:5"},
-		{"/api/locks/%2E%2E/waiters/127.0.0.1:5", "..", "127.0.0.1:5"},
+	for _, c := range []struct{ name, addr, want, wantAddr string }{
+		{"a%2Fb", "%5B%3A%3A1%5D%3A4242", "a/b", "[::1]:4242"},
+		{"a%2fb", "[::1]:4242", "a/b", "[::1]:4242"},
+		{"nightly%2Fimport", "127.0.0.1:5", "nightly/import", "127.0.0.1:5"},
+		{"%E6%97%A5%E6%9C%AC%2F%E8%AA%9E", "127.0.0.1:5", "日本/語", "127.0.0.1:5"},
+		{"a%25b", "127.0.0.1:5", "a%b", "127.0.0.1:5"},
+		{"%2E%2E", "127.0.0.1:5", "..", "127.0.0.1:5"},
+		{"%2e", "127.0.0.1:5", ".", "127.0.0.1:5"},
+		{"%2E%2E%2F%2E%2E%2Finfo", "127.0.0.1:5", "../../info", "127.0.0.1:5"},
+		{"with%20space", "127.0.0.1:5", "with space", "127.0.0.1:5"},
 	} {
-		f := &fake{}
-		rec := httptest.NewRecorder()
-		adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest("DELETE", c.target, nil))
-		if rec.Code != 200 || f.name != c.name || f.addr != c.addr {
-			t.Errorf("DELETE %s: status %d, backend saw name %q addr %q; want 200, %q, %q", c.target, rec.Code, f.name, f.addr, c.name, c.addr)
+		for _, m := range []struct{ method, target string }{
+			{"GET", "/api/locks/" + c.name},
+			{"HEAD", "/api/locks/" + c.name},
+			{"POST", "/api/locks/" + c.name + "/release"},
+			{"DELETE", "/api/locks/" + c.name + "/waiters/" + c.addr},
+		} {
+			f := &fake{}
+			rec := httptest.NewRecorder()
+			adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest(m.method, m.target, nil))
+			want := http.StatusNotFound // the fake holds no lock
+			if m.method == "DELETE" {
+				want = http.StatusOK // and kicks any waiter
+			}
+			if rec.Code != want || f.name != c.want || (m.method == "DELETE" && f.addr != c.wantAddr) {
+				t.Errorf("%s %s: status %d, backend saw name %q addr %q; want %d, %q, %q", m.method, m.target, rec.Code, f.name, f.addr, want, c.want, c.wantAddr)
+			}
 		}
+	}
+}
+
+// TestUncleanPaths: ServeMux redirects a path with an empty, "." or ".."
+// segment to its cleaned form. The API answers a JSON 404 instead and calls
+// nothing: following the redirect would act on another lock than the one
+// named (a 307 keeps the POST).
+func TestUncleanPaths(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/locks/.."},
+		{"GET", "/api/locks/."},
+		{"GET", "/api//locks"},
+		{"GET", "/api/./info"},
+		{"POST", "/api/locks/x/../y/release"},
+		{"POST", "/api/locks/../locks/y/release"},
+		{"DELETE", "/api/locks/x/waiters/../waiters/127.0.0.1:5"},
+		{"GET", "/api/locks/a//b"},
+	} {
+		r := do(t, c.method, api.URL+c.path)
+		msg := r.wantError(t, 404)
+		if loc := r.header.Get("Location"); loc != "" {
+			t.Errorf("%s %s: Location %q, want none", c.method, c.path, loc)
+		}
+		if !strings.Contains(msg, "%2E%2E") {
+			t.Errorf("%s %s: error %q should say how to encode a name with dots", c.method, c.path, msg)
+		}
+	}
+	if f.name != "" || f.addr != "" {
+		t.Errorf("the backend was called for name %q addr %q; want no call for unclean paths", f.name, f.addr)
+	}
+}
+
+// TestHugePathNotEchoed: a name or path far beyond any lock name is answered
+// with a short error that says what the limit is, not echoed back whole.
+func TestHugePathNotEchoed(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	huge := strings.Repeat("n", 900<<10)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{"GET", lockPath(huge), 400, "limit is 255"},
+		{"POST", lockPath(huge) + "/release", 400, "limit is 255"},
+		{"DELETE", lockPath(huge) + "/waiters/127.0.0.1:5", 400, "limit is 255"},
+		{"DELETE", lockPath("idle") + "/waiters/" + huge, 404, "has no waiter at nnnn"},
+		{"PUT", lockPath(huge), 405, "use GET or HEAD"},
+		{"GET", "/api/nope/" + huge, 404, "no such endpoint /api/nope/nnnn"},
+		{"GET", "/api/locks/" + huge + "/..", 404, "%2E%2E"},
+	} {
+		r := e.do(t, c.method, c.path)
+		msg := r.wantError(t, c.status)
+		if len(r.body) > 1024 {
+			t.Errorf("%s of a %d-byte path: %d-byte answer, want the name cut short: %.200s…", c.method, len(c.path), len(r.body), r.body)
+		}
+		if !strings.Contains(msg, c.want) || !strings.Contains(msg, "…") {
+			t.Errorf("%s of a %d-byte path: error %q, want it to contain %q and mark the cut with …", c.method, len(c.path), msg, c.want)
+		}
+	}
+
+	// Just over the limit: the whole name is short enough to show, and the
+	// error says the limit.
+	msg := e.do(t, "GET", lockPath(strings.Repeat("a", protocol.MaxNameLen+1))).wantError(t, 400)
+	if !strings.Contains(msg, "256 bytes, the limit is 255") {
+		t.Errorf("error %q should give the name's length and the limit", msg)
+	}
+}
+
+// TestMalformedEscapeInPath: a malformed percent-escape in the path is
+// refused and reaches no backend. The handler never sees it: net/http
+// answers it with its own plain-text 400 before routing, which no handler
+// can turn into JSON.
+func TestMalformedEscapeInPath(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, target := range []string{"/api/locks/%zz", "/api/locks/a%", "/api/locks/a%2/release"} {
+		nc, err := net.DialTimeout("tcp", api.Listener.Addr().String(), safety)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(safety))
+		if _, err := io.WriteString(nc, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", target, err)
+		}
+		_ = res.Body.Close()
+		_ = nc.Close()
+		if res.StatusCode != 400 {
+			t.Errorf("GET %s: status %d, want 400", target, res.StatusCode)
+		}
+	}
+	if f.name != "" {
+		t.Errorf("the backend saw %q", f.name)
 	}
 }
 
@@ -623,5 +760,60 @@ func TestBackendFailure(t *testing.T) {
 	do(t, "GET", api.URL+"/api/locks/x").wantError(t, 404)
 	if !f.deadline {
 		t.Error("the backend call had no deadline")
+	}
+}
+
+// TestListFiltersInHandler: the handler hands the backend the compiled
+// pattern as a function (the backend runs it off its event loop) and sorts
+// what comes back, in whatever order.
+func TestListFiltersInHandler(t *testing.T) {
+	t.Parallel()
+	var snapshot []admin.LockInfo
+	for _, name := range []string{"nightly/import", "deploy", "nightly", "nightly/export/eu", "aaaa", "nightly/a/b"} {
+		snapshot = append(snapshot, admin.LockInfo{Name: name, Waiters: []admin.WaiterInfo{}})
+	}
+	f := &fake{locks: snapshot}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"aaaa", "deploy", "nightly", "nightly/a/b", "nightly/export/eu", "nightly/import"}},
+		{"?match=" + url.QueryEscape("nightly/*"), []string{"nightly/a/b", "nightly/export/eu", "nightly/import"}},
+		{"?match=" + url.QueryEscape("*a*b"), []string{"nightly/a/b"}},
+		{"?match=" + url.QueryEscape("?????"), nil},
+		{"?match=deploy", []string{"deploy"}},
+	} {
+		var got admin.LockList
+		do(t, "GET", api.URL+"/api/locks"+c.query).decode(t, 200, &got)
+		var names []string
+		for _, l := range got.Locks {
+			names = append(names, l.Name)
+		}
+		if !slices.Equal(names, c.want) {
+			t.Errorf("GET /api/locks%s: %q, want %q", c.query, names, c.want)
+		}
+		if f.matched != (c.query != "") {
+			t.Errorf("GET /api/locks%s: backend given a match function: %v", c.query, f.matched)
+		}
+	}
+	if !f.deadline {
+		t.Error("the backend call had no deadline")
+	}
+}
+
+// TestMalformedQuery: a query that does not decode is a 400, not a list of
+// every lock with the filter silently dropped.
+func TestMalformedQuery(t *testing.T) {
+	t.Parallel()
+	f := &fake{locks: []admin.LockInfo{{Name: "a"}, {Name: "b"}}}
+	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	defer api.Close()
+	for _, q := range []string{"match=%zz", "match=a%", "x=%zz&match=a", "match=a&match=b"} {
+		msg := do(t, "GET", api.URL+"/api/locks?"+q).wantError(t, 400)
+		if !strings.Contains(msg, "match") {
+			t.Errorf("?%s: error %q should name the match parameter", q, msg)
+		}
 	}
 }

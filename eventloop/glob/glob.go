@@ -17,9 +17,12 @@
 // the string alike, so '?' never matches half of a multi-byte character and a
 // stray byte in a pattern only matches the same stray byte.
 //
-// Matching runs in O(len(pattern)·len(s)) time in the worst case (the greedy
-// star with backtracking to the last star), never exponentially, and does not
-// allocate.
+// Matching does not allocate. The parts of the pattern before the first '*'
+// and after the last are anchored and cost one pass each; each part between
+// two stars is placed once, at its leftmost match, found with a substring
+// search. Only a part between two stars that contains '?' can cost
+// len(part)·len(s), so nothing costs more than O(len(pattern)·len(s)), and a
+// name that almost matches costs about as much as one that matches.
 package glob
 
 import (
@@ -114,51 +117,160 @@ func Match(pattern, s string) bool {
 	return match(pattern, s)
 }
 
-// match is the greedy star with backtracking to the most recent star: when
-// the rest of the pattern fails, the last '*' takes one more character and
-// the match resumes right after it. Earlier stars never need to move again,
-// which is what keeps this O(len(p)·len(s)).
+// match reports whether s matches p, which has a wildcard. The pattern is
+// cut at its stars into segments. The segment before the first star must
+// match the start of s and the one after the last star its end; neither can
+// move, so each is one linear pass. Between them, each segment is placed at
+// its leftmost match after the previous one: a later place could only leave
+// less room for the segments that follow, and the stars absorb whatever lies
+// between. A placed segment is never moved again, which keeps a name that
+// almost matches (the tail "*aaaa…ab" against "aaaa…a") linear instead of
+// costing len(p)·len(s) as the greedy star with backtracking did. Only a
+// middle segment containing '?' can still cost len(segment)·len(s).
 func match(p, s string) bool {
-	px, sx := 0, 0
-	starPx, starSx := -1, 0 // the last '*' seen and where its next try starts
-	for px < len(p) || sx < len(s) {
-		if px < len(p) {
-			switch c := p[px]; {
-			case c == '*':
-				// Try an empty run first; remember how to retry with one
-				// more character.
-				starPx, starSx = px, sx
-				px++
-				continue
-			case sx == len(s):
-				// A '?' or a literal needs a character and there is none.
-			case c == '?':
-				px++
-				sx += unitLen(s, sx)
-				continue
-			case c < utf8.RuneSelf:
-				// An ASCII byte is always a whole character, in the pattern
-				// and in s.
-				if s[sx] == c {
-					px++
-					sx++
-					continue
-				}
-			default:
-				pw, sw := unitLen(p, px), unitLen(s, sx)
-				if pw == sw && p[px:px+pw] == s[sx:sx+sw] {
-					px += pw
-					sx += sw
-					continue
-				}
-			}
+	first := strings.IndexByte(p, '*')
+	if first < 0 {
+		n, ok := matchPrefix(p, s)
+		return ok && n == len(s)
+	}
+	n, ok := matchPrefix(p[:first], s)
+	if !ok {
+		return false
+	}
+	s = s[n:]
+	last := strings.LastIndexByte(p, '*')
+	if n, ok = matchSuffix(p[last+1:], s); !ok {
+		return false
+	}
+	s = s[:len(s)-n]
+	for mid := p[first:last]; mid != ""; {
+		mid = mid[1:] // the star
+		seg := mid
+		if i := strings.IndexByte(mid, '*'); i >= 0 {
+			seg, mid = mid[:i], mid[i:]
+		} else {
+			mid = ""
 		}
-		if starPx >= 0 && starSx < len(s) {
-			starSx += unitLen(s, starSx)
-			px, sx = starPx+1, starSx
+		if seg == "" {
 			continue
 		}
-		return false
+		at, n := find(seg, s)
+		if at < 0 {
+			return false
+		}
+		s = s[at+n:]
+	}
+	return true
+}
+
+// matchPrefix matches seg, which has no '*', against the start of s and
+// returns how many bytes of s it took. s must start at a character boundary.
+//
+// A segment ends at a '*', a '?' or the end of the pattern, all of which end
+// any multi-byte sequence, so its characters decode the same on their own as
+// within the pattern.
+func matchPrefix(seg, s string) (n int, ok bool) {
+	sx := 0
+	for px := 0; px < len(seg); {
+		if sx == len(s) {
+			return 0, false
+		}
+		switch c := seg[px]; {
+		case c == '?':
+			px++
+			sx += unitLen(s, sx)
+		case c < utf8.RuneSelf:
+			// An ASCII byte is always a whole character, in the pattern
+			// and in s.
+			if s[sx] != c {
+				return 0, false
+			}
+			px++
+			sx++
+		default:
+			pw, sw := unitLen(seg, px), unitLen(s, sx)
+			if pw != sw || seg[px:px+pw] != s[sx:sx+sw] {
+				return 0, false
+			}
+			px += pw
+			sx += sw
+		}
+	}
+	return sx, true
+}
+
+// matchSuffix is matchPrefix from the end: seg against the end of s, which
+// must end at a character boundary. Decoding backwards from a boundary finds
+// the same characters as decoding forwards (see lastUnitLen).
+func matchSuffix(seg, s string) (n int, ok bool) {
+	sx := len(s)
+	for px := len(seg); px > 0; {
+		if sx == 0 {
+			return 0, false
+		}
+		switch c := seg[px-1]; {
+		case c == '?':
+			px--
+			sx -= lastUnitLen(s[:sx])
+		case c < utf8.RuneSelf:
+			if s[sx-1] != c {
+				return 0, false
+			}
+			px--
+			sx--
+		default:
+			pw, sw := lastUnitLen(seg[:px]), lastUnitLen(s[:sx])
+			if pw != sw || seg[px-pw:px] != s[sx-sw:sx] {
+				return 0, false
+			}
+			px -= pw
+			sx -= sw
+		}
+	}
+	return len(s) - sx, true
+}
+
+// find returns the leftmost character boundary at which seg (no '*') matches
+// in s and how many bytes it takes there, or -1. Candidates come from
+// strings.Index on seg's literal head, so a segment without '?' costs about
+// what a substring search costs.
+func find(seg, s string) (at, n int) {
+	head := seg
+	if q := strings.IndexByte(seg, '?'); q >= 0 {
+		head = seg[:q]
+	}
+	for off := 0; off < len(s); off = at + 1 {
+		at = off
+		if head != "" {
+			i := strings.Index(s[off:], head)
+			if i < 0 {
+				return -1, 0
+			}
+			at += i
+		}
+		if !boundary(s, at) {
+			continue // a stray byte in seg never matches the middle of a character
+		}
+		if n, ok := matchPrefix(seg, s[at:]); ok {
+			return at, n
+		}
+	}
+	return -1, 0
+}
+
+// boundary reports whether a character of s starts at s[i]. Only a
+// continuation byte can be inside a character, and only inside a valid code
+// point that starts at most three bytes earlier: the nearest non-continuation
+// byte before it.
+func boundary(s string, i int) bool {
+	if i == 0 || i >= len(s) || utf8.RuneStart(s[i]) {
+		return true
+	}
+	for j := i - 1; j >= 0 && j > i-utf8.UTFMax; j-- {
+		if utf8.RuneStart(s[j]) {
+			_, w := utf8.DecodeRuneInString(s[j:])
+			return j+w <= i
+		}
 	}
 	return true
 }
@@ -170,5 +282,20 @@ func unitLen(s string, i int) int {
 		return 1
 	}
 	_, w := utf8.DecodeRuneInString(s[i:])
+	return w
+}
+
+// lastUnitLen is the length in bytes of the character that ends s, which must
+// end at a character boundary and not be empty. A valid code point ending
+// there starts at the nearest non-continuation byte, which is where
+// DecodeLastRuneInString looks, and forward decoding would also have started
+// a character there (no valid code point covers a non-continuation byte it
+// does not start with). Otherwise the last byte is a character of its own
+// both ways.
+func lastUnitLen(s string) int {
+	if s[len(s)-1] < utf8.RuneSelf {
+		return 1
+	}
+	_, w := utf8.DecodeLastRuneInString(s)
 	return w
 }

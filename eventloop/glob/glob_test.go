@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"pgregory.net/rapid"
+
 	"github.com/monolock/monolock/eventloop/glob"
 )
 
@@ -41,6 +43,27 @@ var matchTests = []struct {
 	{"*ab*ab", "abxab", true},
 	{"*ab*ab", "abab", true},
 	{"*ab*ab", "ab", false},
+
+	// The part after the last star is anchored at the end, the part before
+	// the first at the start; they must not overlap.
+	{"*ab", "ab", true},
+	{"ab*ab", "ab", false},
+	{"ab*ab", "abab", true},
+	{"a*a", "a", false},
+	{"a?*?a", "aba", false},
+	{"a?*?a", "abba", true},
+	{"*" + strings.Repeat("a", 20) + "b", strings.Repeat("a", 40), false},
+	{"*" + strings.Repeat("a", 20) + "b", strings.Repeat("a", 40) + "b", true},
+
+	// Segments between stars go to their leftmost place.
+	{"*ab*ba*", "aba", false}, // the segments cannot share the b
+	{"*ab*ba*", "abba", true},
+	{"*ab*ba*", "ab_ba", true},
+	{"*a?c*", "xxabcxx", true},
+	{"*a?c*", "xxab", false},
+	{"*?b?*", "b", false},
+	{"x*aab*y", "xaaab_y", true},
+	{"x*aab*y", "xaaa_b_y", false},
 
 	// '?' is exactly one character.
 	{"shard-?", "shard-3", true},
@@ -79,6 +102,15 @@ var matchTests = []struct {
 	{"\xc3?", "\xc3x", true},
 	{"*\xa9", "é", false},
 	{"*\xa9", "x\xa9", true},
+	{"*\xa9*", "é", false}, // a stray byte between stars does not match inside é either
+	{"*\xa9*", "é\xa9", true},
+	{"*\xc3*", "é", false},
+	{"*\xc3", "é\xc3", true},
+	{"*\xc3\xa9*", "\xc3\xa9", true},
+	{"*?\xa9", "é", false},
+	{"*?\xa9", "é\xa9", true},
+	{"\xe6*", "\xe6\x97\xa5", false}, // 日 starts with the byte \xe6 but is one character
+	{"\xe6*", "\xe6\x97", true},
 	{"\xff", "\xff", true},
 	{"\xff", "\ufffd", false},
 	{"\ufffd", "\xff", false},
@@ -118,6 +150,9 @@ func TestMatch(t *testing.T) {
 		}
 		if got := refMatch(tt.pattern, tt.s); got != tt.want {
 			t.Errorf("reference(%q, %q) = %v, want %v: the test table or the reference is wrong", tt.pattern, tt.s, got, tt.want)
+		}
+		if got := backtrackMatch(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("backtracking reference(%q, %q) = %v, want %v: the test table or the reference is wrong", tt.pattern, tt.s, got, tt.want)
 		}
 	}
 }
@@ -227,6 +262,140 @@ func refMatch(pattern, s string) bool {
 	return m[0][0]
 }
 
+// backtrackMatch is the matcher this package used before: the greedy star
+// with backtracking to the most recent star. It is correct but costs
+// len(p)·len(s) on a near miss such as "*aaaa…ab"; it stays here as a second,
+// independent reference.
+func backtrackMatch(p, s string) bool {
+	if p == "" {
+		return false
+	}
+	px, sx := 0, 0
+	starPx, starSx := -1, 0
+	for px < len(p) || sx < len(s) {
+		if px < len(p) {
+			switch c := p[px]; {
+			case c == '*':
+				starPx, starSx = px, sx
+				px++
+				continue
+			case sx == len(s):
+			case c == '?':
+				px++
+				_, w := utf8.DecodeRuneInString(s[sx:])
+				sx += w
+				continue
+			default:
+				_, pw := utf8.DecodeRuneInString(p[px:])
+				_, sw := utf8.DecodeRuneInString(s[sx:])
+				if pw == sw && p[px:px+pw] == s[sx:sx+sw] {
+					px += pw
+					sx += sw
+					continue
+				}
+			}
+		}
+		if starPx >= 0 && starSx < len(s) {
+			_, w := utf8.DecodeRuneInString(s[starSx:])
+			starSx += w
+			px, sx = starPx+1, starSx
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// pieces are what random patterns and names are made of: ASCII, '/',
+// multi-byte characters, the bytes they are made of on their own, a valid
+// U+FFFD next to invalid bytes, and the two wildcards (plain characters in a
+// name).
+var pieces = []string{
+	"a", "b", "/", "é", "\xc3", "\xa9", "日", "\xe6", "\x97", "😀",
+	"\ufffd", "\xff", "*", "?",
+}
+
+// TestMatchAgainstReferences compares the matcher with the dynamic
+// programming reference and the old backtracking matcher on random names and
+// patterns. Half the patterns are made from the name (pieces kept, turned
+// into wildcards, dropped or swapped, stars inserted), so that many of them
+// match or nearly match; the others are drawn on their own.
+func TestMatchAgainstReferences(t *testing.T) {
+	piece := rapid.SampledFrom(pieces)
+	rapid.Check(t, func(t *rapid.T) {
+		name := rapid.SliceOfN(piece, 0, 16).Draw(t, "name")
+		var pattern []string
+		if rapid.Bool().Draw(t, "from name") {
+			for _, p := range name {
+				switch rapid.IntRange(0, 7).Draw(t, "edit") {
+				case 0:
+					pattern = append(pattern, "?")
+				case 1:
+					pattern = append(pattern, "*")
+				case 2:
+					pattern = append(pattern, "*", p)
+				case 3: // dropped
+				case 4:
+					pattern = append(pattern, piece.Draw(t, "swap"))
+				default:
+					pattern = append(pattern, p)
+				}
+			}
+		} else {
+			pattern = rapid.SliceOfN(piece, 0, 10).Draw(t, "pattern")
+		}
+		p, s := strings.Join(pattern, ""), strings.Join(name, "")
+		want := refMatch(p, s)
+		if old := backtrackMatch(p, s); old != want {
+			t.Fatalf("the references disagree on (%q, %q): DP %v, backtracking %v", p, s, want, old)
+		}
+		if got := glob.Match(p, s); got != want {
+			t.Fatalf("Match(%q, %q) = %v, reference says %v", p, s, got, want)
+		}
+		if p != "" {
+			if got := glob.MustCompile(p).Match(s); got != want {
+				t.Fatalf("Compile(%q).Match(%q) = %v, reference says %v", p, s, got, want)
+			}
+		}
+	})
+}
+
+// all returns every string of at most n pieces.
+func all(pieces []string, n int) []string {
+	out, last := []string{""}, []string{""}
+	for range n {
+		var next []string
+		for _, s := range last {
+			for _, p := range pieces {
+				next = append(next, s+p)
+			}
+		}
+		out, last = append(out, next...), next
+	}
+	return out
+}
+
+// TestMatchExhaustive checks every short pattern against every short name
+// over an alphabet where characters and their bytes meet: é is \xc3\xa9 and
+// 日 is \xe6\x97\xa5, so a stray \xc3, \xa9 or \xa5 must not match part of
+// them, whichever end of the pattern it sits at and whether a star or a '?'
+// stands next to it.
+func TestMatchExhaustive(t *testing.T) {
+	patterns := all([]string{"é", "\xc3", "\xa9", "\xa5", "*", "?"}, 4)
+	names := all([]string{"a", "é", "日", "\xc3", "\xa9", "\xa5"}, 3)
+	bad := 0
+	for _, p := range patterns {
+		for _, s := range names {
+			if got, want := glob.Match(p, s), refMatch(p, s); got != want {
+				t.Errorf("Match(%q, %q) = %v, reference says %v", p, s, got, want)
+				if bad++; bad == 20 {
+					t.Fatal("too many failures")
+				}
+			}
+		}
+	}
+}
+
 // regexpFor translates a valid-UTF-8 pattern into an anchored regexp. (?s)
 // lets '.' match '\n'; '.' matches one code point.
 func regexpFor(pattern string) *regexp.Regexp {
@@ -255,6 +424,9 @@ func FuzzMatch(f *testing.F) {
 			return // keep the reference's quadratic table small
 		}
 		want := refMatch(pattern, s)
+		if old := backtrackMatch(pattern, s); old != want {
+			t.Fatalf("the references disagree on (%q, %q): DP %v, backtracking %v", pattern, s, want, old)
+		}
 		if got := glob.Match(pattern, s); got != want {
 			t.Fatalf("Match(%q, %q) = %v, reference says %v", pattern, s, got, want)
 		}
@@ -296,6 +468,7 @@ func BenchmarkMatch(b *testing.B) {
 		{"identity", "spiffe://prod/worker/*", "spiffe://prod/worker/eu-west-1/batch-7"},
 		{"backtrack", "*a*a*a*b", strings.Repeat("a", 200)},
 	}
+	cases = append(cases, nearMisses...)
 	for _, c := range cases {
 		p := glob.MustCompile(c.pattern)
 		b.Run(c.name, func(b *testing.B) {
@@ -307,6 +480,41 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
+// nearMisses are the names and patterns of the admin API stall: 255-byte
+// names that almost match. The backtracking matcher spent about 35µs on each,
+// half a second for 15,000 held locks.
+var nearMisses = []struct{ name, pattern, s string }{
+	{"near-miss/tail", "*" + strings.Repeat("a", 127) + "b", strings.Repeat("a", 255)},
+	{"near-miss/middle", "*" + strings.Repeat("a", 127) + "b*", strings.Repeat("a", 255)},
+	{"near-miss/long-middle", "*" + strings.Repeat("a", 200) + "b*", strings.Repeat("a", 255)},
+	{"near-miss/utf8-tail", "*" + strings.Repeat("日", 40) + "本", strings.Repeat("日", 85)},
+	{"near-miss/question", "*" + strings.Repeat("a?", 63) + "b*", strings.Repeat("a", 255)},
+}
+
+// BenchmarkNearMiss15k is the whole stalled admin request: one pattern over
+// 15,000 held names of 255 bytes, none of which matches.
+func BenchmarkNearMiss15k(b *testing.B) {
+	names := make([]string, 15_000)
+	for i := range names {
+		names[i] = strings.Repeat("a", 250) + string(rune('a'+i%26)) + "aaaa"
+	}
+	p := glob.MustCompile("*" + strings.Repeat("a", 127) + "b")
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, n := range names {
+			sink = p.Match(n)
+		}
+	}
+}
+
+func TestNearMisses(t *testing.T) {
+	for _, c := range nearMisses {
+		if got, want := glob.Match(c.pattern, c.s), refMatch(c.pattern, c.s); got != want {
+			t.Errorf("%s: Match = %v, reference says %v", c.name, got, want)
+		}
+	}
+}
+
 func TestMatchDoesNotAllocate(t *testing.T) {
 	p := glob.MustCompile("spiffe://*/worker/?*")
 	s := "spiffe://prod/worker/日本"
@@ -315,5 +523,11 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { sink = glob.Match("shard-?", "shard-3") }); n != 0 {
 		t.Errorf("Match allocates %v times per call, want 0", n)
+	}
+	for _, c := range nearMisses {
+		p := glob.MustCompile(c.pattern)
+		if n := testing.AllocsPerRun(10, func() { sink = p.Match(c.s) }); n != 0 {
+			t.Errorf("%s: Pattern.Match allocates %v times per call, want 0", c.name, n)
+		}
 	}
 }
