@@ -1,6 +1,7 @@
 package eventloop
 
 import (
+	"context"
 	"errors"
 	"net"
 	"testing"
@@ -46,6 +47,8 @@ type fakeConn struct {
 	failWrite bool // the next write fails, which closes the connection
 	wakes     int  // Wake calls: turns the owner asked for
 	closed    bool
+	closedAt  time.Duration // the owner's clock when it closed
+	port      int           // tells the rig's connections apart in RemoteAddr
 	ctx       any
 }
 
@@ -77,7 +80,7 @@ func (c *fakeConn) OutboundBuffered() int         { return c.pending }
 func (c *fakeConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
 func (c *fakeConn) SetContext(ctx any)            { c.ctx = ctx }
 func (c *fakeConn) RemoteAddr() net.Addr {
-	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
+	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000 + c.port}
 }
 func (c *fakeConn) session() *session           { s, _ := c.ctx.(*session); return s }
 func (c *fakeConn) drain()                      { c.pending = 0; c.stuck = false }
@@ -89,6 +92,7 @@ func (c *fakeConn) closeNow() error {
 		return nil
 	}
 	c.closed = true
+	c.closedAt = c.o.now()
 	if s := c.session(); s != nil {
 		c.o.onClose(s)
 	}
@@ -115,9 +119,10 @@ func decodeAll(b []byte) []protocol.Frame {
 // rig is an owner driven by hand: a fake clock, fake connections, and the
 // ticker's job done by run.
 type rig struct {
-	t   testing.TB
-	o   *owner
-	clk *fakeClock
+	t     testing.TB
+	o     *owner
+	clk   *fakeClock
+	conns int // connections made, for their ports
 }
 
 func newRig(t testing.TB, cfg Config) *rig {
@@ -131,7 +136,8 @@ func newRig(t testing.TB, cfg Config) *rig {
 
 // connect opens a connection, as OnOpen does.
 func (r *rig) connect() *fakeConn {
-	c := &fakeConn{o: r.o, keep: true}
+	r.conns++
+	c := &fakeConn{o: r.o, keep: true, port: r.conns}
 	r.o.open(c, 0)
 	return c
 }
@@ -183,3 +189,19 @@ func (r *rig) run(d time.Duration) {
 
 // runTo moves the clock to the owner offset at, ticking on the way.
 func (r *rig) runTo(at time.Duration) { r.run(at - r.o.now()) }
+
+// syncLoop is an event loop that runs what it is given at once, on the
+// caller's goroutine: the rig's owner is driven by the test alone.
+type syncLoop struct{ gnet.EventLoop }
+
+func (syncLoop) Execute(ctx context.Context, r gnet.Runnable) error { return r.Run(ctx) }
+
+// server returns a Server around the rig's owner, so that a test reaches the
+// owner through the Server's own methods (ForceRelease, KickWaiter, Locks),
+// whose calls then run synchronously.
+func (r *rig) server() *Server {
+	var loop gnet.EventLoop = syncLoop{}
+	h := &handler{owner: r.o}
+	h.loop.Store(&loop)
+	return &Server{handler: h}
+}
