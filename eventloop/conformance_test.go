@@ -1,6 +1,7 @@
 package eventloop_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -366,5 +367,29 @@ func TestLockNamesAreExactBytes(t *testing.T) {
 	}
 	if st := ts.stats(t); st.Locks != len(names) || st.Waiters != len(names) {
 		t.Fatalf("Stats = %+v, want %d locks with one waiter each", st, len(names))
+	}
+}
+
+// A server restarted at once, within the same wall-clock second as its
+// predecessor's grants, still issues larger tokens: fencing needs no pause
+// between the two processes.
+func TestTokensGrowAcrossAnImmediateRestart(t *testing.T) {
+	var last uint64
+	for round := range 5 {
+		ts := startServer(t, 0)
+		var tok uint64
+		for i := range 3 {
+			c := dial(t, ts, fmt.Sprintf("round %d holder %d", round, i))
+			c.sendAcquire("fenced", longLease)
+			tok = c.expectAcquired()
+			if tok <= last {
+				t.Fatalf("round %d: token %#x after %#x from the previous server", round, tok, last)
+			}
+			last = tok
+			c.close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		ts.shutdown(t, ctx)
+		cancel()
 	}
 }
