@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/monolock/monolock/eventloop/certs/certstest"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -157,10 +159,66 @@ func openDescriptors(t *testing.T, pid int) int {
 }
 
 // TestDescriptorExhaustion runs the server under a low RLIMIT_NOFILE with
-// more clients than descriptors: it keeps running, says so in its log, and
-// serves the queued clients once descriptors free up.
+// more clients than descriptors, plain and over mutual TLS: it keeps
+// running, says so in its log, and serves the queued clients once
+// descriptors free up.
 func TestDescriptorExhaustion(t *testing.T) {
-	p := startServer(t)
+	t.Run("plain", func(t *testing.T) {
+		p := startServer(t)
+		exhaustDescriptors(t, p, nil)
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		_, pki, _ := labFiles(t)
+		p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
+		exhaustDescriptors(t, p, pki.ClientTLS(certstest.ClientURI))
+	})
+}
+
+// queuedClient connects, sends ACQUIRE for lock and reads the first answer
+// in the background: a client beyond the server's descriptor limit waits in
+// the kernel's backlog, and over TLS its handshake waits with it.
+type queuedClient struct {
+	conn   net.Conn
+	answer chan error
+	frame  protocol.Frame
+}
+
+func connectQueued(t *testing.T, addr string, cfg *tls.Config, lock string) *queuedClient {
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &queuedClient{conn: raw, answer: make(chan error, 1)}
+	if cfg != nil {
+		c.conn = tls.Client(raw, cfg)
+	}
+	t.Cleanup(func() { _ = c.conn.Close() })
+	go func() {
+		if _, err := c.conn.Write(protocol.AppendAcquire(nil, 60_000, lock)); err != nil {
+			c.answer <- err
+			return
+		}
+		var buf protocol.FrameBuffer
+		c.answer <- protocol.ReadServerFrame(c.conn, &buf, &c.frame)
+	}()
+	return c
+}
+
+// acquired waits up to timeout for ACQUIRED; false when no answer came.
+func (c *queuedClient) acquired(t *testing.T, timeout time.Duration) bool {
+	t.Helper()
+	select {
+	case err := <-c.answer:
+		if err != nil || c.frame.Type != protocol.TypeAcquired {
+			t.Fatalf("client got %+v, %v; want ACQUIRED", c.frame, err)
+		}
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+func exhaustDescriptors(t *testing.T, p *process, cfg *tls.Config) {
 	pid := p.cmd.Process.Pid
 	const headroom = 16
 	limit := uint64(openDescriptors(t, pid) + headroom)
@@ -169,26 +227,21 @@ func TestDescriptorExhaustion(t *testing.T) {
 	}
 
 	// Twice as many clients as free descriptors, each on its own lock.
-	clients := make([]*client, 2*headroom)
+	clients := make([]*queuedClient, 2*headroom)
 	for i := range clients {
-		clients[i] = dial(t, p.addr)
-		clients[i].acquire(t, fmt.Sprintf("lock-%d", i))
+		clients[i] = connectQueued(t, p.addr, cfg, fmt.Sprintf("lock-%d", i))
 	}
 	p.waitLog(t, "accepting a connection failed")
 
 	// Some were served; the others wait in the kernel's accept queue.
 	// A client with no answer by a shared deadline is queued.
-	var served, queued []*client
+	var served, queued []*queuedClient
 	verdict := time.Now().Add(2 * time.Second)
 	for _, c := range clients {
-		f, err := c.read(time.Until(verdict))
-		switch {
-		case err == nil && f.Type == protocol.TypeAcquired:
+		if c.acquired(t, time.Until(verdict)) {
 			served = append(served, c)
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		} else {
 			queued = append(queued, c)
-		default:
-			t.Fatalf("client got %+v, %v; want ACQUIRED or no answer yet", f, err)
 		}
 	}
 	if len(served) == 0 || len(queued) == 0 {
@@ -201,16 +254,13 @@ func TestDescriptorExhaustion(t *testing.T) {
 		_ = c.conn.Close()
 	}
 	for _, c := range queued {
-		f, err := c.read(30 * time.Second)
-		if err != nil || f.Type != protocol.TypeAcquired {
-			t.Fatalf("queued client got %+v, %v; want ACQUIRED", f, err)
+		if !c.acquired(t, 30*time.Second) {
+			t.Fatal("a queued client was not served after descriptors freed up")
 		}
 		_ = c.conn.Close()
 	}
-	fresh := dial(t, p.addr)
-	fresh.acquire(t, "fresh")
-	if f, err := fresh.read(30 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
-		t.Fatalf("new client got %+v, %v; want ACQUIRED", f, err)
+	if !connectQueued(t, p.addr, cfg, "fresh").acquired(t, 30*time.Second) {
+		t.Fatal("a new client was not served")
 	}
 	if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("server died: %v", err)
