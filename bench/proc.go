@@ -364,3 +364,12 @@ func parsePids(b []byte) (pid, ppid int, err error) {
 	ppid, err = strconv.Atoi(f[1])
 	return pid, ppid, err
 }
+
+// openDescriptors counts the descriptors process pid has open.
+func openDescriptors(pid int) (int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, fmt.Errorf("count descriptors: %w", err)
+	}
+	return len(entries), nil
+}

@@ -75,6 +75,7 @@ type TLSCost struct {
 type TLSModeFigures struct {
 	Mode                   string  `json:"mode"` // plain, tls, mtls
 	RSSPerSessionBytes     float64 `json:"rss_per_session_bytes"`
+	FDsPerSession          float64 `json:"descriptors_per_session"`
 	CPUPerMHb              float64 `json:"cpu_s_per_million_heartbeats"`
 	RTTP50NS               float64 `json:"heartbeat_rtt_p50_ns"` // of every run's heartbeats together
 	RTTP99NS               float64 `json:"heartbeat_rtt_p99_ns"`
@@ -223,6 +224,7 @@ func renderTLSCost(c *TLSCost) string {
 	}
 	unit := func(u string) func(float64) string { return func(v float64) string { return formatValue(v, u) } }
 	line("RSS per session", func(m TLSModeFigures) float64 { return m.RSSPerSessionBytes }, unit("B"))
+	line("descriptors per session", func(m TLSModeFigures) float64 { return m.FDsPerSession }, func(v float64) string { return fmt.Sprintf("%.2f", v) })
 	line("server CPU per 1M heartbeats", func(m TLSModeFigures) float64 { return m.CPUPerMHb }, unit("s"))
 	line("heartbeat RTT p50", func(m TLSModeFigures) float64 { return m.RTTP50NS }, func(v float64) string { return formatDuration(int64(v)) })
 	line("heartbeat RTT p99", func(m TLSModeFigures) float64 { return m.RTTP99NS }, func(v float64) string { return formatDuration(int64(v)) })

@@ -16,6 +16,8 @@ type sessionsResult struct {
 	rssAfter      int64
 	anonBefore    int64
 	anonAfter     int64
+	fdsBefore     int           // the server's open descriptors when idle
+	fdsAfter      int           // and with every session open
 	cpu           time.Duration // server CPU over the window
 	genCPU        time.Duration // harness CPU over the window
 	windowSecs    float64
@@ -25,6 +27,11 @@ type sessionsResult struct {
 	promoted      uint64
 	heartbeatRate float64
 	other         string // a warning about foreign load, if any
+}
+
+// fdsPerSession is the server's descriptors added per session.
+func (r sessionsResult) fdsPerSession() float64 {
+	return float64(r.fdsAfter-r.fdsBefore) / float64(r.sessions)
 }
 
 func (r sessionsResult) rssPerSession() float64 {
@@ -48,7 +55,8 @@ func sampleIdleServer(srv *child, res *sessionsResult) error {
 		return err
 	}
 	res.rssBefore, res.anonBefore = before.RSS, before.RSSAnon
-	return nil
+	res.fdsBefore, err = openDescriptors(srv.Pid())
+	return err
 }
 
 // measureHeartbeatWindow opens t's window for win and measures the server's
@@ -62,6 +70,9 @@ func measureHeartbeatWindow(srv *child, t *heartbeatTally, stop func() error, wi
 	sleepUntil(from + int64(win))
 	use, ok := u.stop()
 	z, err := ReadProc(srv.Pid())
+	if err == nil {
+		res.fdsAfter, err = openDescriptors(srv.Pid())
+	}
 	stopErr := stop()
 	if err != nil {
 		return err

@@ -109,6 +109,7 @@ func (r goSessionsResult) setupCPUPerSession() float64 {
 }
 
 func (r goSessionsResult) rss() float64     { return r.rssPerSession() }
+func (r goSessionsResult) fds() float64     { return r.fdsPerSession() }
 func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 
 // measureGoSessions runs S6's load against srv: it samples the idle server,
@@ -198,6 +199,7 @@ func (b *bench) s6() *Scenario {
 		cost.Modes = append(cost.Modes, TLSModeFigures{
 			Mode:                   m.tag(),
 			RSSPerSessionBytes:     medianOf(rs, goSessionsResult.rss),
+			FDsPerSession:          medianOf(rs, goSessionsResult.fds),
 			CPUPerMHb:              medianOf(rs, goSessionsResult.cpuPerM),
 			RTTP50NS:               float64(rtt.P50),
 			RTTP99NS:               float64(rtt.P99),
@@ -242,6 +244,8 @@ func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResu
 		heartbeatRuns[i] = r.sessionsResult
 	}
 	addRSSAndCPURows(sc, sys, heartbeatRuns, at, "B/session", "")
+	sc.Add(&Row{System: sys, Figure: "descriptors per session" + at, Value: medianOf(runs, goSessionsResult.fds), Unit: "fd/session",
+		Key: "fds", Lower: true, Note: list(goSessionsResult.fds, "%.2f")})
 	mid := runs[len(runs)/2]
 	var rtt, setup Histogram
 	var late, promoted uint64
