@@ -49,7 +49,7 @@ type Authorizer interface {
 // DefaultMaxTLSHandshakes is the default bound on TLS handshakes in flight:
 // enough to keep both cores busy with handshakes from a crowd reconnecting at
 // once, while a flood of silent connects holds at most a few MiB.
-const DefaultMaxTLSHandshakes = 256
+const DefaultMaxTLSHandshakes = 64
 
 // DefaultListenAddress is where the server listens unless told otherwise.
 const DefaultListenAddress = "0.0.0.0:7070"

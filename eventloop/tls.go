@@ -57,17 +57,19 @@ func (noInput) Temporary() bool { return true }
 
 // transportChunk is the most ciphertext one transport Read hands crypto/tls.
 // tls reads until it has a whole record, so small reads keep its input
-// buffer near one record's size instead of everything a flood has sent.
+// buffer, which it keeps for the session's life, near one record's size
+// instead of a whole handshake flight or everything a flood has sent.
 const transportChunk = 512
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
+	p = p[:min(len(p), transportChunk)]
 	if t.gc == nil {
 		return t.sock.Read(p)
 	}
 	if t.gc.InboundBuffered() == 0 {
 		return 0, errNoInput
 	}
-	return t.gc.Read(p[:min(len(p), transportChunk)])
+	return t.gc.Read(p)
 }
 
 func (t *tlsTransport) Write(p []byte) (int, error) {
