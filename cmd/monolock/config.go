@@ -26,7 +26,26 @@ type settings struct {
 	ioTimeout   time.Duration
 	logLevel    zerolog.Level
 	logFormat   string
+
+	// origins is each setting as the operator gave it, by flag name, for
+	// error messages that must name it.
+	origins map[string]origin
 }
+
+// describe names a setting and its value as the operator gave it, for an
+// error message: "-listen 127.0.0.1:7070" or
+// "MONOLOCK_LISTEN_ADDRESS=127.0.0.1:7070".
+func (s settings) describe(flag string) string {
+	o := s.origins[flag]
+	if o.env != "" {
+		return o.env + "=" + o.value
+	}
+	return "-" + flag + " " + o.value
+}
+
+// origin is a setting's text and, if it came from there, its environment
+// variable.
+type origin struct{ value, env string }
 
 // setting is one row of the configuration table: a flag, its environment
 // variable, its default and its meaning. Flag beats environment beats default.
@@ -105,7 +124,7 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 
-	var s settings
+	s := settings{origins: map[string]origin{}}
 	for i, st := range table {
 		v, from := st.def, "default"
 		if e := getenv(st.env); e != "" {
@@ -116,6 +135,10 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 		if err := st.set(&s, v); err != nil {
 			return settings{}, fmt.Errorf("invalid %s: %w", from, err)
+		}
+		s.origins[st.flag] = origin{value: v}
+		if from == st.env {
+			s.origins[st.flag] = origin{value: v, env: st.env}
 		}
 	}
 	return s, s.checkCombinations()

@@ -54,6 +54,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	// Signals are wired before anything starts so that none is lost.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(signals)
 
 	d, err := start(cfg, log, f)
 	if err != nil {
