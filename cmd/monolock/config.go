@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/opshttp"
 )
 
 // settings is the server's configuration as the operator gave it.
@@ -30,6 +31,9 @@ type settings struct {
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
 	origins map[string]origin
+	// httpLimits bound the ops and admin HTTP servers; the zero value means
+	// opshttp.DefaultLimits. Not a flag: tests shorten the timeouts.
+	httpLimits opshttp.Limits
 }
 
 // describe names a setting and its value as the operator gave it, for an
@@ -171,5 +175,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
 }

@@ -42,7 +42,7 @@ type files struct {
 	audit *audit.Log      // nil without an audit log
 }
 
-func openFiles(cfg settings) (f files, err error) {
+func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 	if cfg.tlsCert != "" {
 		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA}); err != nil {
 			return f, err
@@ -54,7 +54,7 @@ func openFiles(cfg settings) (f files, err error) {
 		}
 	}
 	if cfg.auditLog != "" {
-		if f.audit, err = audit.Open(cfg.auditLog); err != nil {
+		if f.audit, err = audit.Open(cfg.auditLog, audit.WithLogger(log)); err != nil {
 			return f, err
 		}
 	}
@@ -81,6 +81,9 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	if d.admin != nil {
 		ev = ev.Str("admin_listen", d.admin.Addr)
 	}
+	if d.ops != nil || d.admin != nil {
+		ev = ev.Int("http_max_conns", d.httpLimits().MaxConns)
+	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg("monolock started")
 	return d, nil
@@ -101,6 +104,9 @@ func (d *daemon) open(f files) (err error) {
 	registry := prometheus.NewRegistry()
 	if cfg.opsListen != "" {
 		srvCfg.Metrics = metrics.New(registry)
+		if d.audit != nil {
+			metrics.RegisterAudit(registry, d.audit)
+		}
 	}
 	if f.certs != nil {
 		srvCfg.TLS = f.certs.ServerConfig()
@@ -113,6 +119,13 @@ func (d *daemon) open(f files) (err error) {
 			return listenError(cfg.describe("listen"), "127.0.0.1:7070", err)
 		}
 		return err
+	}
+	d.health.Live = func(ctx context.Context) error {
+		_, err := d.srv.Stats(ctx)
+		return err
+	}
+	if d.audit != nil {
+		d.health.Ready = d.audit.Health
 	}
 	if cfg.opsListen != "" {
 		if d.ops, err = d.serveHTTP("ops", cfg.opsListen, opshttp.NewHandler(registry, &d.health)); err != nil {
@@ -130,20 +143,40 @@ func (d *daemon) open(f files) (err error) {
 	return nil
 }
 
-// serveHTTP listens on addr and serves h in the background. The returned
-// server's Addr is the bound address.
+// serveHTTP listens on addr and serves h in the background, within the
+// daemon's HTTP limits. The returned server's Addr is the bound address.
 func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	lim := d.httpLimits()
+	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
+	hs.Addr = ln.Addr().String()
+	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.failed <- fmt.Errorf("%s server: %w", name, err)
 		}
 	}()
 	return hs, nil
+}
+
+func (d *daemon) httpLimits() opshttp.Limits {
+	if d.cfg.httpLimits.MaxConns == 0 {
+		return opshttp.DefaultLimits(descriptorLimit())
+	}
+	return d.cfg.httpLimits
+}
+
+// descriptorLimit is the soft RLIMIT_NOFILE, which the Go runtime has
+// already raised to the hard limit.
+func descriptorLimit() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024 // the common default; errs towards a small cap
+	}
+	return rl.Cur
 }
 
 func isListenError(err error) bool {
@@ -221,13 +254,26 @@ func (d *daemon) shutdown(signals <-chan os.Signal) int {
 		}
 	}
 	if d.audit != nil {
-		if err := d.audit.Close(); err != nil {
+		if err := closeAudit(ctx, d.audit); err != nil {
 			d.log.Error().Err(err).Msg("closing the audit log")
 			status = 1
 		}
 	}
 	d.log.Info().Msg("monolock stopped")
 	return status
+}
+
+// closeAudit flushes and closes the audit log, but waits no longer than
+// ctx: a destination that hangs must not keep the process from exiting.
+func closeAudit(ctx context.Context, l *audit.Log) error {
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the audit log did not flush within the shutdown grace; up to %d bytes of events are lost: %w", l.PendingBytes(), ctx.Err())
+	}
 }
 
 // closeAll releases what start opened when start fails. No session exists
@@ -246,7 +292,7 @@ func (d *daemon) closeAll() {
 		}
 	}
 	if d.audit != nil {
-		if err := d.audit.Close(); err != nil {
+		if err := closeAudit(ctx, d.audit); err != nil {
 			d.log.Error().Err(err).Msg("closing the audit log after a failed start")
 		}
 	}
