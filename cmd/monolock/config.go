@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/eventloop/opshttp"
 )
 
 // settings is the server's configuration as the operator gave it.
@@ -26,7 +27,29 @@ type settings struct {
 	ioTimeout   time.Duration
 	logLevel    zerolog.Level
 	logFormat   string
+
+	// origins is each setting as the operator gave it, by flag name, for
+	// error messages that must name it.
+	origins map[string]origin
+	// httpLimits bound the ops and admin HTTP servers; the zero value means
+	// opshttp.DefaultLimits. Not a flag: tests shorten the timeouts.
+	httpLimits opshttp.Limits
 }
+
+// describe names a setting and its value as the operator gave it, for an
+// error message: "-listen 127.0.0.1:7070" or
+// "MONOLOCK_LISTEN_ADDRESS=127.0.0.1:7070".
+func (s settings) describe(flag string) string {
+	o := s.origins[flag]
+	if o.env != "" {
+		return o.env + "=" + o.value
+	}
+	return "-" + flag + " " + o.value
+}
+
+// origin is a setting's text and, if it came from there, its environment
+// variable.
+type origin struct{ value, env string }
 
 // setting is one row of the configuration table: a flag, its environment
 // variable, its default and its meaning. Flag beats environment beats default.
@@ -105,7 +128,7 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 
-	var s settings
+	s := settings{origins: map[string]origin{}}
 	for i, st := range table {
 		v, from := st.def, "default"
 		if e := getenv(st.env); e != "" {
@@ -116,6 +139,10 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 		if err := st.set(&s, v); err != nil {
 			return settings{}, fmt.Errorf("invalid %s: %w", from, err)
+		}
+		s.origins[st.flag] = origin{value: v}
+		if from == st.env {
+			s.origins[st.flag] = origin{value: v, env: st.env}
 		}
 	}
 	return s, s.checkCombinations()
@@ -148,5 +175,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit.\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +42,7 @@ type files struct {
 	audit *audit.Log      // nil without an audit log
 }
 
-func openFiles(cfg settings) (f files, err error) {
+func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 	if cfg.tlsCert != "" {
 		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA}); err != nil {
 			return f, err
@@ -53,55 +54,20 @@ func openFiles(cfg settings) (f files, err error) {
 		}
 	}
 	if cfg.auditLog != "" {
-		if f.audit, err = audit.Open(cfg.auditLog); err != nil {
+		if f.audit, err = audit.Open(cfg.auditLog, audit.WithLogger(log)); err != nil {
 			return f, err
 		}
 	}
 	return f, nil
 }
 
-// start brings everything up, or nothing: a failure closes what was opened.
-func start(cfg settings, log zerolog.Logger, f files) (d *daemon, err error) {
-	d = &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3)}
-	defer func() {
-		if err != nil {
-			d.closeAll()
-		}
-	}()
-	srvCfg := eventloop.Config{
-		ListenAddress: cfg.listen,
-		IOTimeout:     cfg.ioTimeout,
-		Logger:        log,
-		Audit:         d.audit,
-	}
-	// Metrics cost a little on every frame; without an endpoint to read them
-	// the server does not keep them.
-	registry := prometheus.NewRegistry()
-	if cfg.opsListen != "" {
-		srvCfg.Metrics = metrics.New(registry)
-	}
-	if f.certs != nil {
-		srvCfg.TLS = f.certs.ServerConfig()
-	}
-	if f.rules != nil {
-		srvCfg.Authorizer = f.rules
-	}
-	d.srv, err = eventloop.New(srvCfg)
-	if err != nil {
+// start brings everything up, or nothing: a failure closes what was opened,
+// the audit log of f included, and says which setting was at fault.
+func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
+	d := &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3)}
+	if err := d.open(f); err != nil {
+		d.closeAll()
 		return nil, err
-	}
-	if cfg.opsListen != "" {
-		if d.ops, err = d.serveHTTP("ops", cfg.opsListen, opshttp.NewHandler(registry, &d.health)); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.adminListen != "" {
-		if d.admin, err = d.serveHTTP("admin", cfg.adminListen, d.adminHandler()); err != nil {
-			return nil, err
-		}
-		if !isLoopback(d.admin.Addr) {
-			log.Warn().Str("admin_listen", d.admin.Addr).Msg("the admin API has no authentication and listens beyond loopback; bind it to 127.0.0.1 unless a firewall guards it")
-		}
 	}
 	go func() {
 		if err := d.srv.Serve(); err != nil {
@@ -115,25 +81,135 @@ func start(cfg settings, log zerolog.Logger, f files) (d *daemon, err error) {
 	if d.admin != nil {
 		ev = ev.Str("admin_listen", d.admin.Addr)
 	}
+	if d.ops != nil || d.admin != nil {
+		ev = ev.Int("http_max_conns", d.httpLimits().MaxConns)
+	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg("monolock started")
 	return d, nil
 }
 
-// serveHTTP listens on addr and serves h in the background. The returned
-// server's Addr is the bound address.
+// open starts the event loop and the HTTP servers; what it opened before
+// an error stays in d for closeAll.
+func (d *daemon) open(f files) (err error) {
+	cfg := d.cfg
+	srvCfg := eventloop.Config{
+		ListenAddress: cfg.listen,
+		IOTimeout:     cfg.ioTimeout,
+		Logger:        d.log,
+		Audit:         d.audit,
+	}
+	// Metrics cost a little on every frame; without an endpoint to read them
+	// the server does not keep them.
+	registry := prometheus.NewRegistry()
+	if cfg.opsListen != "" {
+		srvCfg.Metrics = metrics.New(registry)
+		if d.audit != nil {
+			metrics.RegisterAudit(registry, d.audit)
+		}
+	}
+	if f.certs != nil {
+		srvCfg.TLS = f.certs.ServerConfig()
+	}
+	if f.rules != nil {
+		srvCfg.Authorizer = f.rules
+	}
+	if d.srv, err = eventloop.New(srvCfg); err != nil {
+		if isListenError(err) {
+			return listenError(cfg.describe("listen"), "127.0.0.1:7070", err)
+		}
+		return err
+	}
+	d.health.Live = func(ctx context.Context) error {
+		_, err := d.srv.Stats(ctx)
+		return err
+	}
+	if d.audit != nil {
+		d.health.Ready = d.audit.Health
+	}
+	if cfg.opsListen != "" {
+		if d.ops, err = d.serveHTTP("ops", cfg.opsListen, opshttp.NewHandler(registry, &d.health)); err != nil {
+			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
+		}
+	}
+	if cfg.adminListen != "" {
+		if d.admin, err = d.serveHTTP("admin", cfg.adminListen, d.adminHandler()); err != nil {
+			return listenError(cfg.describe("admin-listen"), "127.0.0.1:7071", err)
+		}
+		if !isLoopback(d.admin.Addr) {
+			d.log.Warn().Str("admin_listen", d.admin.Addr).Msg("the admin API has no authentication and listens beyond loopback; bind it to 127.0.0.1 unless a firewall guards it")
+		}
+	}
+	return nil
+}
+
+// serveHTTP listens on addr and serves h in the background, within the
+// daemon's HTTP limits. The returned server's Addr is the bound address.
 func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s listen on %s: %w", name, addr, err)
+		return nil, err
 	}
-	hs := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	lim := d.httpLimits()
+	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
+	hs.Addr = ln.Addr().String()
+	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.failed <- fmt.Errorf("%s server: %w", name, err)
 		}
 	}()
 	return hs, nil
+}
+
+func (d *daemon) httpLimits() opshttp.Limits {
+	if d.cfg.httpLimits.MaxConns == 0 {
+		return opshttp.DefaultLimits(descriptorLimit())
+	}
+	return d.cfg.httpLimits
+}
+
+// descriptorLimit is the soft RLIMIT_NOFILE, which the Go runtime has
+// already raised to the hard limit.
+func descriptorLimit() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024 // the common default; errs towards a small cap
+	}
+	return rl.Cur
+}
+
+func isListenError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "listen"
+}
+
+// listenError says which setting named an address that cannot be listened
+// on, why, and what to do; example is a good address for that setting.
+func listenError(setting, example string, err error) error {
+	var (
+		op      *net.OpError
+		addrErr *net.AddrError
+		dnsErr  *net.DNSError
+		why     string
+	)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		why = "address already in use: another process (or another monolock listener) holds this port; stop it or choose another port"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		why = "cannot assign requested address: no network interface of this host has this IP address; use one of its addresses, or 0.0.0.0 for all of them"
+	case errors.Is(err, syscall.EACCES):
+		why = "permission denied: ports below 1024 need root or CAP_NET_BIND_SERVICE; choose a port from 1024 up"
+	case errors.As(err, &addrErr):
+		why = fmt.Sprintf("%s; want host:port with a port from 0 to 65535, such as %s", addrErr.Err, example)
+	case errors.As(err, &dnsErr):
+		why = fmt.Sprintf("%v; want an IP address (or a host name this machine resolves) and a numeric port, such as %s", dnsErr, example)
+	case errors.As(err, &op):
+		why = op.Err.Error()
+	default:
+		why = err.Error()
+	}
+	return fmt.Errorf("%s: %s", setting, why)
 }
 
 // reload applies SIGHUP: reread the TLS material and the ACL, reopen the
@@ -178,7 +254,7 @@ func (d *daemon) shutdown(signals <-chan os.Signal) int {
 		}
 	}
 	if d.audit != nil {
-		if err := d.audit.Close(); err != nil {
+		if err := closeAudit(ctx, d.audit); err != nil {
 			d.log.Error().Err(err).Msg("closing the audit log")
 			status = 1
 		}
@@ -187,20 +263,38 @@ func (d *daemon) shutdown(signals <-chan os.Signal) int {
 	return status
 }
 
-// closeAll releases what start opened when start fails.
-func (d *daemon) closeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if d.srv != nil {
-		_ = d.srv.Shutdown(ctx)
+// closeAudit flushes and closes the audit log, but waits no longer than
+// ctx: a destination that hangs must not keep the process from exiting.
+func closeAudit(ctx context.Context, l *audit.Log) error {
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the audit log did not flush within the shutdown grace; up to %d bytes of events are lost: %w", l.PendingBytes(), ctx.Err())
 	}
+}
+
+// closeAll releases what start opened when start fails. No session exists
+// yet, so the protocol side stops at once.
+func (d *daemon) closeAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
 	for _, hs := range []*http.Server{d.admin, d.ops} {
 		if hs != nil {
 			_ = hs.Close()
 		}
 	}
+	if d.srv != nil {
+		if err := d.srv.Shutdown(ctx); err != nil {
+			d.log.Error().Err(err).Msg("stopping the event loop after a failed start")
+		}
+	}
 	if d.audit != nil {
-		_ = d.audit.Close()
+		if err := closeAudit(ctx, d.audit); err != nil {
+			d.log.Error().Err(err).Msg("closing the audit log after a failed start")
+		}
 	}
 }
 

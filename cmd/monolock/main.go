@@ -44,16 +44,17 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 2
 	}
-	f, err := openFiles(cfg)
+	log := newLogger(cfg, stderr)
+	f, err := openFiles(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
 
 	// Signals are wired before anything starts so that none is lost.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(signals)
 
 	d, err := start(cfg, log, f)
 	if err != nil {

@@ -2,10 +2,17 @@
 //
 // The owner loop appends encoded lines to a memory buffer; a goroutine of the
 // Log writes the buffer out at most every 10 ms, so an event costs the owner
-// no syscall and no goroutine wake-up of its own. No event
-// is ever dropped: if the disk falls more than MaxPending bytes behind, the
-// owner waits for it (see Stalls), which bounds the memory a slow disk can
-// take instead of losing events.
+// no syscall and no goroutine wake-up of its own.
+//
+// Write never blocks its caller, whatever the destination does. The caller is
+// the event loop, and a full disk, a hung mount or a stdout nobody reads must
+// not stop every lock in the server. A failed write keeps its events and is
+// retried every 100 ms; new events wait in memory meanwhile. Once MaxPending
+// bytes wait, new events are dropped and counted instead: lock traffic goes
+// on, and its record has a hole. The loss is loud: Health returns the cause
+// (the server's /readyz answers 503), DroppedEvents and WriteErrors count it,
+// and the Log's logger gets an error line at once and at most one per
+// ReportInterval while it lasts, then a line when writes succeed again.
 package audit
 
 import (
@@ -14,13 +21,20 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // MaxPending is how far, in bytes, the stream may run ahead of the disk
-// before the owner waits. At roughly 200 bytes a line it is some 40,000
-// events.
+// before new events are dropped. At roughly 200 bytes a line it is some
+// 40,000 events, a few seconds of a busy server.
 const MaxPending = 8 << 20
+
+// ReportInterval is the least time between two error lines about one
+// failing destination: a full disk must not flood the diagnostics.
+const ReportInterval = 10 * time.Second
 
 // flushDelay is how long an event may wait in memory before it is written.
 const flushDelay = 10 * time.Millisecond
@@ -29,41 +43,85 @@ const flushDelay = 10 * time.Millisecond
 // again; the events stay buffered meanwhile.
 const retryWrite = 100 * time.Millisecond
 
+// blockedAfter is how long one write may take before the destination counts
+// as stuck (a hung mount, a pipe nobody reads) rather than slow.
+const blockedAfter = 5 * time.Second
+
 // Log is an audit destination: a file (reopened on Reopen) or stdout.
 type Log struct {
 	path string // "" for stdout
+	opts options
 
-	mu      sync.Mutex
-	drained *sync.Cond // signalled when pending shrinks
-	pending []byte     // encoded lines not yet handed to the writer
-	closed  bool
-	stalls  uint64 // times an appender waited for the disk
-	failing error  // the last write error, nil once writes succeed again
+	mu          sync.Mutex
+	pending     []byte // encoded lines not yet handed to the writer
+	inFlight    int    // bytes the writer took and has not written yet
+	closed      bool
+	failing     error     // the last write error, nil once a write succeeds
+	dropping    bool      // an event was dropped and the writer has not made room since
+	dropped     uint64    // events dropped over the limit
+	writeErrors uint64    // failed writes to the destination
+	writeSince  time.Time // start of the write in progress; zero when none is
+	lost        int       // bytes given up on because the log closed while failing
+	lostCause   error     // the write error that made them lost
+	next        *os.File  // opened by Reopen for the writer to switch to
 
-	wake chan struct{} // cap 1: there is something to write
-	done chan struct{} // closed when the writer goroutine has exited
+	wake    chan struct{} // cap 1: there is something to write
+	closing chan struct{} // closed by Close: stop waiting to retry
+	done    chan struct{} // closed when the writer goroutine has exited
+	notify  chan struct{} // cap 1: the health may have changed
+	stop    chan struct{} // closed when the reporter must exit
+	stopped chan struct{} // closed when the reporter has exited
 
-	fileMu sync.Mutex // held while writing or swapping the file
-	out    io.Writer
-	file   *os.File // nil for stdout
+	// Only the writer goroutine uses these, and Close once it has exited.
+	out  io.Writer
+	file *os.File // nil for stdout
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	log         zerolog.Logger
+	maxPending  int
+	reportEvery time.Duration
+	retryEvery  time.Duration
+	checkEvery  time.Duration
+	blocked     time.Duration
+}
+
+// WithLogger sends the Log's own diagnostics to log: failing writes, dropped
+// events, recovery, a deleted file recreated. Without it they are discarded,
+// and only Health and the counters tell.
+func WithLogger(log zerolog.Logger) Option {
+	return func(o *options) { o.log = log }
 }
 
 // Open starts an audit stream to dest: a file path (appended to, created
 // 0640 if missing) or "-" for stdout.
-func Open(dest string) (*Log, error) {
-	l := &Log{wake: make(chan struct{}, 1), done: make(chan struct{})}
-	l.drained = sync.NewCond(&l.mu)
+func Open(dest string, opts ...Option) (*Log, error) {
 	if dest == "-" {
-		l.out = os.Stdout
-	} else {
-		f, err := openFile(dest)
-		if err != nil {
-			return nil, err
-		}
-		l.path, l.file, l.out = dest, f, f
+		return newLog("", os.Stdout, nil, opts), nil
+	}
+	f, err := openFile(dest)
+	if err != nil {
+		return nil, err
+	}
+	return newLog(dest, f, f, opts), nil
+}
+
+func newLog(path string, out io.Writer, file *os.File, opts []Option) *Log {
+	o := options{log: zerolog.Nop(), maxPending: MaxPending, reportEvery: ReportInterval, retryEvery: retryWrite, checkEvery: time.Second, blocked: blockedAfter}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Log{
+		path: path, opts: o, out: out, file: file,
+		wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+		notify: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	go l.writeLoop()
-	return l, nil
+	go l.reportLoop()
+	return l
 }
 
 func openFile(path string) (*os.File, error) {
@@ -74,28 +132,37 @@ func openFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Write appends encoded lines. It never drops them: past MaxPending it waits
-// for the writer.
+// Write appends encoded lines, one event per call. It never blocks on the
+// destination: past MaxPending the event is dropped and counted. It reports
+// no error for a dropped event, because its caller, zerolog, would print one
+// line per event; the Log reports the loss itself.
 func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	for len(l.pending) >= MaxPending && !l.closed {
-		l.stalls++
-		l.drained.Wait()
-	}
+	defer l.mu.Unlock()
 	if l.closed {
-		l.mu.Unlock()
 		return 0, errors.New("audit log is closed")
 	}
-	first := len(l.pending) == 0
-	l.pending = append(l.pending, p...)
-	if first { // under mu, so that Close cannot close wake in between
-		select {
-		case l.wake <- struct{}{}:
-		default:
+	if len(l.pending)+l.inFlight+len(p) > l.opts.maxPending {
+		l.dropped++
+		if !l.dropping {
+			l.dropping = true
+			l.poke(l.notify)
 		}
+		return len(p), nil
 	}
-	l.mu.Unlock()
+	if len(l.pending) == 0 {
+		l.poke(l.wake) // under mu, so that Close cannot close wake in between
+	}
+	l.pending = append(l.pending, p...)
 	return len(p), nil
+}
+
+// poke sends on a channel of capacity 1 without waiting.
+func (l *Log) poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // writeLoop hands pending lines to the destination, one write per batch.
@@ -108,10 +175,15 @@ func (l *Log) writeLoop() {
 		time.Sleep(flushDelay)
 		for {
 			l.mu.Lock()
+			next := l.next
+			l.next = nil
 			batch, l.pending = l.pending, batch[:0]
+			l.inFlight = len(batch)
 			closed := l.closed
-			l.drained.Broadcast()
 			l.mu.Unlock()
+			if next != nil {
+				l.switchTo(next)
+			}
 			if len(batch) == 0 {
 				if closed {
 					return
@@ -123,23 +195,159 @@ func (l *Log) writeLoop() {
 	}
 }
 
+// switchTo makes f the destination and closes the previous file.
+func (l *Log) switchTo(f *os.File) {
+	old := l.file
+	l.file, l.out = f, f
+	if old != nil {
+		_ = old.Close()
+	}
+}
+
 // writeAll writes batch, retrying a failing destination until it succeeds or
-// the log is closed; events are not dropped for a full disk.
+// the log is closed.
 func (l *Log) writeAll(batch []byte) {
 	for {
-		l.fileMu.Lock()
-		n, err := l.out.Write(batch)
-		l.fileMu.Unlock()
-		batch = batch[n:]
+		err := l.recreateIfDeleted()
+		n := 0
+		if err == nil {
+			l.mu.Lock()
+			l.writeSince = time.Now()
+			l.mu.Unlock()
+			n, err = l.out.Write(batch)
+			batch = batch[n:]
+		}
 		l.mu.Lock()
+		l.writeSince = time.Time{}
+		l.inFlight = len(batch)
+		if err != nil {
+			l.writeErrors++
+		}
+		if (err == nil) != (l.failing == nil) || (err == nil && l.dropping) {
+			l.poke(l.notify)
+		}
 		l.failing = err
+		if err == nil {
+			l.dropping = false // the write made room
+		}
 		closed := l.closed
+		if err != nil && closed {
+			l.lost += len(batch)
+			l.lostCause = err
+		}
 		l.mu.Unlock()
 		if err == nil || closed {
 			return
 		}
-		time.Sleep(retryWrite)
+		select {
+		case <-time.After(l.opts.retryEvery):
+		case <-l.closing:
+		}
 	}
+}
+
+// recreateIfDeleted opens the path again when the open file has lost its
+// last name: whatever is written to an unlinked file is gone for every
+// reader, so an rm without SIGHUP would otherwise swallow events silently.
+// A renamed file still has its name and keeps receiving events until
+// Reopen, as log rotation expects.
+func (l *Log) recreateIfDeleted() error {
+	if l.file == nil {
+		return nil
+	}
+	fi, err := l.file.Stat()
+	if err != nil {
+		return nil // the write will tell what is wrong
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink > 0 {
+		return nil
+	}
+	f, err := openFile(l.path)
+	if err != nil {
+		return fmt.Errorf("the audit log %s was deleted and cannot be created again: %w", l.path, err)
+	}
+	l.switchTo(f)
+	l.opts.log.Warn().Str("audit_log", l.path).
+		Msg("the audit log file was deleted while in use; created it again at its path (to rotate, rename the file and send SIGHUP)")
+	return nil
+}
+
+// reportLoop logs the destination's trouble from a goroutine of its own: the
+// writer may be the one stuck, and the event loop must not write diagnostics.
+func (l *Log) reportLoop() {
+	defer close(l.stopped)
+	tick := time.NewTicker(l.opts.checkEvery)
+	defer tick.Stop()
+	var (
+		lastAlarm time.Time // when the last error line was logged
+		alarmed   bool      // an error line was logged and no recovery since
+		base      stats     // the counters when health was last reported
+	)
+	for {
+		select {
+		case <-l.notify:
+		case <-tick.C:
+		case <-l.stop:
+			return
+		}
+		now := time.Now()
+		problem := l.Health()
+		st := l.stats()
+		switch {
+		case problem != nil && (lastAlarm.IsZero() || now.Sub(lastAlarm) >= l.opts.reportEvery):
+			alarmed, lastAlarm = true, now
+			l.opts.log.Error().Err(problem).Str("audit_log", l.name()).
+				Uint64("dropped_events", st.dropped).Uint64("write_errors", st.writeErrors).Int("pending_bytes", st.pending).
+				Msgf("audit log failing: lock traffic continues, events wait in memory up to %d MiB and are then dropped; fix the destination (disk space, permissions, the reader of stdout); /readyz answers 503 until it works", l.opts.maxPending>>20)
+		case problem == nil && alarmed:
+			alarmed = false
+			ev := l.opts.log.Info()
+			if st.dropped > base.dropped {
+				ev = l.opts.log.Warn()
+			}
+			ev.Str("audit_log", l.name()).Uint64("dropped_events", st.dropped-base.dropped).Uint64("write_errors", st.writeErrors-base.writeErrors).
+				Msg("audit log writes succeed again; dropped_events is how many events the audit stream lost meanwhile")
+			base = st
+		}
+	}
+}
+
+func (l *Log) name() string {
+	if l.path == "" {
+		return "stdout"
+	}
+	return l.path
+}
+
+type stats struct {
+	dropped, writeErrors uint64
+	pending              int
+}
+
+func (l *Log) stats() stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return stats{dropped: l.dropped, writeErrors: l.writeErrors, pending: len(l.pending) + l.inFlight}
+}
+
+// Health returns nil while events reach the destination, and otherwise why
+// they do not: writes failing, a write stuck, events being dropped.
+func (l *Log) Health() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var problems []error
+	if l.failing != nil {
+		problems = append(problems, fmt.Errorf("audit log writes failing: %w", l.failing))
+	}
+	if !l.writeSince.IsZero() {
+		if d := time.Since(l.writeSince); d >= l.opts.blocked {
+			problems = append(problems, fmt.Errorf("audit log write blocked for %s", d.Round(time.Second)))
+		}
+	}
+	if l.dropping {
+		problems = append(problems, fmt.Errorf("audit backlog over its limit of %d MiB: new events are dropped", l.opts.maxPending>>20))
+	}
+	return errors.Join(problems...)
 }
 
 // Err returns the last write error, or nil when the destination is healthy.
@@ -149,16 +357,32 @@ func (l *Log) Err() error {
 	return l.failing
 }
 
-// Stalls returns how often an event had to wait for the disk.
-func (l *Log) Stalls() uint64 {
+// WriteErrors returns how many writes to the destination failed; a failed
+// write is retried every 100 ms, so a lasting failure counts ten a second.
+func (l *Log) WriteErrors() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stalls
+	return l.writeErrors
+}
+
+// DroppedEvents returns how many events were dropped over MaxPending.
+func (l *Log) DroppedEvents() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
+}
+
+// PendingBytes returns how many bytes of events wait for the destination.
+func (l *Log) PendingBytes() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending) + l.inFlight
 }
 
 // Reopen opens the file again by its path, for log rotation: after a rename
 // and Reopen, new events go to a new file at the original path. If the open
-// fails, the old file stays in use.
+// fails, the old file stays in use. Reopen does not wait for a write in
+// progress, so a stuck destination cannot hold up the caller (SIGHUP).
 func (l *Log) Reopen() error {
 	if l.path == "" {
 		return nil
@@ -167,14 +391,23 @@ func (l *Log) Reopen() error {
 	if err != nil {
 		return err
 	}
-	l.fileMu.Lock()
-	old := l.file
-	l.file, l.out = f, f
-	l.fileMu.Unlock()
-	return old.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = f.Close()
+		return errors.New("audit log is closed")
+	}
+	if l.next != nil {
+		_ = l.next.Close()
+	}
+	l.next = f
+	l.poke(l.wake)
+	return nil
 }
 
-// Close writes every pending event and closes the destination.
+// Close writes every pending event and closes the destination. If the
+// destination still fails, the events it did not take are lost, and Close
+// says how many bytes.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -182,12 +415,26 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	l.drained.Broadcast()
+	close(l.closing)
 	l.mu.Unlock()
 	close(l.wake)
 	<-l.done
-	if l.file != nil {
-		return l.file.Close()
+	close(l.stop)
+	<-l.stopped
+
+	l.mu.Lock()
+	lost, cause := l.lost, l.lostCause
+	next := l.next
+	l.mu.Unlock()
+	var errs []error
+	if lost > 0 {
+		errs = append(errs, fmt.Errorf("audit log %s: %d bytes of events not written: %w", l.name(), lost, cause))
 	}
-	return nil
+	if next != nil {
+		_ = next.Close()
+	}
+	if l.file != nil {
+		errs = append(errs, l.file.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -187,3 +187,30 @@ func (m *Metrics) TLSHandshakeError() {
 		m.tlsHandshakeErrors.Inc()
 	}
 }
+
+// AuditSource is what the audit log reports about itself (see audit.Log).
+type AuditSource interface {
+	WriteErrors() uint64
+	DroppedEvents() uint64
+	PendingBytes() int
+}
+
+// RegisterAudit registers the audit log's series on reg. They are read from
+// a at scrape time, so the event loop pays nothing for them. A nil reg or a
+// nil a registers nothing.
+func RegisterAudit(reg prometheus.Registerer, a AuditSource) {
+	if reg == nil || a == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "monolock_audit_write_errors_total",
+			Help: "Failed writes to the audit destination; a failed write is retried every 100 ms."},
+			func() float64 { return float64(a.WriteErrors()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "monolock_audit_dropped_events_total",
+			Help: "Audit events dropped because the destination fell too far behind; lock traffic went on without them."},
+			func() float64 { return float64(a.DroppedEvents()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "monolock_audit_pending_bytes",
+			Help: "Audit events in memory waiting for the destination, in bytes; events are dropped beyond 8 MiB."},
+			func() float64 { return float64(a.PendingBytes()) }),
+	)
+}

@@ -1,0 +1,184 @@
+package opshttp
+
+import (
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Limits bound an HTTP server of the ops or admin port. Its connections share
+// the process's descriptor limit with the lock port, so neither a slow nor an
+// idle client may keep one for long, nor may there be many.
+type Limits struct {
+	ReadHeaderTimeout time.Duration // until the request's headers are in
+	ReadTimeout       time.Duration // until the whole request is in
+	WriteTimeout      time.Duration // from the end of the headers to the end of the answer
+	IdleTimeout       time.Duration // a keep-alive connection between requests
+	MaxConns          int           // connections open at once; more wait in the kernel's backlog
+}
+
+// DefaultLimits are the limits of an HTTP server in a process allowed nofile
+// descriptors. WriteTimeout exceeds the admin API's 10 s wait for the event
+// loop; IdleTimeout outlasts a 15 s scrape interval, so scrapers keep their
+// connection.
+func DefaultLimits(nofile uint64) Limits {
+	return Limits{
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxConns:          MaxConns(nofile),
+	}
+}
+
+// MaxConns is the connection cap of one HTTP listener: 64, or a sixteenth of
+// the descriptor limit when that is less, so that the ops and admin ports
+// together hold at most an eighth of the descriptors. Probes and scrapes need
+// a few; the lock port needs the rest.
+func MaxConns(nofile uint64) int {
+	return int(max(1, min(64, nofile/16)))
+}
+
+// NewServer returns an HTTP server for h within lim. Its own error lines
+// (accept errors, bad requests) go to log: error level, warn for TLS
+// handshake failures, which a client causes.
+func NewServer(h http.Handler, lim Limits, log zerolog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		ErrorLog:          ErrorLog(log),
+	}
+}
+
+// ErrorLog returns a standard logger that forwards each line to log, so that
+// net/http's messages follow -log-format like every other diagnostic.
+func ErrorLog(l zerolog.Logger) *log.Logger {
+	return log.New(errorWriter{l}, "", 0)
+}
+
+type errorWriter struct{ log zerolog.Logger }
+
+func (w errorWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimRight(string(p), "\n")
+	ev := w.log.Error()
+	if strings.Contains(msg, "TLS handshake error") {
+		ev = w.log.Warn()
+	}
+	ev.Msg(msg)
+	return len(p), nil
+}
+
+// LimitListener serves at most n connections at once for hs. It accepts one
+// more and holds it until there is room, so a burst waits in the kernel's
+// backlog and takes no descriptor of the process. A connection held back
+// makes room by closing the connection idle the longest: idle keep-alive
+// connections must not lock a probe out. Only requests in progress, each
+// bounded by hs's timeouts, make a new one wait. LimitListener sets
+// hs.ConnState to learn which connections are idle.
+func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
+	l := &limitListener{
+		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
+		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1),
+	}
+	prev := hs.ConnState
+	hs.ConnState = func(c net.Conn, st http.ConnState) {
+		l.track(c, st)
+		if prev != nil {
+			prev(c, st)
+		}
+	}
+	return l
+}
+
+type limitListener struct {
+	net.Listener
+	slots     chan struct{} // one element per connection served
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	idle     map[net.Conn]time.Time // keep-alive connections between requests, and since when
+	wentIdle chan struct{}          // cap 1: a connection became idle
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		l.closeOldestIdle()
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		case <-l.wentIdle:
+		case <-l.done:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+func (l *limitListener) track(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st != http.StateIdle {
+		delete(l.idle, c)
+		return
+	}
+	l.idle[c] = time.Now()
+	select {
+	case l.wentIdle <- struct{}{}:
+	default:
+	}
+}
+
+// closeOldestIdle closes the connection idle the longest, if any; its Close
+// frees its slot.
+func (l *limitListener) closeOldestIdle() {
+	l.mu.Lock()
+	var (
+		oldest net.Conn
+		since  time.Time
+	)
+	for c, t := range l.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	delete(l.idle, oldest)
+	l.mu.Unlock()
+	if oldest != nil {
+		_ = oldest.Close()
+	}
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
