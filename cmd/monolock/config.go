@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -24,6 +25,7 @@ type settings struct {
 	tlsKey      string
 	tlsClientCA string
 	aclFile     string
+	handshakes  int
 	ioTimeout   time.Duration
 	logLevel    zerolog.Level
 	logFormat   string
@@ -75,6 +77,15 @@ var table = []setting{
 		func(s *settings, v string) error { s.tlsClientCA = v; return nil }},
 	{"acl-file", "MONOLOCK_ACL_FILE", "", "JSON access-control list of identity and lock patterns; needs -tls-client-ca",
 		func(s *settings, v string) error { s.aclFile = v; return nil }},
+	{"tls-handshakes", "MONOLOCK_TLS_HANDSHAKES", strconv.Itoa(eventloop.DefaultMaxTLSHandshakes), "TLS handshakes in flight at most; more connections wait in the kernel's backlog",
+		func(s *settings, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("want a positive whole number such as 64, got %q", v)
+			}
+			s.handshakes = n
+			return nil
+		}},
 	{"io-timeout", "MONOLOCK_IO_TIMEOUT", eventloop.DefaultIOTimeout.String(), "bound on a missing ACQUIRE, a half-sent frame and undrained output (Go duration)",
 		func(s *settings, v string) error {
 			d, err := time.ParseDuration(v)

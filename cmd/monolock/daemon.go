@@ -94,10 +94,11 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 func (d *daemon) open(f files) (err error) {
 	cfg := d.cfg
 	srvCfg := eventloop.Config{
-		ListenAddress: cfg.listen,
-		IOTimeout:     cfg.ioTimeout,
-		Logger:        d.log,
-		Audit:         d.audit,
+		ListenAddress:    cfg.listen,
+		IOTimeout:        cfg.ioTimeout,
+		MaxTLSHandshakes: cfg.handshakes,
+		Logger:           d.log,
+		Audit:            d.audit,
 	}
 	// Metrics cost a little on every frame; without an endpoint to read them
 	// the server does not keep them.
