@@ -7,12 +7,11 @@ import (
 )
 
 // granted does the bookkeeping of a grant, first or by promotion: metrics and
-// the audit event. Each grant issues one fencing token, and that is what the
-// acquires counter counts.
+// the audit event. Each grant issues one fencing token, which is what
+// monolock_acquires_total counts.
 func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 	wait := now - s.since
 	s.since = now
-	o.metrics.Acquire()
 	o.metrics.Granted(wait)
 	if o.audit != nil {
 		o.audit.Granted(wall, o.subject(s), s.claim.Token(), wait)

@@ -70,13 +70,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	wait := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "monolock_wait_seconds", Help: "Time from ACQUIRE to the grant.", Buckets: buckets})
 	hold := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "monolock_hold_seconds", Help: "Time from the grant to the release.", Buckets: buckets})
 	releases := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_releases_total", Help: "Locks released, by reason."}, []string{"reason"})
-	protoErrs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_protocol_errors_total", Help: "ERROR frames sent for client errors, by wire code."}, []string{"code"})
+	protoErrs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_protocol_errors_total", Help: "ERROR frames sent, by wire code: client errors, 0x01 at shutdown and 0x02 by an administrator."}, []string{"code"})
 
 	m := &Metrics{
 		connectionsActive:   gauge("connections_active", "Open protocol connections."),
 		locksHeld:           gauge("locks_held", "Locks with a holder."),
 		waiters:             gauge("waiters", "Sessions queued behind a holder."),
-		acquires:            counter("acquires_total", "Valid ACQUIRE frames."),
+		acquires:            counter("acquires_total", "Ownerships granted, i.e. fencing tokens issued: first grants and promotions."),
 		aclDenials:          counter("acl_denials_total", "ACQUIREs denied by the ACL."),
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
@@ -115,13 +115,6 @@ func (m *Metrics) Closed() {
 	}
 }
 
-// Acquire counts a valid ACQUIRE.
-func (m *Metrics) Acquire() {
-	if m != nil {
-		m.acquires.Inc()
-	}
-}
-
 // Heartbeat counts an answered HEARTBEAT.
 func (m *Metrics) Heartbeat() {
 	if m != nil {
@@ -146,6 +139,7 @@ func (m *Metrics) Dequeued() {
 // Granted counts a grant after wait in the queue (zero for a free lock).
 func (m *Metrics) Granted(wait time.Duration) {
 	if m != nil {
+		m.acquires.Inc()
 		m.locksHeld.Inc()
 		m.waitSeconds.Observe(wait.Seconds())
 	}
