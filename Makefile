@@ -42,8 +42,8 @@ FUZZ_TARGETS := \
 	FuzzDecodeClient:./protocol/ \
 	FuzzDecodeServer:./protocol/ \
 	FuzzServer:./eventloop/ \
-	FuzzMatch:./eventloop/glob/ \
-	FuzzParse:./eventloop/acl/
+	FuzzMatch:./internal/glob/ \
+	FuzzParse:./internal/acl/
 
 ## fuzz: run every fuzz target for FUZZTIME (default 5m each)
 fuzz:

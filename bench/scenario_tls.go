@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 // tlsMode is one server configuration of S6.

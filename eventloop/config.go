@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/monolock/monolock/eventloop/audit"
-	"github.com/monolock/monolock/eventloop/metrics"
 )
 
 // DefaultIOTimeout bounds every I/O wait the server grants a peer.
@@ -24,26 +21,25 @@ type Config struct {
 	IOTimeout time.Duration
 	// Logger receives diagnostics.
 	Logger zerolog.Logger
-	// Metrics, if set, are updated by the server (see metrics.New); nil
-	// costs nothing.
-	Metrics *metrics.Metrics
-	// Audit, if set, receives one JSON line per ownership change.
-	Audit *audit.Log
+	// Metrics, if set, counts what the server does (see package metrics).
+	Metrics Metrics
+	// Audit, if set, receives one event per ownership change (see package
+	// audit).
+	Audit AuditRecorder
 	// TLS, if set, makes the protocol port speak TLS only; with client
 	// certificates required it derives each session's identity. Use
 	// GetConfigForClient to rotate material without a restart.
 	TLS *tls.Config
+	// Identity, if set, names the client of each TLS session from its
+	// verified certificate chain (see certs.Identity); sessions have no
+	// identity without it.
+	Identity IdentityFunc
 	// Authorizer, if set, decides which identity may ACQUIRE which lock.
 	Authorizer Authorizer
 	// MaxTLSHandshakes bounds the TLS handshakes in flight; further
 	// connections wait in the kernel's accept backlog. It bounds the memory
 	// a flood of connects that never finish their handshake can take.
 	MaxTLSHandshakes int
-}
-
-// Authorizer is the access-control decision (see package acl).
-type Authorizer interface {
-	Allowed(identity, lock string) bool
 }
 
 // DefaultMaxTLSHandshakes is the default bound on TLS handshakes in flight:
@@ -60,6 +56,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IOTimeout <= 0 {
 		c.IOTimeout = DefaultIOTimeout
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 	if c.MaxTLSHandshakes <= 0 {
 		c.MaxTLSHandshakes = DefaultMaxTLSHandshakes

@@ -5,7 +5,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
@@ -59,7 +58,7 @@ func (o *owner) traffic(s *session) gnet.Action {
 	if end != nil { // the client's close_notify, or TLS input crypto/tls refused
 		s.closing = true
 		if !isEOF(end) {
-			s.closeReason = metrics.ReleaseProtocolError
+			s.closeReason = ReleaseProtocolError
 		}
 		return gnet.Close
 	}
@@ -73,7 +72,7 @@ func (o *owner) traffic(s *session) gnet.Action {
 		if e := o.log.Debug(); e.Enabled() {
 			e.Str("remote", s.remoteAddr()).Msg("closing a peer that sends faster than it reads its replies")
 		}
-		s.closing, s.closeReason = true, metrics.ReleaseIOTimeout
+		s.closing, s.closeReason = true, ReleaseIOTimeout
 		return gnet.Close
 	case !s.backlogged && (used > 0 || s.partialSince == 0):
 		s.partialSince = now

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -106,7 +105,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		token, ok = holder.Token(), true
 		if o.audit != nil {
 			wall, _ := o.clock()
-			o.audit.ForceRelease(wall, o.subject(h), token)
+			o.audit.ForceRelease(wall, name, h.identity(), h.remoteAddr(), token)
 		}
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
@@ -125,7 +124,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 			}
 			if o.audit != nil {
 				wall, _ := o.clock()
-				o.audit.KickWaiter(wall, o.subject(w))
+				o.audit.KickWaiter(wall, name, w.identity(), w.remoteAddr())
 			}
 			o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 			ok = true
@@ -140,6 +139,6 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 func (o *owner) closeByAdmin(s *session, reason string) {
 	o.sendError(s, protocol.CodeClosedByAdmin, reason)
 	if !s.closed {
-		o.closeNow(s, metrics.ReleaseForce, "closed by administrator")
+		o.closeNow(s, ReleaseForce, "closed by administrator")
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/monolock/monolock/eventloop/metrics"
+	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 

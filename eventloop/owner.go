@@ -5,8 +5,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/monolock/monolock/eventloop/audit"
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
@@ -67,9 +65,9 @@ type owner struct {
 	sessions sessionList
 	fire     func(*timerwheel.Timer[*session])
 
-	metrics    *metrics.Metrics
-	audit      *audit.Recorder // nil when the audit log is off
-	authorizer Authorizer      // nil when no ACL is configured
+	metrics    Metrics
+	audit      AuditRecorder // nil when the audit log is off
+	authorizer Authorizer    // nil when no ACL is configured
 
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
@@ -105,12 +103,10 @@ func newOwner(cfg Config, clk Clock) *owner {
 		table:      locktable.New[*session](),
 		wheel:      timerwheel.New[*session](wheelTick, wheelSlots),
 		metrics:    cfg.Metrics,
+		audit:      cfg.Audit,
 		authorizer: cfg.Authorizer,
 	}
 	o.wall0, o.mono0 = clk.Now()
-	if cfg.Audit != nil {
-		o.audit = audit.NewRecorder(cfg.Audit)
-	}
 	o.fire = o.onTimer
 	o.wakeup.init()
 	return o

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/monolock/monolock/eventloop/audit"
-	"github.com/monolock/monolock/eventloop/metrics"
+	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -35,7 +35,7 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = log.Close() })
-		cfg.Audit = log
+		cfg.Audit = audit.NewRecorder(log)
 	}
 	return newOwner(cfg.withDefaults(), newSystemClock())
 }

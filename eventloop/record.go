@@ -2,8 +2,6 @@ package eventloop
 
 import (
 	"time"
-
-	"github.com/monolock/monolock/eventloop/audit"
 )
 
 // granted does the bookkeeping of a grant, first or by promotion: metrics and
@@ -14,7 +12,7 @@ func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 	s.since = now
 	o.metrics.Granted(wait)
 	if o.audit != nil {
-		o.audit.Granted(wall, o.subject(s), s.claim.Token(), wait)
+		o.audit.Granted(wall, s.claim.Name(), s.identity(), s.remoteAddr(), s.claim.Token(), wait)
 	}
 }
 
@@ -22,12 +20,8 @@ func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 // runs before the grant to the next holder.
 func (o *owner) released(s *session, wall time.Time, now time.Duration) {
 	held := now - s.since
-	o.metrics.Released(s.closeReason, held)
+	o.metrics.Released(s.closeReason.String(), held)
 	if o.audit != nil {
-		o.audit.Released(wall, o.subject(s), s.claim.Token(), held, s.closeReason.String())
+		o.audit.Released(wall, s.claim.Name(), s.identity(), s.remoteAddr(), s.claim.Token(), held, s.closeReason.String())
 	}
-}
-
-func (o *owner) subject(s *session) audit.Subject {
-	return audit.Subject{Lock: s.claim.Name(), Identity: s.identity(), RemoteAddr: s.remoteAddr()}
 }

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/audit"
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -46,7 +44,7 @@ func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
 		e.Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
 	}
 	o.sendError(s, pe.Code, reason)
-	s.closing, s.closeReason = true, metrics.ReleaseProtocolError
+	s.closing, s.closeReason = true, ReleaseProtocolError
 }
 
 // quote renders a lock name for an error reason.
@@ -59,7 +57,7 @@ func (o *owner) deny(s *session, name string, wall time.Time) {
 		e.Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	}
 	if o.audit != nil {
-		o.audit.Denied(wall, audit.Subject{Lock: name, Identity: s.identity(), RemoteAddr: s.remoteAddr()})
+		o.audit.Denied(wall, name, s.identity(), s.remoteAddr())
 	}
 	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity())+" has no ACL rule for it; ask the operator to add one")
 }

@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/locktable"
 )
 
@@ -11,7 +10,7 @@ import (
 
 // closeNow closes a session from the owner's side, outside OnTraffic; onClose
 // has run when it returns.
-func (o *owner) closeNow(s *session, reason metrics.ReleaseReason, why string) {
+func (o *owner) closeNow(s *session, reason ReleaseReason, why string) {
 	if why != "" {
 		if e := o.log.Debug(); e.Enabled() {
 			e.Str("remote", s.remoteAddr()).Str("lock", s.claim.Name()).Stringer("reason", reason).Msg(why)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
@@ -118,7 +117,7 @@ func (r *rig) expectOpen(p peer, what string) {
 }
 
 // expectClosed checks that p was closed for reason at a time in [lo, hi].
-func (r *rig) expectClosed(p peer, reason metrics.ReleaseReason, lo, hi time.Duration) {
+func (r *rig) expectClosed(p peer, reason ReleaseReason, lo, hi time.Duration) {
 	r.t.Helper()
 	switch {
 	case !p.closed || !p.s.closed:
@@ -255,7 +254,7 @@ func TestRuleLeaseExpiry(t *testing.T) {
 			r.expectOpen(h, "holder at lastSeen+lease")
 			r.quiet(w, "waiter while the lock is held")
 			r.run(wheelTick)
-			r.expectClosed(h, metrics.ReleaseExpired, deadline+1, deadline+wheelTick)
+			r.expectClosed(h, ReleaseExpired, deadline+1, deadline+wheelTick)
 			r.quiet(h, "expired holder") // closed without an ERROR
 			r.expectPromoted(w, t1)
 			if w.s.since != h.closedAt {
@@ -307,14 +306,14 @@ func TestRuleLeaseExpiryOnStallPoll(t *testing.T) {
 			r.until(deadline)
 			if tc.phase != 0 && onPoll {
 				r.until(deadline + 1) // the poll lands here, one past the boundary
-				r.expectClosed(h, metrics.ReleaseExpired, deadline+1, deadline+1)
+				r.expectClosed(h, ReleaseExpired, deadline+1, deadline+1)
 			} else {
 				r.expectOpen(h, "stalled holder polled at lastSeen+lease")
 				if due, _ := r.o.wheel.Deadline(&h.s.timer); onPoll && due != deadline+wheelTick {
 					t.Fatalf("after the poll at %v the timer is due at %v, want the lease's end %v", deadline, due, deadline+wheelTick)
 				}
 				r.run(wheelTick)
-				r.expectClosed(h, metrics.ReleaseExpired, deadline+1, deadline+wheelTick)
+				r.expectClosed(h, ReleaseExpired, deadline+1, deadline+wheelTick)
 			}
 			r.expectPromoted(w, t1)
 		})
@@ -356,7 +355,7 @@ func TestRuleIOTimeoutBeforeAcquire(t *testing.T) {
 			r.tick()
 			r.expectOpen(c, "connection just before io-timeout")
 			r.run(wheelTick)
-			r.expectClosed(c, metrics.ReleaseIOTimeout, since+io, since+io+wheelTick-1)
+			r.expectClosed(c, ReleaseIOTimeout, since+io, since+io+wheelTick-1)
 			r.quiet(c, "timed-out connection")
 			if r.o.sessions.len != 0 || r.o.wheel.Len() != 0 {
 				t.Fatalf("%d sessions and %d timers left", r.o.sessions.len, r.o.wheel.Len())
@@ -452,7 +451,7 @@ func TestRuleIOTimeoutHalfSentFrame(t *testing.T) {
 				if len(errs) != 1 || errs[0].Type != protocol.TypeError || errs[0].Code != protocol.CodeDuplicateAcquire {
 					t.Fatalf("holder got %s, want ERROR 0x12 for the completed frame", framesText(errs))
 				}
-				r.expectClosed(h, metrics.ReleaseProtocolError, began+io-1, began+io-1)
+				r.expectClosed(h, ReleaseProtocolError, began+io-1, began+io-1)
 			} else {
 				if len(errs) != 0 {
 					t.Fatalf("holder got %s", framesText(errs))
@@ -465,7 +464,7 @@ func TestRuleIOTimeoutHalfSentFrame(t *testing.T) {
 				r.expectOpen(h, "holder just before io-timeout")
 				r.quiet(w, "waiter")
 				r.run(wheelTick)
-				r.expectClosed(h, metrics.ReleaseIOTimeout, began+io, began+io+wheelTick-1)
+				r.expectClosed(h, ReleaseIOTimeout, began+io, began+io+wheelTick-1)
 				r.quiet(h, "timed-out holder")
 			}
 			r.expectPromoted(w, t1)
@@ -533,7 +532,7 @@ func TestRuleIOTimeoutUndrainedOutput(t *testing.T) {
 			r.tick()
 			r.expectOpen(h, "holder just before io-timeout")
 			r.run(stallPoll)
-			r.expectClosed(h, metrics.ReleaseIOTimeout, began+tc.io, began+tc.io+stallPoll)
+			r.expectClosed(h, ReleaseIOTimeout, began+tc.io, began+tc.io+stallPoll)
 			r.expectPromoted(w, t1)
 		})
 	}
@@ -593,7 +592,7 @@ func TestRuleBacklog(t *testing.T) {
 				}
 			}
 			if tc.closed {
-				r.expectClosed(h, metrics.ReleaseIOTimeout, sent, sent)
+				r.expectClosed(h, ReleaseIOTimeout, sent, sent)
 				r.expectPromoted(w, t1)
 				return
 			}
@@ -645,13 +644,13 @@ func TestRuleBacklogAfterDrain(t *testing.T) {
 		input   []byte
 		drainAt time.Duration // after the input; -1: never
 		code    protocol.Code // an ERROR expected after the drain
-		reason  metrics.ReleaseReason
+		reason  ReleaseReason
 		closed  bool
 	}{
 		{"heartbeats", heartbeats(100), 3 * ms, 0, 0, false},
 		{"drained one ns before io-timeout", heartbeats(100), io - 1, 0, 0, false},
-		{"heartbeats, then an unknown frame type", append(heartbeats(100), 0x7f), 3 * ms, protocol.CodeUnknownMessageType, metrics.ReleaseProtocolError, true},
-		{"never drained", heartbeats(100), -1, 0, metrics.ReleaseIOTimeout, true},
+		{"heartbeats, then an unknown frame type", append(heartbeats(100), 0x7f), 3 * ms, protocol.CodeUnknownMessageType, ReleaseProtocolError, true},
+		{"never drained", heartbeats(100), -1, 0, ReleaseIOTimeout, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, Config{IOTimeout: io})
@@ -718,36 +717,36 @@ func TestRulePromotion(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		end    func(r *rig, h peer)
-		reason metrics.ReleaseReason
+		reason ReleaseReason
 		code   protocol.Code // the ERROR the holder gets; 0: none
 	}{
-		{"client closes", func(_ *rig, h peer) { _ = h.closeNow() }, metrics.ReleaseGraceful, 0},
-		{"write fails", func(r *rig, h peer) { h.failWrite = true; r.send(h.fakeConn, heartbeat) }, metrics.ReleaseGraceful, 0},
-		{"unknown message type", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x7f}) }, metrics.ReleaseProtocolError, protocol.CodeUnknownMessageType},
-		{"duplicate ACQUIRE", func(r *rig, h peer) { r.send(h.fakeConn, protocol.AppendAcquire(nil, 1000, "other")) }, metrics.ReleaseProtocolError, protocol.CodeDuplicateAcquire},
-		{"unsupported version", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x01, 0x02}) }, metrics.ReleaseProtocolError, protocol.CodeUnsupportedVersion},
+		{"client closes", func(_ *rig, h peer) { _ = h.closeNow() }, ReleaseGraceful, 0},
+		{"write fails", func(r *rig, h peer) { h.failWrite = true; r.send(h.fakeConn, heartbeat) }, ReleaseGraceful, 0},
+		{"unknown message type", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x7f}) }, ReleaseProtocolError, protocol.CodeUnknownMessageType},
+		{"duplicate ACQUIRE", func(r *rig, h peer) { r.send(h.fakeConn, protocol.AppendAcquire(nil, 1000, "other")) }, ReleaseProtocolError, protocol.CodeDuplicateAcquire},
+		{"unsupported version", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x01, 0x02}) }, ReleaseProtocolError, protocol.CodeUnsupportedVersion},
 		{"heartbeats, then a zero lease", func(r *rig, h peer) {
 			r.send(h.fakeConn, append(heartbeats(2), 0x01, 0x01, 0, 0, 0, 0))
 			if fs := h.takeReads(); len(fs) != 3 || fs[2].Code != protocol.CodeInvalidLease {
 				r.t.Fatalf("got %s", framesText(fs))
 			}
-		}, metrics.ReleaseProtocolError, 0},
-		{"lease expiry", func(r *rig, _ peer) { r.run(leaseMS*ms + wheelTick) }, metrics.ReleaseExpired, 0},
-		{"half-sent frame", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x01}); r.run(io) }, metrics.ReleaseIOTimeout, 0},
+		}, ReleaseProtocolError, 0},
+		{"lease expiry", func(r *rig, _ peer) { r.run(leaseMS*ms + wheelTick) }, ReleaseExpired, 0},
+		{"half-sent frame", func(r *rig, h peer) { r.send(h.fakeConn, []byte{0x01}); r.run(io) }, ReleaseIOTimeout, 0},
 		{"undrained output", func(r *rig, h peer) {
 			h.stuck = true
 			r.send(h.fakeConn, heartbeat)
 			h.takeReads()
 			r.run(io)
-		}, metrics.ReleaseIOTimeout, 0},
+		}, ReleaseIOTimeout, 0},
 		{"Server.ForceRelease", func(r *rig, h peer) {
 			want := h.s.claim.Token()
 			tok, ok, err := r.server().ForceRelease(r.t.Context(), lockName)
 			if err != nil || !ok || tok != want {
 				r.t.Fatalf("ForceRelease = %d, %v, %v; want the holder's token %d", tok, ok, err, want)
 			}
-		}, metrics.ReleaseForce, protocol.CodeClosedByAdmin},
-		{"closeByAdmin", func(r *rig, h peer) { r.o.closeByAdmin(h.s, "test") }, metrics.ReleaseForce, protocol.CodeClosedByAdmin},
+		}, ReleaseForce, protocol.CodeClosedByAdmin},
+		{"closeByAdmin", func(r *rig, h peer) { r.o.closeByAdmin(h.s, "test") }, ReleaseForce, protocol.CodeClosedByAdmin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, Config{IOTimeout: io})
@@ -817,7 +816,7 @@ func TestRuleKickWaiter(t *testing.T) {
 			}
 			k := ws[kicked]
 			r.expectError(k, protocol.CodeClosedByAdmin)
-			r.expectClosed(k, metrics.ReleaseForce, r.o.now(), r.o.now())
+			r.expectClosed(k, ReleaseForce, r.o.now(), r.o.now())
 			rest := append(append([]peer{}, ws[:kicked]...), ws[kicked+1:]...)
 			r.quiet(h, "holder")
 			for _, w := range rest {
@@ -893,7 +892,7 @@ func TestRuleShutdown(t *testing.T) {
 				} else {
 					r.expectError(p, protocol.CodeShuttingDown)
 				}
-				r.expectClosed(p, metrics.ReleaseShutdown, at, at)
+				r.expectClosed(p, ReleaseShutdown, at, at)
 			}
 			for _, w := range ws {
 				if w.s.claim.State() == locktable.Holding {
@@ -938,14 +937,14 @@ func TestRuleWallClockStep(t *testing.T) {
 			r.tick()
 			r.expectOpen(h, "holder at lastSeen+lease")
 			r.run(wheelTick)
-			r.expectClosed(h, metrics.ReleaseExpired, acquired+100*ms+1, acquired+100*ms+wheelTick)
+			r.expectClosed(h, ReleaseExpired, acquired+100*ms+1, acquired+100*ms+wheelTick)
 			t2 := r.expectPromoted(w, t1)
 
 			r.until(acquired + 120*ms)
 			r.tick()
 			r.expectOpen(w, "promoted waiter at lastSeen+lease")
 			r.run(wheelTick)
-			r.expectClosed(w, metrics.ReleaseExpired, acquired+120*ms+1, acquired+120*ms+wheelTick)
+			r.expectClosed(w, ReleaseExpired, acquired+120*ms+1, acquired+120*ms+wheelTick)
 			t3 := r.expectPromoted(x, t2)
 
 			_, t4 := r.claim("wall, another lock", 100)

@@ -10,15 +10,13 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
-
-	"github.com/monolock/monolock/eventloop/metrics"
 )
 
 // Server is a running monolock protocol server.
 type Server struct {
 	cfg     Config
 	log     zerolog.Logger
-	metrics *metrics.Metrics
+	metrics Metrics
 	ln      net.Listener
 	engine  *gnet.Client
 	handler *handler

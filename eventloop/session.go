@@ -3,7 +3,6 @@ package eventloop
 import (
 	"time"
 
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
 	"github.com/monolock/monolock/locktable"
 )
@@ -23,9 +22,9 @@ type session struct {
 	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
 
-	closing     bool                  // the server decided to close it; ignore further input
-	closeReason metrics.ReleaseReason // why it ended; graceful when the client closed
-	closed      bool                  // OnClose has run: never write to conn again
+	closing     bool          // the server decided to close it; ignore further input
+	closeReason ReleaseReason // why it ended; graceful when the client closed
+	closed      bool          // OnClose has run: never write to conn again
 
 	prev, next *session // the owner's list of open sessions
 }

@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -12,10 +11,10 @@ func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
-		s.closing, s.closeReason = true, metrics.ReleaseShutdown // also if the write fails
+		s.closing, s.closeReason = true, ReleaseShutdown // also if the write fails
 		o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
 		if !s.closed {
-			o.closeNow(s, metrics.ReleaseShutdown, "")
+			o.closeNow(s, ReleaseShutdown, "")
 		}
 		s = next
 	}

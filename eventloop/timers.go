@@ -5,7 +5,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/monolock/monolock/eventloop/metrics"
 	"github.com/monolock/monolock/eventloop/timerwheel"
 )
 
@@ -47,13 +46,13 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 	now := o.now()
 	switch {
 	case !s.registered() && now-s.since >= o.ioTimeout:
-		o.closeNow(s, metrics.ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
+		o.closeNow(s, ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
 		return
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
-		o.closeNow(s, metrics.ReleaseIOTimeout, "frame left half-sent for io-timeout")
+		o.closeNow(s, ReleaseIOTimeout, "frame left half-sent for io-timeout")
 		return
 	case s.registered() && now >= s.expiresAt():
-		o.closeNow(s, metrics.ReleaseExpired, "lease expired without a heartbeat")
+		o.closeNow(s, ReleaseExpired, "lease expired without a heartbeat")
 		return
 	}
 	if s.stalledSince != 0 {
@@ -70,7 +69,7 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 				}
 			}
 		case now-s.stalledSince >= o.ioTimeout:
-			o.closeNow(s, metrics.ReleaseIOTimeout, "output not drained for io-timeout")
+			o.closeNow(s, ReleaseIOTimeout, "output not drained for io-timeout")
 			return
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-
-	"github.com/monolock/monolock/eventloop/certs"
 )
 
 // A TLS session lives in the event loop like a plain one: one descriptor, no
@@ -227,7 +225,9 @@ func (s *Server) handshake(sock net.Conn, accepted time.Duration, acceptedAt tim
 		return
 	}
 	_ = sock.SetDeadline(time.Time{})
-	c.identity = certs.Identity(c.tls.ConnectionState())
+	if s.cfg.Identity != nil {
+		c.identity = s.cfg.Identity(c.tls.ConnectionState())
+	}
 	if err := s.enroll(sock, c); err != nil {
 		s.metrics.AcceptError()
 		s.log.Error().Err(err).Msg("cannot enroll a TLS connection into the event loop; closing it")

@@ -20,8 +20,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/certs"
-	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
 )
 

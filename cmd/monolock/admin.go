@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/adminapi"
+	"github.com/monolock/monolock/internal/adminhttp"
 )
 
 // adminHandler serves the admin API over the running server.
@@ -13,7 +13,7 @@ func (d *daemon) adminHandler() http.Handler {
 	if d.ops != nil {
 		opsListen = d.ops.Addr // the bound address, not ":0"
 	}
-	return adminapi.New(d.srv, adminapi.Info{
+	return adminhttp.New(d.srv, adminhttp.Info{
 		Version:   version,
 		Started:   time.Now(),
 		Listen:    d.srv.Addr().String(),

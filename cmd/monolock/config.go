@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/opshttp"
+	"github.com/monolock/monolock/internal/opshttp"
 )
 
 // settings is the server's configuration as the operator gave it.

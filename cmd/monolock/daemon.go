@@ -14,11 +14,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/acl"
-	"github.com/monolock/monolock/eventloop/audit"
-	"github.com/monolock/monolock/eventloop/certs"
-	"github.com/monolock/monolock/eventloop/metrics"
-	"github.com/monolock/monolock/eventloop/opshttp"
+	"github.com/monolock/monolock/internal/acl"
+	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/metrics"
+	"github.com/monolock/monolock/internal/opshttp"
 )
 
 // daemon is the running server with its HTTP sides and audit stream.
@@ -98,7 +98,9 @@ func (d *daemon) open(f files) (err error) {
 		IOTimeout:        cfg.ioTimeout,
 		MaxTLSHandshakes: cfg.handshakes,
 		Logger:           d.log,
-		Audit:            d.audit,
+	}
+	if d.audit != nil {
+		srvCfg.Audit = audit.NewRecorder(d.audit)
 	}
 	// Metrics cost a little on every frame; without an endpoint to read them
 	// the server does not keep them.
@@ -111,6 +113,7 @@ func (d *daemon) open(f files) (err error) {
 	}
 	if f.certs != nil {
 		srvCfg.TLS = f.certs.ServerConfig()
+		srvCfg.Identity = certs.Identity
 	}
 	if f.rules != nil {
 		srvCfg.Authorizer = f.rules

@@ -22,7 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
-	"github.com/monolock/monolock/eventloop/opshttp"
+	"github.com/monolock/monolock/internal/opshttp"
 	"github.com/monolock/monolock/protocol"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/adminapi"
-	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/internal/adminhttp"
+	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -36,13 +36,17 @@ type adminServer struct {
 
 func startAdminServer(t *testing.T, log *audit.Log) *adminServer {
 	t.Helper()
-	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop(), Audit: log})
+	cfg := eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()}
+	if log != nil {
+		cfg.Audit = audit.NewRecorder(log)
+	}
+	srv, err := eventloop.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	api := httptest.NewServer(adminapi.New(srv, adminapi.Info{Version: "v-test", Listen: srv.Addr().String(), IOTimeout: 5 * time.Second}))
+	api := httptest.NewServer(adminhttp.New(srv, adminhttp.Info{Version: "v-test", Listen: srv.Addr().String(), IOTimeout: 5 * time.Second}))
 	stopped := false
 	stop := func() {
 		if stopped {

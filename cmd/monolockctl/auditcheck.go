@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/internal/auditcheck"
 )
 
 const auditCheckUsage = `Usage: monolockctl audit-check [FLAGS] FILE
@@ -72,9 +72,9 @@ func auditCheckMain(args []string, e *env) int {
 		defer f.Close()
 		in = f
 	}
-	rep, err := audit.Check(in)
+	rep, err := auditcheck.Check(in)
 	fmt.Fprint(e.stdout, rep)
-	var lineErr *audit.LineError
+	var lineErr *auditcheck.LineError
 	switch {
 	case errors.As(err, &lineErr):
 		fmt.Fprintf(e.stderr, "monolockctl audit-check: %s: %v\n", path, err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/monolock/monolock/eventloop/audit"
+	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/protocol"
 )
 

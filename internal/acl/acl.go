@@ -32,7 +32,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/monolock/monolock/eventloop/glob"
+	"github.com/monolock/monolock/internal/glob"
 )
 
 // Rules is a compiled access-control list. It is immutable and safe for

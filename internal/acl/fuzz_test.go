@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/monolock/monolock/eventloop/glob"
+	"github.com/monolock/monolock/internal/glob"
 )
 
 // FuzzParse checks that Parse never panics, that its errors are one line,

@@ -1,4 +1,4 @@
-package adminapi_test
+package adminhttp_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/adminapi"
+	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -37,10 +37,10 @@ type env struct {
 }
 
 func start(t *testing.T) *env {
-	return startWith(t, adminapi.Info{Version: "test"})
+	return startWith(t, adminhttp.Info{Version: "test"})
 }
 
-func startWith(t *testing.T, info adminapi.Info) *env {
+func startWith(t *testing.T, info adminhttp.Info) *env {
 	t.Helper()
 	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()})
 	if err != nil {
@@ -48,7 +48,7 @@ func startWith(t *testing.T, info adminapi.Info) *env {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	api := httptest.NewServer(adminapi.New(srv, info))
+	api := httptest.NewServer(adminhttp.New(srv, info))
 	t.Cleanup(func() {
 		api.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), safety)
@@ -483,7 +483,7 @@ func TestBadNames(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	t.Parallel()
-	info := adminapi.Info{
+	info := adminhttp.Info{
 		Version:   "v1.2.3",
 		Started:   time.Now().Add(-time.Hour),
 		Listen:    "127.0.0.1:7070",
@@ -624,7 +624,7 @@ func TestRawPaths(t *testing.T) {
 		} {
 			f := &fake{}
 			rec := httptest.NewRecorder()
-			adminapi.New(f, adminapi.Info{}).ServeHTTP(rec, httptest.NewRequest(m.method, m.target, nil))
+			adminhttp.New(f, adminhttp.Info{}).ServeHTTP(rec, httptest.NewRequest(m.method, m.target, nil))
 			want := http.StatusNotFound // the fake holds no lock
 			if m.method == "DELETE" {
 				want = http.StatusOK // and kicks any waiter
@@ -643,7 +643,7 @@ func TestRawPaths(t *testing.T) {
 func TestUncleanPaths(t *testing.T) {
 	t.Parallel()
 	f := &fake{}
-	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
 	defer api.Close()
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/locks/.."},
@@ -713,7 +713,7 @@ func TestHugePathNotEchoed(t *testing.T) {
 func TestMalformedEscapeInPath(t *testing.T) {
 	t.Parallel()
 	f := &fake{}
-	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
 	defer api.Close()
 	for _, target := range []string{"/api/locks/%zz", "/api/locks/a%", "/api/locks/a%2/release"} {
 		nc, err := net.DialTimeout("tcp", api.Listener.Addr().String(), safety)
@@ -742,7 +742,7 @@ func TestMalformedEscapeInPath(t *testing.T) {
 func TestBackendFailure(t *testing.T) {
 	t.Parallel()
 	f := &fake{err: errors.New("run on event loop: engine stopped")}
-	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
 	defer api.Close()
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/info"},
@@ -773,7 +773,7 @@ func TestListFiltersInHandler(t *testing.T) {
 		snapshot = append(snapshot, admin.LockInfo{Name: name, Waiters: []admin.WaiterInfo{}})
 	}
 	f := &fake{locks: snapshot}
-	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
 	defer api.Close()
 	for _, c := range []struct {
 		query string
@@ -808,7 +808,7 @@ func TestListFiltersInHandler(t *testing.T) {
 func TestMalformedQuery(t *testing.T) {
 	t.Parallel()
 	f := &fake{locks: []admin.LockInfo{{Name: "a"}, {Name: "b"}}}
-	api := httptest.NewServer(adminapi.New(f, adminapi.Info{}))
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
 	defer api.Close()
 	for _, q := range []string{"match=%zz", "match=a%", "x=%zz&match=a", "match=a&match=b"} {
 		msg := do(t, "GET", api.URL+"/api/locks?"+q).wantError(t, 400)

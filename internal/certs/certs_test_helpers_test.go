@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 // The certificates themselves come from certstest, which the server's

@@ -14,28 +14,10 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// ReleaseReason says why a holder stopped holding.
-type ReleaseReason uint8
-
-// The release reasons, in the order of ReleaseReasons.
-const (
-	ReleaseGraceful ReleaseReason = iota
-	ReleaseExpired
-	ReleaseIOTimeout
-	ReleaseForce
-	ReleaseShutdown
-	ReleaseProtocolError
-	releaseReasons
-)
-
-var releaseReasonNames = [releaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
-
-func (r ReleaseReason) String() string {
-	if r < releaseReasons {
-		return releaseReasonNames[r]
-	}
-	return "unknown"
-}
+// releaseReasons are the documented reasons a holder stops holding, the
+// label values of monolock_releases_total. Their series exist from the
+// start, so that a dashboard shows zero rather than nothing.
+var releaseReasons = []string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
 
 // Metrics are the server's series. Every method is safe on a nil *Metrics
 // and then does nothing, so a server without an ops endpoint pays nothing.
@@ -51,7 +33,8 @@ type Metrics struct {
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
 	holdSeconds         prometheus.Observer
-	releases            [releaseReasons]prometheus.Counter
+	releases            map[string]prometheus.Counter // by reason; resolved once
+	releasesVec         *prometheus.CounterVec
 	protocolErrors      [256]prometheus.Counter // by wire code; only defined codes are set
 }
 
@@ -84,9 +67,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
 		holdSeconds:         hold,
+		releases:            make(map[string]prometheus.Counter, len(releaseReasons)),
+		releasesVec:         releases,
 	}
-	for r := range releaseReasons {
-		m.releases[r] = releases.WithLabelValues(r.String())
+	for _, r := range releaseReasons {
+		m.releases[r] = releases.WithLabelValues(r)
 	}
 	for _, code := range protocol.Codes() {
 		m.protocolErrors[code] = protoErrs.WithLabelValues(code.Label())
@@ -145,12 +130,16 @@ func (m *Metrics) Granted(wait time.Duration) {
 	}
 }
 
-// Released counts a holder's release after holding for held.
-func (m *Metrics) Released(r ReleaseReason, held time.Duration) {
+// Released counts a holder's release, for reason, after holding for held.
+func (m *Metrics) Released(reason string, held time.Duration) {
 	if m != nil {
 		m.locksHeld.Dec()
 		m.holdSeconds.Observe(held.Seconds())
-		m.releases[r].Inc()
+		c, ok := m.releases[reason]
+		if !ok { // a reason this package does not document: still counted
+			c = m.releasesVec.WithLabelValues(reason)
+		}
+		c.Inc()
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop/certs/certstest"
+	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 func writeFile(t *testing.T, path string, data []byte) {

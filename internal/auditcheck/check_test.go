@@ -1,6 +1,10 @@
-package audit
+package auditcheck
 
 import (
+	"github.com/monolock/monolock/internal/audit"
+	"os"
+	"path/filepath"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -23,11 +27,11 @@ func ev(event, lock, addr string, extra string) string {
 }
 
 func granted(lock, addr string, token uint64) string {
-	return ev(EventGranted, lock, addr, fmt.Sprintf(`"token":%d,"wait_ms":0`, token))
+	return ev(audit.EventGranted, lock, addr, fmt.Sprintf(`"token":%d,"wait_ms":0`, token))
 }
 
 func released(lock, addr string, token uint64, reason string) string {
-	return ev(EventReleased, lock, addr, fmt.Sprintf(`"token":%d,"held_ms":12,"reason":%q`, token, reason))
+	return ev(audit.EventReleased, lock, addr, fmt.Sprintf(`"token":%d,"held_ms":12,"reason":%q`, token, reason))
 }
 
 func check(t *testing.T, lines ...string) (Report, error) {
@@ -38,12 +42,12 @@ func check(t *testing.T, lines ...string) (Report, error) {
 func TestCheckGoodHistory(t *testing.T) {
 	rep, err := check(t,
 		granted("nightly/import", "10.0.0.1:5000", t0+1),
-		ev(EventDenied, "secret", "10.0.0.9:5000", ""),
+		ev(audit.EventDenied, "secret", "10.0.0.9:5000", ""),
 		granted("deploy", "10.0.0.2:5000", t0+2),
 		released("nightly/import", "10.0.0.1:5000", t0+1, "graceful"),
 		granted("nightly/import", "10.0.0.3:5000", t0+3), // promotion
-		ev(EventKickWaiter, "nightly/import", "10.0.0.4:5000", ""),
-		ev(EventForceRelease, "nightly/import", "10.0.0.3:5000", fmt.Sprintf(`"token":%d`, t0+3)),
+		ev(audit.EventKickWaiter, "nightly/import", "10.0.0.4:5000", ""),
+		ev(audit.EventForceRelease, "nightly/import", "10.0.0.3:5000", fmt.Sprintf(`"token":%d`, t0+3)),
 		released("nightly/import", "10.0.0.3:5000", t0+3, "force"),
 		"",
 		`{"time":"2026-01-01T00:00:02Z","event":"something_new","extra":[1,2]}`, // unknown event: tolerated
@@ -58,7 +62,7 @@ func TestCheckGoodHistory(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("violations in a good history:\n%s", rep)
 	}
-	if rep.Lines != 12 || rep.Locks != 3 || rep.Events[EventGranted] != 5 || rep.Events[EventReleased] != 3 ||
+	if rep.Lines != 12 || rep.Locks != 3 || rep.Events[audit.EventGranted] != 5 || rep.Events[audit.EventReleased] != 3 ||
 		rep.Events["something_new"] != 1 || rep.MaxToken != t0+(5<<32)+1 {
 		t.Errorf("counts:\n%s", rep)
 	}
@@ -111,10 +115,10 @@ func TestCheckViolations(t *testing.T) {
 		}, 3, "without a holder"},
 		{"force_release of the wrong token", []string{
 			granted("a", "h1:1", t0+1),
-			ev(EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
+			ev(audit.EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
 		}, 2, "force_release of token"},
 		{"force_release of an idle lock", []string{
-			ev(EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
+			ev(audit.EventForceRelease, "a", "h1:1", fmt.Sprintf(`"token":%d`, t0)),
 		}, 1, "without a holder"},
 		{"token zero", []string{
 			granted("a", "h1:1", 0),
@@ -170,11 +174,11 @@ func TestCheckMalformed(t *testing.T) {
 		{"no event", `{"time":"2026-01-01T00:00:01Z","lock":"a"}`, `no "event"`},
 		{"no time", `{"event":"granted","lock":"a","token":1}`, `no "time"`},
 		{"bad time", `{"time":"yesterday","event":"granted","lock":"a","token":1}`, "RFC 3339"},
-		{"granted without token", ev(EventGranted, "a", "h:1", ""), `without a "token"`},
+		{"granted without token", ev(audit.EventGranted, "a", "h:1", ""), `without a "token"`},
 		{"released without lock", `{"time":"2026-01-01T00:00:01Z","event":"released","token":1}`, `without a "lock"`},
-		{"negative token", ev(EventGranted, "a", "h:1", `"token":-1`), "not a JSON audit event"},
-		{"token beyond uint64", ev(EventGranted, "a", "h:1", `"token":18446744073709551616`), "not a JSON audit event"},
-		{"token as float", ev(EventGranted, "a", "h:1", `"token":1.5`), "not a JSON audit event"},
+		{"negative token", ev(audit.EventGranted, "a", "h:1", `"token":-1`), "not a JSON audit event"},
+		{"token beyond uint64", ev(audit.EventGranted, "a", "h:1", `"token":18446744073709551616`), "not a JSON audit event"},
+		{"token as float", ev(audit.EventGranted, "a", "h:1", `"token":1.5`), "not a JSON audit event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := check(t, granted("z", "h:1", t0), "", tc.line, granted("y", "h:1", t0+1))
@@ -210,18 +214,29 @@ func TestCheckEmpty(t *testing.T) {
 
 // TestCheckRecorderOutput: the lines the Recorder writes pass the checker.
 func TestCheckRecorderOutput(t *testing.T) {
-	var buf bytes.Buffer
-	rec := NewRecorder(nil)
-	rec.enc = rec.enc.Output(&buf) // in memory instead of a Log
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := audit.NewRecorder(log)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := Subject{Lock: "nightly/import", RemoteAddr: "127.0.0.1:5000"}
-	rec.Granted(now, s, t0+1, 0)
-	rec.ForceRelease(now, s, t0+1)
-	rec.Released(now, s, t0+1, time.Second, "force")
-	rec.KickWaiter(now, Subject{Lock: "nightly/import", RemoteAddr: "127.0.0.1:5001"})
-	rec.Denied(now, Subject{Lock: "secret", Identity: "cn=x"})
-	rec.Granted(now.Add(time.Second), s, t0+2, time.Second)
-	rep, err := Check(&buf)
+	const lock, addr = "nightly/import", "127.0.0.1:5000"
+	rec.Granted(now, lock, "", addr, t0+1, 0)
+	rec.ForceRelease(now, lock, "", addr, t0+1)
+	rec.Released(now, lock, "", addr, t0+1, time.Second, "force")
+	rec.KickWaiter(now, lock, "", "127.0.0.1:5001")
+	rec.Denied(now, "secret", "cn=x", "")
+	rec.Granted(now.Add(time.Second), lock, "", addr, t0+2, time.Second)
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := Check(f)
 	if err != nil || !rep.OK() || rep.Lines != 6 || rep.Locks != 2 || rep.MaxToken != t0+2 {
 		t.Fatalf("%v\n%s", err, rep)
 	}

@@ -1,6 +1,8 @@
-package audit
+package auditcheck
 
 import (
+	"github.com/monolock/monolock/internal/audit"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -63,7 +65,7 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // knownEvents is the order String lists the event counts in; unknown events
 // follow, sorted by name.
-var knownEvents = []string{EventGranted, EventReleased, EventForceRelease, EventKickWaiter, EventDenied}
+var knownEvents = []string{audit.EventGranted, audit.EventReleased, audit.EventForceRelease, audit.EventKickWaiter, audit.EventDenied}
 
 // String renders the report for people: a summary, the locks still held and
 // every violation.
@@ -187,7 +189,7 @@ func Check(r io.Reader) (Report, error) {
 			}
 		}
 		switch *ev.Event {
-		case EventGranted:
+		case audit.EventGranted:
 			token := *ev.Token
 			if st.held {
 				violation("granted token %d to %s while token %d (granted on line %d to %s) still held it: two holders (or the server stopped without recording the release)",
@@ -204,10 +206,10 @@ func Check(r io.Reader) (Report, error) {
 			}
 			lastToken, lastTokenLine = token, n
 			*st = lockState{held: true, token: token, remoteAddr: ev.RemoteAddr, line: n}
-		case EventReleased:
+		case audit.EventReleased:
 			holderToken("released token", *ev.Token)
 			*st = lockState{}
-		case EventForceRelease:
+		case audit.EventForceRelease:
 			holderToken("force_release of token", *ev.Token)
 			// The holder's released event follows.
 		}
@@ -239,13 +241,13 @@ func parseLine(raw []byte) (line, time.Time, error) {
 		return ev, time.Time{}, fmt.Errorf(`"time" is not an RFC 3339 time: %v`, err)
 	}
 	switch *ev.Event {
-	case EventGranted, EventReleased, EventForceRelease, EventDenied, EventKickWaiter:
+	case audit.EventGranted, audit.EventReleased, audit.EventForceRelease, audit.EventDenied, audit.EventKickWaiter:
 		if ev.Lock == nil || *ev.Lock == "" {
 			return ev, at, fmt.Errorf(`%s event without a "lock"`, *ev.Event)
 		}
 	}
 	switch *ev.Event {
-	case EventGranted, EventReleased, EventForceRelease:
+	case audit.EventGranted, audit.EventReleased, audit.EventForceRelease:
 		if ev.Token == nil {
 			return ev, at, fmt.Errorf(`%s event without a "token"`, *ev.Event)
 		}

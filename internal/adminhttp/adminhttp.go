@@ -27,7 +27,7 @@
 // do, with status 400 (bad request), 404 (no such lock, waiter or path),
 // 405 (wrong method, with an Allow header) or 503 (the server did not
 // answer).
-package adminapi
+package adminhttp
 
 import (
 	"context"
@@ -44,7 +44,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/eventloop/glob"
+	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )

@@ -9,7 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/monolock/monolock/eventloop/glob"
+	"github.com/monolock/monolock/internal/glob"
 )
 
 var matchTests = []struct {

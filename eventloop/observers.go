@@ -1,0 +1,91 @@
+package eventloop
+
+import (
+	"crypto/tls"
+	"time"
+
+	"github.com/monolock/monolock/protocol"
+)
+
+// The loop reports what happens to the features beside it — metrics, the
+// audit stream, access control, identities — through these small
+// interfaces, so that it depends on none of their packages. Every method is
+// called on the event loop and must return at once: no I/O, no waiting.
+
+// Metrics counts what the loop does. Config.Metrics nil counts nothing.
+type Metrics interface {
+	Opened()                                    // a connection joined the loop
+	Closed()                                    // and left it
+	Heartbeat()                                 // a HEARTBEAT was answered
+	Queued()                                    // a session joined a queue
+	Dequeued()                                  // one left it, by promotion or departure
+	Granted(waited time.Duration)               // a fencing token was issued
+	Released(reason string, held time.Duration) // a holder let go, for reason
+	ProtocolError(code protocol.Code)           // an ERROR was sent
+	ACLDenied()                                 // the Authorizer refused an ACQUIRE
+	AcceptError()                               // accepting or enrolling a connection failed
+	TLSHandshakeError()                         // a TLS handshake failed or timed out
+}
+
+// AuditRecorder receives one event per ownership change. lock, identity and
+// remote say whom it concerns; identity is "" without mutual TLS.
+// Config.Audit nil records nothing.
+type AuditRecorder interface {
+	Granted(at time.Time, lock, identity, remote string, token uint64, waited time.Duration)
+	Released(at time.Time, lock, identity, remote string, token uint64, held time.Duration, reason string)
+	Denied(at time.Time, lock, identity, remote string)
+	ForceRelease(at time.Time, lock, identity, remote string, token uint64)
+	KickWaiter(at time.Time, lock, identity, remote string)
+}
+
+// Authorizer is the access-control decision on ACQUIRE.
+type Authorizer interface {
+	Allowed(identity, lock string) bool
+}
+
+// IdentityFunc names the client of a TLS session from its verified
+// certificate chain; "" for none.
+type IdentityFunc func(tls.ConnectionState) string
+
+// noMetrics is the Metrics of a server that keeps none.
+type noMetrics struct{}
+
+func (noMetrics) Opened()                        {}
+func (noMetrics) Closed()                        {}
+func (noMetrics) Heartbeat()                     {}
+func (noMetrics) Queued()                        {}
+func (noMetrics) Dequeued()                      {}
+func (noMetrics) Granted(time.Duration)          {}
+func (noMetrics) Released(string, time.Duration) {}
+func (noMetrics) ProtocolError(protocol.Code)    {}
+func (noMetrics) ACLDenied()                     {}
+func (noMetrics) AcceptError()                   {}
+func (noMetrics) TLSHandshakeError()             {}
+
+// ReleaseReason says why a holder stopped holding; its String is the name
+// in metrics labels and audit events.
+type ReleaseReason uint8
+
+// The release reasons.
+const (
+	ReleaseGraceful      ReleaseReason = iota // the client closed its connection
+	ReleaseExpired                            // no heartbeat within the lease
+	ReleaseIOTimeout                          // a half-sent frame or undrained output for io-timeout
+	ReleaseForce                              // an administrator's force-release
+	ReleaseShutdown                           // the server shut down
+	ReleaseProtocolError                      // the client broke the protocol
+	releaseReasons
+)
+
+var releaseReasonNames = [releaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
+
+func (r ReleaseReason) String() string {
+	if r < releaseReasons {
+		return releaseReasonNames[r]
+	}
+	return "unknown"
+}
+
+// ReleaseReasons lists every reason's name, for a metrics sink that
+// creates its series up front.
+func ReleaseReasons() []string { return releaseReasonNames[:] }
