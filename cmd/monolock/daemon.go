@@ -63,9 +63,10 @@ func openFiles(cfg settings) (f files, err error) {
 // start brings everything up, or nothing: a failure closes what was opened.
 func start(cfg settings, log zerolog.Logger, f files) (d *daemon, err error) {
 	d = &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3)}
+	opened := d // "return nil, err" clears d before the deferred call runs
 	defer func() {
 		if err != nil {
-			d.closeAll()
+			opened.closeAll()
 		}
 	}()
 	srvCfg := eventloop.Config{
