@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -268,13 +269,14 @@ func TestKeepalivedCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := http.StatusOK
+	var status atomic.Int32
+	status.Store(http.StatusOK)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			http.NotFound(w, r)
 			return
 		}
-		w.WriteHeader(status)
+		w.WriteHeader(int(status.Load()))
 	}))
 	check := func(addr string) error {
 		cmd := exec.Command("sh", script)
@@ -285,7 +287,7 @@ func TestKeepalivedCheck(t *testing.T) {
 	if err := check(addr); err != nil {
 		t.Errorf("/readyz 200: %v, want success", err)
 	}
-	status = http.StatusServiceUnavailable
+	status.Store(http.StatusServiceUnavailable)
 	if err := check(addr); err == nil {
 		t.Error("/readyz 503: success, want failure")
 	}
