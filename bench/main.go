@@ -1,8 +1,8 @@
 // Command bench is monolock's benchmark harness: it starts monolock, a bare
 // gnet server (the floor) and the installed peers (Redis, etcd, PostgreSQL)
 // on loopback, drives each with the same workloads, checks that no lock ever
-// has two holders, and prints one table per scenario. See
-// ../../shared/spec/bench.md and bench/RESULTS.md.
+// has two holders, and prints one table per scenario. bench/RESULTS.md
+// describes the scenarios and holds the latest full run.
 //
 //	go run ./bench [-quick] [-json FILE] [-out DIR] [-only S1,S3] [-peers redis,etcd,postgres]
 package main

@@ -17,7 +17,8 @@
 // and TryAcquire return a *Lock handle for callers that manage the hold
 // themselves.
 //
-// The client follows monolock's client rules: one permanent reader per
+// The client follows monolock's client rules (numbered in docs/protocol.md,
+// "Writing a client in another language"): one permanent reader per
 // connection; heartbeats on a schedule derived from the lease (lease/4, shortened
 // by twice the smoothed round-trip time, at most one in flight); every WAITING or
 // ACQUIRED frame counts as the acknowledgement; ownership counts as lost, and the

@@ -4,8 +4,11 @@
 // directions.
 //
 // It is the one package shared by the server, the Go client and anyone writing a
-// client in another language; protocol/testdata holds golden byte vectors for
-// every frame. The package performs no I/O beyond the io.Reader helpers in io.go.
+// client in another language. docs/protocol.md is the contract in prose (every
+// frame, the validation order, the error codes and retry rules, the session,
+// heartbeats and fencing tokens); protocol/testdata/golden.txt holds golden
+// byte vectors for every frame. The package performs no I/O beyond the
+// io.Reader helpers in io.go.
 //
 // Client to server:
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Audit event names written by eventloop/audit.
+// Audit event names written by internal/audit.
 const (
 	eventGranted  = "granted"
 	eventReleased = "released"

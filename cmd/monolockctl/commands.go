@@ -76,9 +76,7 @@ func execute(args []string, e *env) int {
 			return c.run(args[1:], e)
 		}
 	}
-	fmt.Fprintf(e.stderr, "monolockctl: unknown command %q\n\n", args[0])
-	printUsage(e.stderr)
-	return exitUsage
+	return unknownCommand(args[0], e)
 }
 
 func printUsage(w io.Writer) {
@@ -103,8 +101,7 @@ func parseFlags(fs *flag.FlagSet, args []string, e *env) (status int, ok bool) {
 		_, _ = e.stdout.Write(out.Bytes())
 		return 0, false
 	default:
-		_, _ = e.stderr.Write(out.Bytes())
-		return exitUsage, false
+		return badFlag(fs.Name(), err, e), false
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/monolock/monolock/client"
@@ -25,9 +27,8 @@ type connFlags struct {
 // environment variable when set, so a flag beats the environment, which beats
 // the built-in default (and -h shows the value in effect).
 func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
-	c := &connFlags{}
-	fs.StringVar(&c.addr, "addr", envOr(getenv, "MONOLOCK_ADDRESS", client.DefaultAddress),
-		"`host:port` of the server (env MONOLOCK_ADDRESS)")
+	c := &connFlags{addr: envOr(getenv, "MONOLOCK_ADDRESS", client.DefaultAddress)}
+	fs.Var(addrFlag{&c.addr}, "addr", "`host:port` of the server (env MONOLOCK_ADDRESS)")
 	fs.StringVar(&c.tlsCA, "tls-ca", getenv("MONOLOCK_TLS_CA"),
 		"PEM `file` with the CAs that sign the server's certificate; any -tls-* flag turns TLS on, without -tls-ca the system roots are used (env MONOLOCK_TLS_CA)")
 	fs.StringVar(&c.tlsCert, "tls-cert", getenv("MONOLOCK_TLS_CERT"),
@@ -35,6 +36,45 @@ func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
 	fs.StringVar(&c.tlsKey, "tls-key", getenv("MONOLOCK_TLS_KEY"),
 		"PEM private key `file` of -tls-cert (env MONOLOCK_TLS_KEY)")
 	return c
+}
+
+// addrFlag is -addr. Its value is checked when the flag is parsed, so that an
+// address no one could dial is a usage error (exit 2), not an unreachable
+// server (exit 69).
+type addrFlag struct{ addr *string }
+
+func (a addrFlag) String() string {
+	if a.addr == nil {
+		return ""
+	}
+	return *a.addr
+}
+
+func (a addrFlag) Set(s string) error {
+	if err := checkAddress(s); err != nil {
+		return err
+	}
+	*a.addr = s
+	return nil
+}
+
+// checkAddress accepts what a TCP dial can use: host:port with a port number
+// or a service name (an empty host means this machine).
+func checkAddress(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	switch {
+	case err != nil || port == "":
+		return fmt.Errorf("want host:port, such as 127.0.0.1:7070, got %q", s)
+	case strings.TrimLeft(port, "0123456789") == "":
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %s of %q is not between 1 and 65535", port, s)
+		}
+	default:
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Errorf("port %q of %q is neither a number nor a known service", port, s)
+		}
+	}
+	return nil
 }
 
 func envOr(getenv func(string) string, key, fallback string) string {
@@ -46,6 +86,9 @@ func envOr(getenv func(string) string, key, fallback string) string {
 
 // client builds the protocol client the flags describe.
 func (c *connFlags) client() (*client.Client, error) {
+	if err := checkAddress(c.addr); err != nil { // from MONOLOCK_ADDRESS; -addr is checked when parsed
+		return nil, fmt.Errorf("MONOLOCK_ADDRESS: %w", err)
+	}
 	d, err := c.dialer()
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-// Package adminapi is monolock's admin HTTP API: it lists locks with their
+// Package adminhttp is monolock's admin HTTP API: it lists locks with their
 // holders and queues, force-releases a lock and kicks a waiter.
 //
 //	GET    /api/info                                  version, uptime, effective config, counts

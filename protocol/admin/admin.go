@@ -1,5 +1,5 @@
 // Package admin declares the JSON bodies of monolock's admin HTTP API, once
-// for both sides: the server (eventloop/adminapi) encodes them and
+// for both sides: the server (internal/adminhttp) encodes them and
 // monolockctl decodes them. It depends on the standard library only, so a
 // client can import it without the server.
 //
