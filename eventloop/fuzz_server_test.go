@@ -67,8 +67,9 @@ const (
 	// fuzzHealthEvery: a fresh client and an empty server every so many inputs.
 	fuzzHealthEvery = 64
 	// fuzzEagerFrames: the server answers this many frames of one read in a
-	// single turn (framesPerTurn is 1024), so a violation among them is
-	// answered before a half-close that follows the input is noticed.
+	// single turn (a turn parses up to bytesPerTurn, 64 KiB), so a violation
+	// among them is answered before a half-close that follows the input is
+	// noticed.
 	fuzzEagerFrames = 256
 	// fuzzSafeLease: a session with a shorter lease may expire in the middle
 	// of an exchange on a loaded machine, closing it without an ERROR.

@@ -186,8 +186,11 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 // is prompt.
 func TestTLSClientThatStopsReading(t *testing.T) {
 	ts, pki := startTLSServer(t, 300*time.Millisecond)
+	beforeFDs := openFDs(t)
 	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	ts.waitStats(t, eventloop.Stats{}) // and that session has left
 	beforeG := runtime.NumGoroutine()
+
 	const clients, beats = 8, 500_000
 	flood := bytes.Repeat(protocol.AppendHeartbeat(nil), 4096)
 	var wg sync.WaitGroup
@@ -217,6 +220,10 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 	runtime.GC()
 	if g := runtime.NumGoroutine(); g > beforeG+2 {
 		t.Errorf("goroutines: %d before the flood, %d after", beforeG, g)
+	}
+	// The clients' own ends are still open; every server end is closed.
+	if fds := openFDs(t); fds != beforeFDs+clients {
+		t.Errorf("descriptors: %d before, %d with %d client ends still open; want %d", beforeFDs, fds, clients, beforeFDs+clients)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -341,4 +348,14 @@ func TestTLSKeyUpdateFromClient(t *testing.T) {
 	if f.Token != tok {
 		t.Fatalf("token changed from %d to %d", tok, f.Token)
 	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries) - 1 // the directory being read
 }
