@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/bench/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/faultproxy"
 )
 
 // Tests that put a faultproxy between the client and a real server.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monolock/monolock/bench/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/faultproxy"
 )
 
 // faultStats counts the faults injected, by kind.

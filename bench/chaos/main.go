@@ -75,8 +75,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/monolock/monolock/bench/faultproxy"
 	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/internal/testsupport/faultproxy"
 )
 
 type config struct {
