@@ -56,7 +56,7 @@ func (noInput) Temporary() bool { return true }
 // transportChunk is the most ciphertext one transport Read hands crypto/tls.
 // tls reads until it has a whole record, so small reads keep its input
 // buffer, which it keeps for the session's life, near one record's size
-// instead of a whole handshake flight or everything a flood has sent.
+// instead of everything a pipelining client has sent.
 const transportChunk = 512
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
