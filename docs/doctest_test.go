@@ -73,6 +73,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -165,35 +166,16 @@ func TestDocs(t *testing.T) {
 	})
 }
 
-// buildBinaries builds monolock and monolockctl from this tree, once.
+// buildBinaries builds monolock and monolockctl from this tree, once, as
+// make build does (CGO_ENABLED=0).
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "monolock-doctest-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/monolock", "./cmd/monolockctl")
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		binDir = dir
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	dir, err := proc.Build(proc.Spec{Pkgs: []string{"./cmd/monolock", "./cmd/monolockctl"}, Env: []string{"CGO_ENABLED=0"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binDir
+	return dir
 }
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
 
 func TestMain(m *testing.M) {
 	// Main makes the test binary double as the pgroup command of the scripts
@@ -205,9 +187,7 @@ type mainWithCleanup struct{ m *testing.M }
 
 func (w mainWithCleanup) Run() int {
 	code := w.m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	proc.Cleanup()
 	return code
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -20,19 +21,19 @@ import (
 func TestConformance1FreeLock(t *testing.T) {
 	ts := startServer(t, 0)
 	c := dial(t, ts, "client")
-	c.sendAcquire("case-1", 30_000)
-	tok := c.expectAcquired()
+	c.SendAcquire("case-1", 30_000)
+	tok := c.ExpectAcquired()
 	if tok == 0 {
 		t.Fatal("token 0: tokens come from the clock and are never zero")
 	}
 	for range 3 {
-		c.sendHeartbeat()
-		c.expectToken(tok)
+		c.SendHeartbeat()
+		c.ExpectToken(tok)
 	}
 	if st := ts.stats(t); st != (eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1}) {
 		t.Errorf("Stats = %+v with one holder", st)
 	}
-	c.close()
+	c.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -43,23 +44,23 @@ func TestConformance2BusyLock(t *testing.T) {
 	h, t1 := holder(t, ts, "case-2", 30_000)
 	w := waiter(t, ts, "waiter", "case-2", 30_000)
 	for range 3 {
-		w.sendHeartbeat()
-		w.expectWaiting()
+		w.SendHeartbeat()
+		w.ExpectWaiting()
 	}
-	h.sendHeartbeat() // the holder is unaffected by the waiter
-	h.expectToken(t1)
+	h.SendHeartbeat() // the holder is unaffected by the waiter
+	h.ExpectToken(t1)
 	if st := ts.stats(t); st.Locks != 1 || st.Waiters != 1 {
 		t.Errorf("Stats = %+v, want 1 lock and 1 waiter", st)
 	}
 
-	h.close()
-	t2 := w.expectAcquired() // pushed: the waiter sent nothing since its last WAITING
+	h.Close()
+	t2 := w.ExpectAcquired() // pushed: the waiter sent nothing since its last WAITING
 	if t2 <= t1 {
 		t.Fatalf("promotion token %d is not greater than the first holder's %d", t2, t1)
 	}
-	w.sendHeartbeat()
-	w.expectToken(t2) // ACQUIRED never goes back, and repeats the same token
-	w.close()
+	w.SendHeartbeat()
+	w.ExpectToken(t2) // ACQUIRED never goes back, and repeats the same token
+	w.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -73,7 +74,7 @@ func TestConformance3FIFO(t *testing.T) {
 	ws := queueWaiters(t, ts, lock, n)
 	leaving := map[int]bool{0: true, n / 2: true, n/2 + 1: true, n - 1: true}
 	for i := range leaving {
-		ws[i].close()
+		ws[i].Close()
 	}
 	ts.waitStats(t, eventloop.Stats{Sessions: 1 + n - len(leaving), Locks: 1, Waiters: n - len(leaving), Timers: 1 + n - len(leaving)})
 
@@ -90,13 +91,13 @@ func TestConformance7SilentHolderExpires(t *testing.T) {
 
 	w0 := dial(t, ts, "silent holder")
 	lastSend := time.Now() // before the write: the server's lastSeen is no earlier
-	w0.sendAcquire(lock, uint32(lease/time.Millisecond))
-	t1 := w0.expectAcquired()
+	w0.SendAcquire(lock, uint32(lease/time.Millisecond))
+	t1 := w0.ExpectAcquired()
 	w := waiter(t, ts, "waiter", lock, longLease)
 
-	t2 := w.expectAcquired() // the event: the holder's expiry promotes the waiter
+	t2 := w.ExpectAcquired() // the event: the holder's expiry promotes the waiter
 	promotedAfter := time.Since(lastSend)
-	w0.expectEOF() // closed without an ERROR frame
+	w0.ExpectEOF() // closed without an ERROR frame
 	closedAfter := time.Since(lastSend)
 
 	t.Logf("lease %v: waiter promoted %v after the holder's last send (%v late), holder saw EOF after %v",
@@ -110,7 +111,7 @@ func TestConformance7SilentHolderExpires(t *testing.T) {
 	if t2 <= t1 {
 		t.Fatalf("token %d after %d", t2, t1)
 	}
-	w.close()
+	w.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -145,7 +146,7 @@ func heartbeatRound(t *testing.T, ts *testServer, round int) error {
 		holders  = 3
 	)
 	type pair struct {
-		h, w     *conn
+		h, w     *wire.Conn
 		tok      uint64
 		lastSend time.Time // just before the holder's last heartbeat
 	}
@@ -157,8 +158,8 @@ func heartbeatRound(t *testing.T, ts *testServer, round int) error {
 	}
 	defer func() {
 		for _, p := range pairs {
-			_ = p.h.nc.Close()
-			_ = p.w.nc.Close()
+			_ = p.h.NC.Close()
+			_ = p.w.NC.Close()
 		}
 	}()
 
@@ -176,14 +177,14 @@ func heartbeatRound(t *testing.T, ts *testServer, round int) error {
 				now := time.Since(start)
 				maxGap, last = max(maxGap, now-last), now
 				p.lastSend = time.Now()
-				if err := p.h.writeErr(heartbeat); err != nil {
-					errs <- fmt.Errorf("%s: heartbeat at %v: %w (longest gap between sends %v)", p.h.label, now, err, maxGap)
+				if err := p.h.SendErr(wire.Heartbeat); err != nil {
+					errs <- fmt.Errorf("%s: heartbeat at %v: %w (longest gap between sends %v)", p.h.Label, now, err, maxGap)
 					return
 				}
-				f, err := p.h.readErr(safety)
+				f, err := p.h.ReadErr(safety)
 				if err != nil || f.Type != protocol.TypeAcquired || f.Token != p.tok {
 					errs <- fmt.Errorf("%s: heartbeat at %v answered %v, %v, want ACQUIRED(%d) (longest gap between sends %v)",
-						p.h.label, now, f, err, p.tok, maxGap)
+						p.h.Label, now, f, err, p.tok, maxGap)
 					return
 				}
 				select {
@@ -205,11 +206,11 @@ func heartbeatRound(t *testing.T, ts *testServer, round int) error {
 		// waiters, whose next frame answers this heartbeat.
 		for i := range pairs {
 			w := pairs[i].w // not a copy of the pair: its holder's goroutine writes lastSend
-			if err := w.writeErr(heartbeat); err != nil {
-				t.Fatalf("%s: %v", w.label, err)
+			if err := w.SendErr(wire.Heartbeat); err != nil {
+				t.Fatalf("%s: %v", w.Label, err)
 			}
-			if f, err := w.readErr(safety); err != nil || f.Type != protocol.TypeWaiting {
-				dropped = fmt.Errorf("%s: got %v, %v, want WAITING: its holder was dropped", w.label, f, err)
+			if f, err := w.ReadErr(safety); err != nil || f.Type != protocol.TypeWaiting {
+				dropped = fmt.Errorf("%s: got %v, %v, want WAITING: its holder was dropped", w.Label, f, err)
 				break
 			}
 		}
@@ -226,15 +227,15 @@ func heartbeatRound(t *testing.T, ts *testServer, round int) error {
 	// Now they fall silent: each expires, not before its lease counted from
 	// its last heartbeat (the re-armed timer), and its waiter is promoted.
 	for _, p := range pairs {
-		if tok := p.w.expectAcquired(); tok <= p.tok {
-			t.Fatalf("%s: token %d after %d", p.w.label, tok, p.tok)
+		if tok := p.w.ExpectAcquired(); tok <= p.tok {
+			t.Fatalf("%s: token %d after %d", p.w.Label, tok, p.tok)
 		}
 		d := time.Since(p.lastSend)
-		t.Logf("%s: dropped %v after its last heartbeat (lease %v)", p.h.label, d, lease)
+		t.Logf("%s: dropped %v after its last heartbeat (lease %v)", p.h.Label, d, lease)
 		if d < lease {
-			t.Fatalf("%s: dropped %v after its last heartbeat, before its lease %v", p.h.label, d, lease)
+			t.Fatalf("%s: dropped %v after its last heartbeat, before its lease %v", p.h.Label, d, lease)
 		}
-		p.h.expectEOF()
+		p.h.ExpectEOF()
 	}
 	return nil
 }
@@ -250,11 +251,11 @@ func TestConformance7SilentWaiterExpires(t *testing.T) {
 
 	w2 := dial(t, ts, "silent waiter 2")
 	lastSend := time.Now()
-	w2.sendAcquire(lock, uint32(lease/time.Millisecond))
-	w2.expectWaiting()
+	w2.SendAcquire(lock, uint32(lease/time.Millisecond))
+	w2.ExpectWaiting()
 
 	w3 := waiter(t, ts, "waiter 3", lock, longLease)
-	w2.expectEOF()
+	w2.ExpectEOF()
 	if d := time.Since(lastSend); d < lease {
 		t.Fatalf("silent waiter dropped %v after its last send, before its lease %v", d, lease)
 	} else {
@@ -262,14 +263,14 @@ func TestConformance7SilentWaiterExpires(t *testing.T) {
 	}
 	ts.waitStats(t, eventloop.Stats{Sessions: 3, Locks: 1, Waiters: 2, Timers: 3})
 
-	h.close()
-	t1 := w1.expectAcquired()
-	w1.close()
-	t3 := w3.expectAcquired()
+	h.Close()
+	t1 := w1.ExpectAcquired()
+	w1.Close()
+	t3 := w3.ExpectAcquired()
 	if !(tok < t1 && t1 < t3) {
 		t.Fatalf("tokens %d, %d, %d do not increase", tok, t1, t3)
 	}
-	w3.close()
+	w3.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -280,22 +281,22 @@ func TestConformance8TokensIncrease(t *testing.T) {
 	const grants, locks = 200, 5
 	var (
 		last       uint64
-		prev       [locks]*conn
+		prev       [locks]*wire.Conn
 		promotions int
 	)
 	for i := range grants {
 		k := i % locks
 		name := fmt.Sprintf("case-8-%d", k)
 		c := dial(t, ts, fmt.Sprintf("grant %d on %s", i, name))
-		c.sendAcquire(name, longLease)
+		c.SendAcquire(name, longLease)
 		// Every other round the previous holder of this lock is still there:
 		// c waits and is promoted when it leaves. Otherwise the lock is free.
 		if p := prev[k]; p != nil {
-			c.expectWaiting()
-			p.close()
+			c.ExpectWaiting()
+			p.Close()
 			promotions++
 		}
-		tok := c.expectAcquired()
+		tok := c.ExpectAcquired()
 		if tok <= last {
 			t.Fatalf("grant %d: token %d after %d", i, tok, last)
 		}
@@ -304,7 +305,7 @@ func TestConformance8TokensIncrease(t *testing.T) {
 			prev[k] = c // keep it: the next grant of this lock is a promotion
 		} else {
 			prev[k] = nil
-			c.close()
+			c.Close()
 		}
 	}
 	t.Logf("%d grants, %d of them promotions; last token %#x", grants, promotions, last)
@@ -320,15 +321,15 @@ func TestProtocolErrorReleasesLock(t *testing.T) {
 		code protocol.Code
 	}{
 		{"unknown type", []byte{0x7f}, protocol.CodeUnknownMessageType},
-		{"duplicate ACQUIRE", acquireFrame("other", 1000), protocol.CodeDuplicateAcquire},
+		{"duplicate ACQUIRE", wire.Acquire("other", 1000), protocol.CodeDuplicateAcquire},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lock := "released-by-error/" + tc.name
 			h, t1 := holder(t, ts, lock, longLease)
 			w := waiter(t, ts, "waiter", lock, longLease)
-			h.send(tc.bad)
-			h.expectErrorThenEOF(tc.code)
-			if t2 := w.expectAcquired(); t2 <= t1 {
+			h.Send(tc.bad)
+			h.ExpectErrorThenEOF(tc.code)
+			if t2 := w.ExpectAcquired(); t2 <= t1 {
 				t.Fatalf("token %d after %d", t2, t1)
 			}
 		})
@@ -380,13 +381,13 @@ func TestTokensGrowAcrossAnImmediateRestart(t *testing.T) {
 		var tok uint64
 		for i := range 3 {
 			c := dial(t, ts, fmt.Sprintf("round %d holder %d", round, i))
-			c.sendAcquire("fenced", longLease)
-			tok = c.expectAcquired()
+			c.SendAcquire("fenced", longLease)
+			tok = c.ExpectAcquired()
 			if tok <= last {
 				t.Fatalf("round %d: token %#x after %#x from the previous server", round, tok, last)
 			}
 			last = tok
-			c.close()
+			c.Close()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), safety)
 		ts.shutdown(t, ctx)

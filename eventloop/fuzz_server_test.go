@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -40,7 +41,7 @@ func FuzzServer(f *testing.F) {
 	ts := startServer(f, fuzzIOTimeout)
 	addr := ts.Addr().String()
 	f.Add(protocol.AppendAcquire(protocol.AppendAcquire(nil, 1000, string(bytes.Repeat([]byte("n"), protocol.MaxNameLen))), 1000, "x"), uint16(263), true)
-	f.Add(append(protocol.AppendAcquire(nil, 1, "short-lease"), bytes.Repeat(heartbeat, 2000)...), uint16(0), false)
+	f.Add(append(protocol.AppendAcquire(nil, 1, "short-lease"), bytes.Repeat(wire.Heartbeat, 2000)...), uint16(0), false)
 
 	var inputs atomic.Uint64
 	f.Fuzz(func(t *testing.T, data []byte, split uint16, halfClose bool) {
@@ -236,7 +237,7 @@ func fuzzCheck(t *testing.T, data []byte, ex fuzzResult) {
 	describe := func() string {
 		return fmt.Sprintf("input %x (split %v, half-close %v), answers %x ending in %v", fuzzAbbrev(data), ex.split, ex.halfClose, fuzzAbbrev(ex.replies), ex.end)
 	}
-	var frames []frame
+	var frames []wire.Frame
 	b := ex.replies
 	for len(b) > 0 {
 		var f protocol.Frame
@@ -250,7 +251,7 @@ func fuzzCheck(t *testing.T, data []byte, ex fuzzResult) {
 			}
 			break
 		}
-		frames = append(frames, frame{Type: f.Type, Token: f.Token, Code: f.Code, Reason: string(f.Reason)})
+		frames = append(frames, wire.Frame{Type: f.Type, Token: f.Token, Code: f.Code, Reason: string(f.Reason)})
 		b = b[n:]
 	}
 
@@ -267,7 +268,7 @@ func fuzzCheck(t *testing.T, data []byte, ex fuzzResult) {
 			if f.Code != m.violation {
 				t.Fatalf("%v, but the input's first violation is %s; %s", f, fuzzCodeText(m.violation), describe())
 			}
-			if err := checkReason(f); err != nil {
+			if err := wire.CheckReason(f); err != nil {
 				t.Fatalf("%v; %s", err, describe())
 			}
 		case protocol.TypeAcquired:
@@ -307,9 +308,9 @@ func fuzzCheck(t *testing.T, data []byte, ex fuzzResult) {
 // connection are closed, the server holds nothing.
 func fuzzHealth(t *testing.T, ts *testServer, n uint64) {
 	c := dial(t, ts, "health check")
-	c.sendAcquire(fmt.Sprintf("fuzz-health-%d", n), longLease)
-	c.expectAcquired()
-	c.close()
+	c.SendAcquire(fmt.Sprintf("fuzz-health-%d", n), longLease)
+	c.ExpectAcquired()
+	c.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -341,9 +342,9 @@ func TestPipelinedBurstIsServed(t *testing.T) {
 	ts := startServer(t, time.Second)
 	c, tok := holder(t, ts, "burst", longLease)
 	const burst = 100_000
-	c.send(bytes.Repeat(heartbeat, burst))
-	r := bufio.NewReader(c.nc)
-	_ = c.nc.SetReadDeadline(time.Now().Add(safety))
+	c.Send(bytes.Repeat(wire.Heartbeat, burst))
+	r := bufio.NewReader(c.NC)
+	_ = c.NC.SetReadDeadline(time.Now().Add(safety))
 	var buf protocol.FrameBuffer
 	for i := range burst {
 		var f protocol.Frame
@@ -354,6 +355,6 @@ func TestPipelinedBurstIsServed(t *testing.T) {
 			t.Fatalf("answer %d: type 0x%02x token %d, want ACQUIRED(%d)", i+1, uint8(f.Type), f.Token, tok)
 		}
 	}
-	c.sendHeartbeat()
-	c.expectToken(tok)
+	c.SendHeartbeat()
+	c.ExpectToken(tok)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -36,7 +37,7 @@ func TestIOTimeoutSilentConnection(t *testing.T) {
 	ts := startServer(t, ioTimeout)
 	start := time.Now() // before dialling: the server accepts after this
 	c := dial(t, ts, "silent")
-	c.expectEOF()
+	c.ExpectEOF()
 	checkNotBefore(t, "silent connection", start)
 	ts.waitStats(t, eventloop.Stats{})
 }
@@ -46,8 +47,8 @@ func TestIOTimeoutPartialAcquire(t *testing.T) {
 	ts := startServer(t, ioTimeout)
 	start := time.Now()
 	c := dial(t, ts, "partial")
-	c.send(acquireFrame("partial", longLease)[:5])
-	c.expectEOF()
+	c.Send(wire.Acquire("partial", longLease)[:5])
+	c.ExpectEOF()
 	checkNotBefore(t, "partial ACQUIRE", start)
 	ts.waitStats(t, eventloop.Stats{})
 }
@@ -59,10 +60,10 @@ func TestIOTimeoutPartialFrameAfterAcquire(t *testing.T) {
 	h, t1 := holder(t, ts, "half-sent", longLease)
 	w := waiter(t, ts, "waiter", "half-sent", longLease)
 	start := time.Now()
-	h.send(acquireFrame("half-sent", longLease)[:5]) // the start of a (duplicate) ACQUIRE
-	h.expectEOF()
+	h.Send(wire.Acquire("half-sent", longLease)[:5]) // the start of a (duplicate) ACQUIRE
+	h.ExpectEOF()
 	checkNotBefore(t, "half-sent frame", start)
-	if t2 := w.expectAcquired(); t2 <= t1 {
+	if t2 := w.ExpectAcquired(); t2 <= t1 {
 		t.Fatalf("token %d after %d", t2, t1)
 	}
 }
@@ -76,12 +77,12 @@ func TestIOTimeoutDoesNotEndRegisteredSessions(t *testing.T) {
 	w := waiter(t, ts, "idle waiter", "idle holder", longLease)
 	start := time.Now()
 	probe := dial(t, ts, "probe")
-	probe.expectEOF()
+	probe.ExpectEOF()
 	checkNotBefore(t, "probe", start)
-	h.sendHeartbeat()
-	h.expectToken(tok)
-	w.sendHeartbeat()
-	w.expectWaiting()
+	h.SendHeartbeat()
+	h.ExpectToken(tok)
+	w.SendHeartbeat()
+	w.ExpectWaiting()
 }
 
 // A client that drips its ACQUIRE one byte every 100 ms is served as long as
@@ -90,16 +91,16 @@ func TestIOTimeoutDoesNotEndRegisteredSessions(t *testing.T) {
 func TestIOTimeoutSlowDripWithinTimeout(t *testing.T) {
 	ts := startServer(t, 2*time.Second)
 	c := dial(t, ts, "drip")
-	frame := acquireFrame("d", longLease)
+	frame := wire.Acquire("d", longLease)
 	if len(frame) != 9 {
 		t.Fatalf("frame is %d bytes", len(frame))
 	}
 	start := time.Now()
-	c.sendBytewise(frame, 100*time.Millisecond)
-	tok := c.expectAcquired()
+	c.SendBytewise(frame, 100*time.Millisecond)
+	tok := c.ExpectAcquired()
 	t.Logf("ACQUIRE dripped over %v", time.Since(start))
-	c.sendHeartbeat()
-	c.expectToken(tok)
+	c.SendHeartbeat()
+	c.ExpectToken(tok)
 }
 
 // A client that floods heartbeats and never reads its replies is closed; the
@@ -121,14 +122,14 @@ func TestIOTimeoutFloodWithoutReading(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan result, 1)
 	go func() {
-		hb := bytes.Repeat(heartbeat, chunk)
+		hb := bytes.Repeat(wire.Heartbeat, chunk)
 		written, signal := 0, started
 		for written < limit {
-			if err := flooder.nc.SetWriteDeadline(time.Now().Add(safety)); err != nil {
+			if err := flooder.NC.SetWriteDeadline(time.Now().Add(safety)); err != nil {
 				done <- result{written, err}
 				return
 			}
-			n, err := flooder.nc.Write(hb)
+			n, err := flooder.NC.Write(hb)
 			written += n
 			if written > 0 && signal != nil {
 				close(signal)
@@ -155,8 +156,8 @@ func TestIOTimeoutFloodWithoutReading(t *testing.T) {
 	var slowest time.Duration
 	ping := func() {
 		start := time.Now()
-		good.sendHeartbeat()
-		good.expectToken(goodTok)
+		good.SendHeartbeat()
+		good.ExpectToken(goodTok)
 		slowest = max(slowest, time.Since(start))
 	}
 	var r result
@@ -188,7 +189,7 @@ func TestIOTimeoutFloodWithoutReading(t *testing.T) {
 		t.Logf("the flood ended before the good client got a heartbeat in (the 3 after it were answered)")
 	}
 	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1})
-	good.close()
+	good.Close()
 	ts.waitStats(t, eventloop.Stats{})
 }
 
@@ -204,17 +205,17 @@ func TestFloodDoesNotStarveOtherSessions(t *testing.T) {
 	flooded := make(chan struct{})
 	go func() {
 		defer close(flooded)
-		hb := bytes.Repeat(heartbeat, 64<<10)
+		hb := bytes.Repeat(wire.Heartbeat, 64<<10)
 		for {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			if err := flooder.nc.SetWriteDeadline(time.Now().Add(safety)); err != nil {
+			if err := flooder.NC.SetWriteDeadline(time.Now().Add(safety)); err != nil {
 				return
 			}
-			if _, err := flooder.nc.Write(hb); err != nil {
+			if _, err := flooder.NC.Write(hb); err != nil {
 				return // closed by the server: the flood is over
 			}
 		}
@@ -225,10 +226,10 @@ func TestFloodDoesNotStarveOtherSessions(t *testing.T) {
 	defer tick.Stop()
 	for end := time.Now().Add(10 * lease); time.Now().Before(end); <-tick.C {
 		start := time.Now()
-		if err := good.writeErr(heartbeat); err != nil {
+		if err := good.SendErr(wire.Heartbeat); err != nil {
 			t.Fatalf("heartbeat: %v (slowest answer so far %v)", err, slowest)
 		}
-		f, err := good.readErr(safety)
+		f, err := good.ReadErr(safety)
 		if err != nil || f.Type != protocol.TypeAcquired || f.Token != tok {
 			t.Fatalf("heartbeat answered %v, %v after %v, want ACQUIRED(%d) (slowest answer before %v)", f, err, time.Since(start), tok, slowest)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -42,41 +43,41 @@ func leakCycle(ts *testServer, w, i int, lock string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.nc.Close() }()
+	defer func() { _ = c.NC.Close() }()
 	switch i % 7 {
 	case 0: // acquire, heartbeat, close (holder or waiter)
-		if err := c.writeErr(append(acquireFrame(lock, longLease), 0x02)); err != nil {
+		if err := c.SendErr(append(wire.Acquire(lock, longLease), 0x02)); err != nil {
 			return err
 		}
-		return c.readN(2)
+		return readN(c, 2)
 	case 1: // protocol error after a valid ACQUIRE: the lock passes on
-		if err := c.writeErr(append(acquireFrame(lock, longLease), 0x7f)); err != nil {
+		if err := c.SendErr(append(wire.Acquire(lock, longLease), 0x7f)); err != nil {
 			return err
 		}
-		return c.untilError(protocol.CodeUnknownMessageType)
+		return untilError(c, protocol.CodeUnknownMessageType)
 	case 2: // protocol error before any ACQUIRE
-		if err := c.writeErr(heartbeat); err != nil {
+		if err := c.SendErr(wire.Heartbeat); err != nil {
 			return err
 		}
-		return c.untilError(protocol.CodeFirstMessageNotAcquire)
+		return untilError(c, protocol.CodeFirstMessageNotAcquire)
 	case 3: // a short lease that expires, holding or waiting
-		if err := c.writeErr(acquireFrame(lock, 20)); err != nil {
+		if err := c.SendErr(wire.Acquire(lock, 20)); err != nil {
 			return err
 		}
-		return c.untilError(0)
+		return untilError(c, 0)
 	case 4: // connect and leave at once
 		return nil
 	case 5: // leave in the middle of a frame
-		return c.writeErr(acquireFrame(lock, longLease)[:7])
+		return c.SendErr(wire.Acquire(lock, longLease)[:7])
 	default: // say nothing until io-timeout closes it
-		return c.untilError(0)
+		return untilError(c, 0)
 	}
 }
 
 // readN reads n frames, each WAITING or ACQUIRED.
-func (c *conn) readN(n int) error {
+func readN(c *wire.Conn, n int) error {
 	for range n {
-		f, err := c.readErr(safety)
+		f, err := c.ReadErr(safety)
 		if err != nil {
 			return err
 		}
@@ -90,16 +91,16 @@ func (c *conn) readN(n int) error {
 // untilError reads WAITING and ACQUIRED frames (a waiter may be promoted any
 // time) until an ERROR with the code, then EOF. Code 0 means no ERROR: the
 // server closes the connection silently (lease expiry, io-timeout).
-func (c *conn) untilError(code protocol.Code) error {
+func untilError(c *wire.Conn, code protocol.Code) error {
 	for {
-		f, err := c.readErr(safety)
+		f, err := c.ReadErr(safety)
 		switch {
 		case errors.Is(err, io.EOF) && code == 0:
 			return nil
 		case err != nil:
 			return err
 		case f.Type == protocol.TypeError && f.Code == code:
-			return c.eofErr()
+			return c.EOFErr()
 		case f.Type == protocol.TypeError:
 			return fmt.Errorf("got %v, want ERROR 0x%02x", f, uint8(code))
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestShutdown(t *testing.T) {
 	ts := startServer(t, 0)
 	const locks, waitersPerLock = 6, 4
-	var holders, waiters []*conn
+	var holders, waiters []*wire.Conn
 	open := 0
 	for i := range locks {
 		name := fmt.Sprintf("shutdown-%d", i)
@@ -25,12 +26,12 @@ func TestShutdown(t *testing.T) {
 		// whatever the order, some holder is closed before its waiters, and a
 		// server that promoted during shutdown would send one an ACQUIRED.
 		holderFirst := i%2 == 0
-		var h *conn
+		var h *wire.Conn
 		if holderFirst {
 			h, _ = holder(t, ts, name, longLease)
 			open++
 		}
-		ws := make([]*conn, waitersPerLock)
+		ws := make([]*wire.Conn, waitersPerLock)
 		for j := range ws {
 			ws[j] = dial(t, ts, fmt.Sprintf("waiter %d of %s", j, name))
 			open++
@@ -42,17 +43,17 @@ func TestShutdown(t *testing.T) {
 		}
 		holders = append(holders, h)
 		for _, w := range ws {
-			w.sendAcquire(name, longLease)
-			w.expectWaiting()
+			w.SendAcquire(name, longLease)
+			w.ExpectWaiting()
 		}
 		waiters = append(waiters, ws...)
 	}
-	waiters[0].sendHeartbeat()
-	waiters[0].expectWaiting()
+	waiters[0].SendHeartbeat()
+	waiters[0].ExpectWaiting()
 	// Sessions that have not completed an ACQUIRE are sessions too.
 	silent := dial(t, ts, "silent")
 	partial := dial(t, ts, "partial")
-	partial.send(acquireFrame("shutdown-partial", longLease)[:4])
+	partial.Send(wire.Acquire("shutdown-partial", longLease)[:4])
 	sessions := len(holders) + len(waiters) + 2
 	ts.waitStats(t, eventloop.Stats{Sessions: sessions, Locks: len(holders), Waiters: len(waiters), Timers: sessions})
 
@@ -62,18 +63,18 @@ func TestShutdown(t *testing.T) {
 
 	// Every session's next frame is ERROR 0x01 (so no ACQUIRED came first),
 	// and then the connection is closed.
-	all := append(append(append([]*conn{}, holders...), waiters...), silent, partial)
+	all := append(append(append([]*wire.Conn{}, holders...), waiters...), silent, partial)
 	for _, c := range all {
-		f := c.readFrame()
+		f := c.ReadFrame()
 		if f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
-			t.Errorf("%s: got %v after Shutdown, want ERROR 0x01", c.label, f)
+			t.Errorf("%s: got %v after Shutdown, want ERROR 0x01", c.Label, f)
 			continue
 		}
-		if err := checkReason(f); err != nil {
-			t.Errorf("%s: %v", c.label, err)
+		if err := wire.CheckReason(f); err != nil {
+			t.Errorf("%s: %v", c.Label, err)
 		}
-		if err := c.eofErr(); err != nil {
-			t.Errorf("%s: after ERROR 0x01: %v", c.label, err)
+		if err := c.EOFErr(); err != nil {
+			t.Errorf("%s: after ERROR 0x01: %v", c.Label, err)
 		}
 	}
 
@@ -91,7 +92,7 @@ func TestShutdown(t *testing.T) {
 func TestShutdownIdle(t *testing.T) {
 	ts := startServer(t, 0)
 	c, _ := holder(t, ts, "idle", longLease) // Serve is surely running
-	c.close()
+	c.Close()
 	ts.waitStats(t, eventloop.Stats{})
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()

@@ -22,6 +22,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/certs"
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -44,45 +45,10 @@ func startTLSServer(t *testing.T, ioTimeout time.Duration) (*testServer, *certst
 	return ts, pki
 }
 
-// tlsClient is a raw protocol client over TLS.
-type tlsClient struct {
-	t   testing.TB
-	tc  *tls.Conn
-	buf protocol.FrameBuffer
-}
-
-func dialTLS(t testing.TB, ts *testServer, pki *certstest.PKI) *tlsClient {
+// dialTLS opens a raw protocol connection over mutual TLS, bound to t.
+func dialTLS(t testing.TB, ts *testServer, pki *certstest.PKI) *wire.Conn {
 	t.Helper()
-	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: safety}, "tcp", ts.Addr().String(), pki.ClientTLS(certstest.ClientURI))
-	if err != nil {
-		t.Fatalf("TLS dial: %v", err)
-	}
-	t.Cleanup(func() { _ = tc.Close() })
-	return &tlsClient{t: t, tc: tc}
-}
-
-func (c *tlsClient) send(b []byte) {
-	c.t.Helper()
-	_ = c.tc.SetWriteDeadline(time.Now().Add(safety))
-	if _, err := c.tc.Write(b); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-func (c *tlsClient) read() (protocol.Frame, error) {
-	var f protocol.Frame
-	_ = c.tc.SetReadDeadline(time.Now().Add(safety))
-	err := protocol.ReadServerFrame(c.tc, &c.buf, &f)
-	return f, err
-}
-
-func (c *tlsClient) expect(typ protocol.Type) protocol.Frame {
-	c.t.Helper()
-	f, err := c.read()
-	if err != nil || f.Type != typ {
-		c.t.Fatalf("got %+v, %v; want type 0x%02x", f, err, uint8(typ))
-	}
-	return f
+	return wire.MustDial(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Label: "TLS client", Safety: safety})
 }
 
 // heldConn passes the client's first write (ClientHello) through and holds
@@ -127,39 +93,39 @@ func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
 	cfg := pki.ClientTLS(certstest.ClientURI)
 	cfg.MinVersion = tls.VersionTLS13
 	tc := tls.Client(held, cfg)
-	t.Cleanup(func() { _ = tc.Close() })
-	c := &tlsClient{t: t, tc: tc}
+	c := wire.New(tc, "TLS client").Bind(t)
+	c.Safety = safety
 	// A TLS 1.3 client is done once it has sent Finished: hold that flight
 	// and send ACQUIRE right behind it, in one segment.
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	c.send(protocol.AppendAcquire(nil, longLease, "flight"))
+	c.Send(protocol.AppendAcquire(nil, longLease, "flight"))
 	if err := held.flush(); err != nil {
 		t.Fatal(err)
 	}
-	c.expect(protocol.TypeAcquired)
+	c.Expect(protocol.TypeAcquired)
 }
 
 // Established TLS sessions cost no goroutine: the count does not grow with
 // them.
 func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 	ts, pki := startTLSServer(t, 0)
-	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	settle := func() int {
 		runtime.GC()
 		return runtime.NumGoroutine()
 	}
 	before := settle()
 	const n = 100
-	clients := make([]*tlsClient, n)
+	clients := make([]*wire.Conn, n)
 	for i := range clients {
 		clients[i] = dialTLS(t, ts, pki)
-		clients[i].send(protocol.AppendAcquire(nil, longLease, "shared"))
+		clients[i].Send(protocol.AppendAcquire(nil, longLease, "shared"))
 		if i == 0 {
-			clients[i].expect(protocol.TypeAcquired)
+			clients[i].Expect(protocol.TypeAcquired)
 		} else {
-			clients[i].expect(protocol.TypeWaiting)
+			clients[i].Expect(protocol.TypeWaiting)
 		}
 	}
 	ts.waitStats(t, eventloop.Stats{Sessions: n, Locks: 1, Waiters: n - 1, Timers: n})
@@ -175,10 +141,10 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 		t.Fatalf("goroutines: %d before, %d with %d TLS sessions", before, after, n)
 	}
 	// Heartbeats and a handover still work.
-	clients[1].send(protocol.AppendHeartbeat(nil))
-	clients[1].expect(protocol.TypeWaiting)
-	_ = clients[0].tc.Close()
-	clients[1].expect(protocol.TypeAcquired)
+	clients[1].Send(protocol.AppendHeartbeat(nil))
+	clients[1].Expect(protocol.TypeWaiting)
+	_ = clients[0].NC.Close()
+	clients[1].Expect(protocol.TypeAcquired)
 }
 
 // A client that pipelines heartbeats and never reads its replies is closed
@@ -187,22 +153,22 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 func TestTLSClientThatStopsReading(t *testing.T) {
 	ts, pki := startTLSServer(t, 300*time.Millisecond)
 	beforeFDs := openFDs(t)
-	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	ts.waitStats(t, eventloop.Stats{}) // and that session has left
 	beforeG := runtime.NumGoroutine()
 
 	const clients, beats = 8, 500_000
 	flood := bytes.Repeat(protocol.AppendHeartbeat(nil), 4096)
 	var wg sync.WaitGroup
-	conns := make([]*tlsClient, clients)
+	conns := make([]*wire.Conn, clients)
 	for i := range conns {
 		c := dialTLS(t, ts, pki)
 		conns[i] = c
-		c.send(protocol.AppendAcquire(nil, longLease, fmt.Sprintf("flood-%d", i)))
+		c.Send(protocol.AppendAcquire(nil, longLease, fmt.Sprintf("flood-%d", i)))
 		wg.Go(func() {
-			_ = c.tc.SetWriteDeadline(time.Now().Add(2 * safety))
+			_ = c.NC.SetWriteDeadline(time.Now().Add(2 * safety))
 			for sent := 0; sent < beats; sent += len(flood) {
-				if _, err := c.tc.Write(flood); err != nil {
+				if _, err := c.NC.Write(flood); err != nil {
 					return // the server closed us: expected
 				}
 			}
@@ -212,8 +178,8 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 	ts.waitStats(t, eventloop.Stats{})
 	// The clients still hold their ends open; the server holds nothing.
 	for _, c := range conns {
-		_ = c.tc.SetReadDeadline(time.Now().Add(safety))
-		if _, err := io.Copy(io.Discard, c.tc); err != nil && !isClosedByPeer(err) {
+		_ = c.NC.SetReadDeadline(time.Now().Add(safety))
+		if _, err := io.Copy(io.Discard, c.NC); err != nil && !isClosedByPeer(err) {
 			t.Errorf("reading the end of a flooding session: %v", err)
 		}
 	}
@@ -239,7 +205,7 @@ func isClosedByPeer(err error) bool {
 // io-timeout, and its handshake goroutine ends.
 func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 	ts, pki := startTLSServer(t, 200*time.Millisecond)
-	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	before := runtime.NumGoroutine()
 	silent := make([]net.Conn, 20)
 	for i := range silent {
@@ -279,7 +245,7 @@ func TestTLSHandshakeSlots(t *testing.T) {
 		ListenAddress: "127.0.0.1:0", IOTimeout: 300 * time.Millisecond, Logger: zerolog.Nop(),
 		TLS: cfg, MaxTLSHandshakes: 2,
 	})
-	_ = dialTLS(t, ts, pki).tc.Close() // every server goroutine is up
+	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	before := runtime.NumGoroutine()
 	for range 10 {
 		c, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
@@ -292,8 +258,8 @@ func TestTLSHandshakeSlots(t *testing.T) {
 		t.Errorf("%d goroutines for 10 silent connects with 2 handshake slots", g-before)
 	}
 	c := dialTLS(t, ts, pki) // waits in the backlog until the silent ones time out
-	c.send(protocol.AppendAcquire(nil, longLease, "after-the-flood"))
-	c.expect(protocol.TypeAcquired)
+	c.Send(protocol.AppendAcquire(nil, longLease, "after-the-flood"))
+	c.Expect(protocol.TypeAcquired)
 }
 
 // A TLS 1.3 KeyUpdate from the client, asking the server to update too, is

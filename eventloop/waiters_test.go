@@ -30,7 +30,7 @@ func TestThousandsOfWaitersFIFO(t *testing.T) {
 			stay := 0
 			for i, w := range ws {
 				if tc.leave(i) {
-					w.close()
+					w.Close()
 				} else {
 					stay++
 				}

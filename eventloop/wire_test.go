@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -36,36 +37,36 @@ func TestConformance4ErrorCodes(t *testing.T) {
 		code   protocol.Code
 		reason string // the reason must contain this
 	}{
-		{"version 2", fresh, rawAcquire(2, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
-		{"version 0", fresh, rawAcquire(0, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
-		{"version 255", fresh, rawAcquire(255, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
+		{"version 2", fresh, wire.RawAcquire(2, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
+		{"version 0", fresh, wire.RawAcquire(0, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
+		{"version 255", fresh, wire.RawAcquire(255, 1000, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
 
-		{"HEARTBEAT first", fresh, heartbeat, protocol.CodeFirstMessageNotAcquire, ""},
-		{"HEARTBEATs first", fresh, bytes.Repeat(heartbeat, 3), protocol.CodeFirstMessageNotAcquire, ""},
+		{"HEARTBEAT first", fresh, wire.Heartbeat, protocol.CodeFirstMessageNotAcquire, ""},
+		{"HEARTBEATs first", fresh, bytes.Repeat(wire.Heartbeat, 3), protocol.CodeFirstMessageNotAcquire, ""},
 
 		{"second ACQUIRE while holding, same lock", holding, nil, protocol.CodeDuplicateAcquire, ""},
-		{"second ACQUIRE while holding, other lock", holding, acquireFrame("case-4-other", 1000), protocol.CodeDuplicateAcquire, ""},
-		{"second ACQUIRE while waiting, same lock", waiting, acquireFrame(busy, 1000), protocol.CodeDuplicateAcquire, ""},
-		{"second ACQUIRE while waiting, other lock", waiting, acquireFrame("case-4-other", 1000), protocol.CodeDuplicateAcquire, ""},
+		{"second ACQUIRE while holding, other lock", holding, wire.Acquire("case-4-other", 1000), protocol.CodeDuplicateAcquire, ""},
+		{"second ACQUIRE while waiting, same lock", waiting, wire.Acquire(busy, 1000), protocol.CodeDuplicateAcquire, ""},
+		{"second ACQUIRE while waiting, other lock", waiting, wire.Acquire("case-4-other", 1000), protocol.CodeDuplicateAcquire, ""},
 
-		{"name_len 0", fresh, rawAcquire(1, 1000, 0, nil), protocol.CodeEmptyName, ""},
-		{"name_len 256", fresh, rawAcquire(1, 1000, 256, bytes.Repeat([]byte("n"), 256)), protocol.CodeNameTooLong, ""},
-		{"name_len 300", fresh, rawAcquire(1, 1000, 300, bytes.Repeat([]byte("n"), 300)), protocol.CodeNameTooLong, ""},
-		{"name_len 65535", fresh, rawAcquire(1, 1000, 65535, nil), protocol.CodeNameTooLong, ""},
-		{"name 0xff", fresh, rawAcquire(1, 1000, 1, []byte{0xff}), protocol.CodeInvalidUTF8, ""},
-		{"name with a cut rune", fresh, rawAcquire(1, 1000, 2, []byte("a\xc3")), protocol.CodeInvalidUTF8, ""},
-		{"name with a surrogate", fresh, rawAcquire(1, 1000, 3, []byte("\xed\xa0\x80")), protocol.CodeInvalidUTF8, ""},
-		{"name overlong encoding", fresh, rawAcquire(1, 1000, 2, []byte("\xc0\xaf")), protocol.CodeInvalidUTF8, ""},
-		{"lease 0", fresh, rawAcquire(1, 0, 1, []byte("x")), protocol.CodeInvalidLease, ""},
+		{"name_len 0", fresh, wire.RawAcquire(1, 1000, 0, nil), protocol.CodeEmptyName, ""},
+		{"name_len 256", fresh, wire.RawAcquire(1, 1000, 256, bytes.Repeat([]byte("n"), 256)), protocol.CodeNameTooLong, ""},
+		{"name_len 300", fresh, wire.RawAcquire(1, 1000, 300, bytes.Repeat([]byte("n"), 300)), protocol.CodeNameTooLong, ""},
+		{"name_len 65535", fresh, wire.RawAcquire(1, 1000, 65535, nil), protocol.CodeNameTooLong, ""},
+		{"name 0xff", fresh, wire.RawAcquire(1, 1000, 1, []byte{0xff}), protocol.CodeInvalidUTF8, ""},
+		{"name with a cut rune", fresh, wire.RawAcquire(1, 1000, 2, []byte("a\xc3")), protocol.CodeInvalidUTF8, ""},
+		{"name with a surrogate", fresh, wire.RawAcquire(1, 1000, 3, []byte("\xed\xa0\x80")), protocol.CodeInvalidUTF8, ""},
+		{"name overlong encoding", fresh, wire.RawAcquire(1, 1000, 2, []byte("\xc0\xaf")), protocol.CodeInvalidUTF8, ""},
+		{"lease 0", fresh, wire.RawAcquire(1, 0, 1, []byte("x")), protocol.CodeInvalidLease, ""},
 
 		// Validation order: the first failing field, in field order, is reported.
-		{"order: version 2 and lease 0", fresh, rawAcquire(2, 0, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
-		{"order: version 2, lease 0, name_len 0", fresh, rawAcquire(2, 0, 0, nil), protocol.CodeUnsupportedVersion, ""},
-		{"order: lease 0 and name_len 0", fresh, rawAcquire(1, 0, 0, nil), protocol.CodeInvalidLease, ""},
-		{"order: lease 0 and name_len 300", fresh, rawAcquire(1, 0, 300, bytes.Repeat([]byte("n"), 300)), protocol.CodeInvalidLease, ""},
-		{"order: lease 0 and invalid UTF-8", fresh, rawAcquire(1, 0, 1, []byte{0xff}), protocol.CodeInvalidLease, ""},
-		{"order: name_len 0 with garbage after it", fresh, rawAcquire(1, 1000, 0, []byte{0xff, 0xfe, 0x7f, 0x00}), protocol.CodeEmptyName, ""},
-		{"order: name_len 300 of invalid UTF-8", fresh, rawAcquire(1, 1000, 300, bytes.Repeat([]byte{0xff}, 300)), protocol.CodeNameTooLong, ""},
+		{"order: version 2 and lease 0", fresh, wire.RawAcquire(2, 0, 1, []byte("x")), protocol.CodeUnsupportedVersion, ""},
+		{"order: version 2, lease 0, name_len 0", fresh, wire.RawAcquire(2, 0, 0, nil), protocol.CodeUnsupportedVersion, ""},
+		{"order: lease 0 and name_len 0", fresh, wire.RawAcquire(1, 0, 0, nil), protocol.CodeInvalidLease, ""},
+		{"order: lease 0 and name_len 300", fresh, wire.RawAcquire(1, 0, 300, bytes.Repeat([]byte("n"), 300)), protocol.CodeInvalidLease, ""},
+		{"order: lease 0 and invalid UTF-8", fresh, wire.RawAcquire(1, 0, 1, []byte{0xff}), protocol.CodeInvalidLease, ""},
+		{"order: name_len 0 with garbage after it", fresh, wire.RawAcquire(1, 1000, 0, []byte{0xff, 0xfe, 0x7f, 0x00}), protocol.CodeEmptyName, ""},
+		{"order: name_len 300 of invalid UTF-8", fresh, wire.RawAcquire(1, 1000, 300, bytes.Repeat([]byte{0xff}, 300)), protocol.CodeNameTooLong, ""},
 	}
 	// 0x13 for a first byte that is neither 0x01 nor 0x02, at any point.
 	for _, b := range []byte{0x00, 0x03, 0x11, 0x12, 0x13, 0x7f, 0x80, 0xff} {
@@ -97,24 +98,24 @@ func TestConformance4ErrorCodes(t *testing.T) {
 			switch tc.before {
 			case holding:
 				lock := fmt.Sprintf("case-4-%d", i)
-				c.sendAcquire(lock, longLease)
-				tok = c.expectAcquired()
+				c.SendAcquire(lock, longLease)
+				tok = c.ExpectAcquired()
 				if tc.send == nil {
-					tc.send = acquireFrame(lock, longLease)
+					tc.send = wire.Acquire(lock, longLease)
 				}
 			case waiting:
-				c.sendAcquire(busy, longLease)
-				c.expectWaiting()
+				c.SendAcquire(busy, longLease)
+				c.ExpectWaiting()
 			}
-			c.send(tc.send)
+			c.Send(tc.send)
 			// Frames before the bad one are answered (heartbeats of a holder).
 			for _, b := range tc.send {
 				if b != byte(protocol.TypeHeartbeat) || tc.before != holding {
 					break
 				}
-				c.expectToken(tok)
+				c.ExpectToken(tok)
 			}
-			reason := c.expectErrorThenEOF(tc.code)
+			reason := c.ExpectErrorThenEOF(tc.code)
 			if !strings.Contains(reason, tc.reason) {
 				t.Errorf("reason %q does not contain %q", reason, tc.reason)
 			}
@@ -130,7 +131,7 @@ func TestConformance4ErrorCodes(t *testing.T) {
 // prefix of a frame and nothing more, and waits for the ERROR.
 func TestConformance5EarlyAnswers(t *testing.T) {
 	ts := startServer(t, 0)
-	header300 := rawAcquire(1, 1000, 300, nil)
+	header300 := wire.RawAcquire(1, 1000, 300, nil)
 	if len(header300) != protocol.AcquireHeaderLen {
 		t.Fatalf("header is %d bytes", len(header300))
 	}
@@ -142,20 +143,20 @@ func TestConformance5EarlyAnswers(t *testing.T) {
 		{"version 2 after two bytes", []byte{0x01, 0x02}, protocol.CodeUnsupportedVersion},
 		{"version 0 after two bytes", []byte{0x01, 0x00}, protocol.CodeUnsupportedVersion},
 		{"name_len 300 after the header alone", header300, protocol.CodeNameTooLong},
-		{"name_len 0 after the header alone", rawAcquire(1, 1000, 0, nil), protocol.CodeEmptyName},
-		{"lease 0 after six bytes", rawAcquire(1, 0, 0, nil)[:6], protocol.CodeInvalidLease},
+		{"name_len 0 after the header alone", wire.RawAcquire(1, 1000, 0, nil), protocol.CodeEmptyName},
+		{"lease 0 after six bytes", wire.RawAcquire(1, 0, 0, nil)[:6], protocol.CodeInvalidLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, ts, tc.name)
-			c.send(tc.send)
-			c.expectErrorThenEOF(tc.code) // nothing else was ever sent
+			c.Send(tc.send)
+			c.ExpectErrorThenEOF(tc.code) // nothing else was ever sent
 		})
 	}
 	// The same, split byte by byte: each prefix alone must not be judged.
 	t.Run("name_len 300, header byte by byte", func(t *testing.T) {
 		c := dial(t, ts, "bytewise header")
-		c.sendBytewise(header300, time.Millisecond)
-		c.expectErrorThenEOF(protocol.CodeNameTooLong)
+		c.SendBytewise(header300, time.Millisecond)
+		c.ExpectErrorThenEOF(protocol.CodeNameTooLong)
 	})
 	ts.waitStats(t, eventloop.Stats{})
 }
@@ -167,56 +168,56 @@ func TestConformance6Stream(t *testing.T) {
 
 	t.Run("ACQUIRE byte by byte", func(t *testing.T) {
 		c := dial(t, ts, "bytewise")
-		c.sendBytewise(acquireFrame("case-6-bytewise/ロック", longLease), time.Millisecond)
-		tok := c.expectAcquired()
+		c.SendBytewise(wire.Acquire("case-6-bytewise/ロック", longLease), time.Millisecond)
+		tok := c.ExpectAcquired()
 		// Heartbeats one per write; and no stray frame came before them.
 		for range 3 {
-			c.sendHeartbeat()
-			c.expectToken(tok)
+			c.SendHeartbeat()
+			c.ExpectToken(tok)
 		}
 		// A waiter, byte by byte, then promoted.
 		w := dial(t, ts, "bytewise waiter")
-		w.sendBytewise(acquireFrame("case-6-bytewise/ロック", longLease), time.Millisecond)
-		w.expectWaiting()
-		c.close()
-		if t2 := w.expectAcquired(); t2 <= tok {
+		w.SendBytewise(wire.Acquire("case-6-bytewise/ロック", longLease), time.Millisecond)
+		w.ExpectWaiting()
+		c.Close()
+		if t2 := w.ExpectAcquired(); t2 <= tok {
 			t.Fatalf("token %d after %d", t2, tok)
 		}
 	})
 
 	t.Run("ACQUIRE and three HEARTBEATs in one write", func(t *testing.T) {
 		c := dial(t, ts, "coalesced")
-		c.send(append(acquireFrame("case-6-coalesced", longLease), 0x02, 0x02, 0x02))
-		tok := c.expectAcquired()
+		c.Send(append(wire.Acquire("case-6-coalesced", longLease), 0x02, 0x02, 0x02))
+		tok := c.ExpectAcquired()
 		for range 3 {
-			c.expectToken(tok)
+			c.ExpectToken(tok)
 		}
 		// The same for a waiter: four WAITING.
 		w := dial(t, ts, "coalesced waiter")
-		w.send(append(acquireFrame("case-6-coalesced", longLease), 0x02, 0x02, 0x02))
+		w.Send(append(wire.Acquire("case-6-coalesced", longLease), 0x02, 0x02, 0x02))
 		for range 4 {
-			w.expectWaiting()
+			w.ExpectWaiting()
 		}
 		// Nothing more is pending on either: the next frame answers the next heartbeat.
-		c.sendHeartbeat()
-		c.expectToken(tok)
-		w.sendHeartbeat()
-		w.expectWaiting()
+		c.SendHeartbeat()
+		c.ExpectToken(tok)
+		w.SendHeartbeat()
+		w.ExpectWaiting()
 	})
 
 	t.Run("frames cut across writes", func(t *testing.T) {
 		const heartbeats = 100
-		stream := append(acquireFrame("case-6-cut", longLease), bytes.Repeat(heartbeat, heartbeats)...)
+		stream := append(wire.Acquire("case-6-cut", longLease), bytes.Repeat(wire.Heartbeat, heartbeats)...)
 		c := dial(t, ts, "cut")
 		// Writes of 3 and 5 bytes alternate: every frame boundary falls
 		// somewhere else in a write.
 		for i, step := 0, 3; i < len(stream); i, step = i+step, 8-step {
-			c.send(stream[i:min(i+step, len(stream))])
+			c.Send(stream[i:min(i+step, len(stream))])
 			time.Sleep(100 * time.Microsecond)
 		}
-		tok := c.expectAcquired()
+		tok := c.ExpectAcquired()
 		for range heartbeats {
-			c.expectToken(tok)
+			c.ExpectToken(tok)
 		}
 	})
 
@@ -224,10 +225,10 @@ func TestConformance6Stream(t *testing.T) {
 		c := dial(t, ts, "error mid-write")
 		// The frames before the bad byte are answered, the ERROR follows, and
 		// the heartbeat after it is never answered.
-		c.send(append(acquireFrame("case-6-error", longLease), 0x02, 0x7f, 0x02))
-		tok := c.expectAcquired()
-		c.expectToken(tok)
-		c.expectErrorThenEOF(protocol.CodeUnknownMessageType)
+		c.Send(append(wire.Acquire("case-6-error", longLease), 0x02, 0x7f, 0x02))
+		tok := c.ExpectAcquired()
+		c.ExpectToken(tok)
+		c.ExpectErrorThenEOF(protocol.CodeUnknownMessageType)
 	})
 
 	// Each subtest closed its connections when it ended.

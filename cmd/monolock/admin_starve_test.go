@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -27,22 +28,22 @@ func TestAdminQueriesDoNotStarveHolders(t *testing.T) {
 		t.Skipf("RLIMIT_NOFILE is %d: too low for this test", rl.Cur)
 	}
 	p := startServer(t, "-admin-listen", "127.0.0.1:0")
-	admin := "http://" + p.started["admin_listen"].(string)
+	admin := "http://" + p.AdminAddr
 
 	prefix := strings.Repeat("a", protocol.MaxNameLen-6)
 	for i := range n {
-		c := dial(t, p.addr)
-		c.acquire(t, fmt.Sprintf("%s%06d", prefix, i))
-		if f, err := c.read(30 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
+		c := wire.MustDial(t, p.Addr, wire.Options{})
+		c.SendAcquire(fmt.Sprintf("%s%06d", prefix, i), testLease)
+		if f, err := c.ReadErr(30 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
 			t.Fatalf("lock %d: %+v, %v", i, f, err)
 		}
 	}
 
-	holder := dial(t, p.addr)
-	if _, err := holder.conn.Write(protocol.AppendAcquire(nil, 2000, "leader")); err != nil {
+	holder := wire.MustDial(t, p.Addr, wire.Options{})
+	if err := holder.SendErr(wire.Acquire("leader", 2000)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := holder.read(30 * time.Second)
+	f, err := holder.ReadErr(30 * time.Second)
 	if err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("holder: %+v, %v", f, err)
 	}
@@ -59,11 +60,11 @@ func TestAdminQueriesDoNotStarveHolders(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			if _, err := holder.conn.Write(protocol.AppendHeartbeat(nil)); err != nil {
+			if err := holder.SendErr(wire.Heartbeat); err != nil {
 				lost <- err
 				return
 			}
-			f, err := holder.read(30 * time.Second)
+			f, err := holder.ReadErr(30 * time.Second)
 			if err != nil || f.Type != protocol.TypeAcquired || f.Token != token {
 				lost <- fmt.Errorf("heartbeat answered %+v, %v", f, err)
 				return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -31,27 +32,27 @@ func post(t *testing.T, url string) (int, string) {
 func TestAdminAPIWired(t *testing.T) {
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startServer(t, "-ops-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-audit-log", auditPath)
-	adminURL := "http://" + p.started["admin_listen"].(string)
-	ops := p.started["ops_listen"].(string)
+	adminURL := "http://" + p.AdminAddr
+	ops := p.OpsAddr
 
 	code, body := get(t, adminURL+"/api/info")
 	var info struct {
 		Version string         `json:"version"`
 		Config  map[string]any `json:"config"`
 	}
-	if err := json.Unmarshal([]byte(body), &info); code != 200 || err != nil || info.Version == "" || info.Config["listen"] != p.addr {
+	if err := json.Unmarshal([]byte(body), &info); code != 200 || err != nil || info.Version == "" || info.Config["listen"] != p.Addr {
 		t.Fatalf("/api/info: %d %s (%v)", code, body, err)
 	}
 
-	holder := dial(t, p.addr)
-	holder.acquire(t, "nightly/import")
-	granted, err := holder.read(10 * time.Second)
+	holder := wire.MustDial(t, p.Addr, wire.Options{})
+	holder.SendAcquire("nightly/import", testLease)
+	granted, err := holder.ReadErr(10 * time.Second)
 	if err != nil || granted.Type != protocol.TypeAcquired {
 		t.Fatalf("holder: %+v %v", granted, err)
 	}
-	waiter := dial(t, p.addr)
-	waiter.acquire(t, "nightly/import")
-	if f, err := waiter.read(10 * time.Second); err != nil || f.Type != protocol.TypeWaiting {
+	waiter := wire.MustDial(t, p.Addr, wire.Options{})
+	waiter.SendAcquire("nightly/import", testLease)
+	if f, err := waiter.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeWaiting {
 		t.Fatalf("waiter: %+v %v", f, err)
 	}
 
@@ -61,18 +62,18 @@ func TestAdminAPIWired(t *testing.T) {
 		t.Fatalf("/api/locks: %d %s (%v); want {\"locks\": [one lock]}", code, body, err)
 	}
 	l := list.Locks[0]
-	if l.Name != "nightly/import" || l.Holder.Token != granted.Token || l.Holder.RemoteAddr != holder.conn.LocalAddr().String() ||
-		len(l.Waiters) != 1 || l.Waiters[0].RemoteAddr != waiter.conn.LocalAddr().String() {
-		t.Fatalf("lock %+v; want token %d, holder %s, waiter %s", l, granted.Token, holder.conn.LocalAddr(), waiter.conn.LocalAddr())
+	if l.Name != "nightly/import" || l.Holder.Token != granted.Token || l.Holder.RemoteAddr != holder.NC.LocalAddr().String() ||
+		len(l.Waiters) != 1 || l.Waiters[0].RemoteAddr != waiter.NC.LocalAddr().String() {
+		t.Fatalf("lock %+v; want token %d, holder %s, waiter %s", l, granted.Token, holder.NC.LocalAddr(), waiter.NC.LocalAddr())
 	}
 
 	if code, body := post(t, adminURL+"/api/locks/nightly%2Fimport/release"); code != 200 {
 		t.Fatalf("force-release: %d %s", code, body)
 	}
-	if f, err := holder.read(10 * time.Second); err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeClosedByAdmin {
+	if f, err := holder.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeClosedByAdmin {
 		t.Fatalf("holder after force-release: %+v %v; want ERROR 0x02", f, err)
 	}
-	if f, err := waiter.read(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired || f.Token <= granted.Token {
+	if f, err := waiter.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired || f.Token <= granted.Token {
 		t.Fatalf("waiter after force-release: %+v %v; want ACQUIRED > %d", f, err, granted.Token)
 	}
 	if code, _ := get(t, adminURL+"/api/locks/idle-lock"); code != 404 {

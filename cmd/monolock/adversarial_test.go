@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -60,38 +61,38 @@ func advConnBudget(t *testing.T, want int) int {
 
 func TestAdversarialClients(t *testing.T) {
 	p := startServer(t, "-io-timeout", advIOTimeout.String())
-	pid := p.cmd.Process.Pid
+	pid := p.Pid()
 
-	good := startGoodClient(t, p.addr)
+	good := startGoodClient(t, p.Addr)
 	baseFDs := openDescriptors(t, pid)
 	baseRSS := vmRSS(t, pid)
 	t.Logf("server pid %d: %d descriptors, VmRSS %s with the well-behaved client connected", pid, baseFDs, mib(baseRSS))
 
-	t.Run("SlowDrip", func(t *testing.T) { advSlowDrip(t, p.addr, good) })
-	t.Run("NeverSend", func(t *testing.T) { advNeverSend(t, p.addr, good) })
-	t.Run("HeartbeatFlood", func(t *testing.T) { advFlood(t, p.addr, pid, good) })
-	t.Run("Garbage", func(t *testing.T) { advGarbage(t, p.addr, good) })
-	t.Run("ResetStorm", func(t *testing.T) { advResetStorm(t, p.addr, good) })
-	t.Run("GiantNameLength", func(t *testing.T) { advGiantNameLength(t, p.addr, good) })
+	t.Run("SlowDrip", func(t *testing.T) { advSlowDrip(t, p.Addr, good) })
+	t.Run("NeverSend", func(t *testing.T) { advNeverSend(t, p.Addr, good) })
+	t.Run("HeartbeatFlood", func(t *testing.T) { advFlood(t, p.Addr, pid, good) })
+	t.Run("Garbage", func(t *testing.T) { advGarbage(t, p.Addr, good) })
+	t.Run("ResetStorm", func(t *testing.T) { advResetStorm(t, p.Addr, good) })
+	t.Run("GiantNameLength", func(t *testing.T) { advGiantNameLength(t, p.Addr, good) })
 
 	// The well-behaved client was served throughout and still holds its lock.
 	good.finish(t)
-	probe, err := advDial(p.addr)
+	probe, err := advDial(p.Addr)
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if f, err := advRequest(probe, protocol.AppendAcquire(nil, advLongLease, advGoodLock)); err != nil || f.Type != protocol.TypeWaiting {
-		t.Errorf("a second client on %q got %s, %v; want WAITING (the lock still held)", advGoodLock, advFrameString(f), err)
+	if f, err := probe.RequestErr(protocol.AppendAcquire(nil, advLongLease, advGoodLock)); err != nil || f.Type != protocol.TypeWaiting {
+		t.Errorf("a second client on %q got %s, %v; want WAITING (the lock still held)", advGoodLock, f, err)
 	}
-	_ = probe.Close()
+	_ = probe.NC.Close()
 
 	// The server is alive, and every adversarial connection is gone.
 	select {
-	case err := <-p.done:
-		t.Fatalf("the server exited: %v", err)
+	case <-p.Done():
+		t.Fatalf("the server exited: %v", p.Err())
 	default:
 	}
-	if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+	if err := p.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the server died: %v", err)
 	}
 	const fdSlack = 4
@@ -116,7 +117,7 @@ func TestAdversarialClients(t *testing.T) {
 // goodClient holds advGoodLock and heartbeats on raw frames in a goroutine
 // for the whole test, checking every answer.
 type goodClient struct {
-	conn  net.Conn
+	conn  *wire.Conn
 	token uint64
 	stop  chan struct{}
 	done  chan struct{}
@@ -138,13 +139,13 @@ func startGoodClient(t *testing.T, addr string) *goodClient {
 	if err != nil {
 		t.Fatalf("well-behaved client: %v", err)
 	}
-	f, err := advRequest(conn, protocol.AppendAcquire(nil, uint32(advGoodLease/time.Millisecond), advGoodLock))
+	f, err := conn.RequestErr(protocol.AppendAcquire(nil, uint32(advGoodLease/time.Millisecond), advGoodLock))
 	if err != nil || f.Type != protocol.TypeAcquired {
-		_ = conn.Close()
-		t.Fatalf("well-behaved client: ACQUIRE answered %s, %v", advFrameString(f), err)
+		_ = conn.NC.Close()
+		t.Fatalf("well-behaved client: ACQUIRE answered %s, %v", f, err)
 	}
 	g := &goodClient{conn: conn, token: f.Token, stop: make(chan struct{}), done: make(chan struct{})}
-	t.Cleanup(func() { g.halt(); _ = conn.Close() })
+	t.Cleanup(func() { g.halt(); _ = conn.NC.Close() })
 	go g.run()
 	return g
 }
@@ -163,12 +164,11 @@ func (g *goodClient) run() {
 		start := time.Now()
 		// The answer must come before the lease runs out, or the lock may be
 		// gone by the time a real client would know.
-		_ = g.conn.SetDeadline(start.Add(advGoodLease))
-		var f protocol.Frame
-		var buf protocol.FrameBuffer
-		_, err := g.conn.Write(protocol.AppendHeartbeat(nil))
+		_ = g.conn.NC.SetWriteDeadline(start.Add(advGoodLease))
+		var f wire.Frame
+		_, err := g.conn.NC.Write(wire.Heartbeat)
 		if err == nil {
-			err = protocol.ReadServerFrame(g.conn, &buf, &f)
+			f, err = g.conn.ReadUntilErr(start.Add(advGoodLease))
 		}
 		now := time.Now()
 		g.mu.Lock()
@@ -176,7 +176,7 @@ func (g *goodClient) run() {
 		case err != nil:
 			g.err = fmt.Errorf("heartbeat at %s: %w (after %v)", start.Format(time.RFC3339Nano), err, now.Sub(start))
 		case f.Type != protocol.TypeAcquired || f.Token != g.token:
-			g.err = fmt.Errorf("heartbeat answered %s, want ACQUIRED(%d)", advFrameString(f), g.token)
+			g.err = fmt.Errorf("heartbeat answered %s, want ACQUIRED(%d)", f, g.token)
 		default:
 			g.samples = append(g.samples, rttSample{at: start, rtt: now.Sub(start)})
 			g.maxGap = max(g.maxGap, now.Sub(last))
@@ -238,13 +238,13 @@ func (g *goodClient) finish(t *testing.T) {
 	if g.maxGap >= advGoodLease {
 		t.Errorf("well-behaved client: %v between two answered heartbeats, a whole lease", g.maxGap)
 	}
-	f, err := advRequest(g.conn, protocol.AppendHeartbeat(nil))
+	f, err := g.conn.RequestErr(wire.Heartbeat)
 	if err != nil || f.Type != protocol.TypeAcquired || f.Token != g.token {
-		t.Fatalf("well-behaved client: last heartbeat answered %s, %v; want ACQUIRED(%d): the lock was lost", advFrameString(f), err, g.token)
+		t.Fatalf("well-behaved client: last heartbeat answered %s, %v; want ACQUIRED(%d): the lock was lost", f, err, g.token)
 	}
 }
 
-func (g *goodClient) close() { _ = g.conn.Close() }
+func (g *goodClient) close() { _ = g.conn.NC.Close() }
 
 // --- (a) slow drip ---
 
@@ -274,13 +274,13 @@ func advSlowDrip(t *testing.T, addr string, good *goodClient) {
 				results[i].err = err
 				return
 			}
-			defer conn.Close()
+			defer conn.NC.Close()
 			buf := make([]byte, 64)
 			next := start.Add(phase)
 			for sent := 0; ; sent++ {
 				// Wait for the next byte's time, watching for the close.
-				_ = conn.SetReadDeadline(next)
-				m, err := conn.Read(buf)
+				_ = conn.NC.SetReadDeadline(next)
+				m, err := conn.NC.Read(buf)
 				switch {
 				case m > 0:
 					results[i] = result{err: fmt.Errorf("got %x after %d bytes of an ACQUIRE, want no frame", buf[:m], sent)}
@@ -296,8 +296,8 @@ func advSlowDrip(t *testing.T, addr string, good *goodClient) {
 					results[i] = result{err: fmt.Errorf("still open after %d bytes and %v", sent, time.Since(start))}
 					return
 				}
-				_ = conn.SetWriteDeadline(time.Now().Add(advSafety))
-				if _, err := conn.Write(frame[sent : sent+1]); err != nil {
+				_ = conn.NC.SetWriteDeadline(time.Now().Add(advSafety))
+				if _, err := conn.NC.Write(frame[sent : sent+1]); err != nil {
 					results[i] = result{err: fmt.Errorf("write byte %d: %w", sent, err)}
 					return
 				}
@@ -348,10 +348,10 @@ func advNeverSend(t *testing.T, addr string, good *goodClient) {
 					results[i].err = err
 					return
 				}
-				defer conn.Close()
-				_ = conn.SetReadDeadline(start.Add(advIOTimeout + advCloseSlack))
+				defer conn.NC.Close()
+				_ = conn.NC.SetReadDeadline(start.Add(advIOTimeout + advCloseSlack))
 				var b [1]byte
-				m, err := conn.Read(b[:])
+				m, err := conn.NC.Read(b[:])
 				switch {
 				case m > 0:
 					results[i].err = fmt.Errorf("got %x, want no frame", b[:m])
@@ -395,9 +395,9 @@ func advFlood(t *testing.T, addr string, pid int, good *goodClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if f, err := advRequest(conn, protocol.AppendAcquire(nil, advLongLease, "adversarial/flood")); err != nil || f.Type != protocol.TypeAcquired {
-		t.Fatalf("flooder: ACQUIRE answered %s, %v", advFrameString(f), err)
+	defer conn.NC.Close()
+	if f, err := conn.RequestErr(protocol.AppendAcquire(nil, advLongLease, "adversarial/flood")); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("flooder: ACQUIRE answered %s, %v", f, err)
 	}
 
 	before := vmRSS(t, pid)
@@ -432,8 +432,8 @@ func advFlood(t *testing.T, addr string, pid int, good *goodClient) {
 		// A slow server may take longer than the deadline for a chunk; that is
 		// fine while it makes progress. A write that moves nothing for the
 		// whole deadline means the server stopped reading without closing.
-		_ = conn.SetWriteDeadline(time.Now().Add(advSafety))
-		m, err := conn.Write(hb)
+		_ = conn.NC.SetWriteDeadline(time.Now().Add(advSafety))
+		m, err := conn.NC.Write(hb)
 		written += m
 		if err != nil && (m == 0 || !errors.Is(err, os.ErrDeadlineExceeded)) {
 			werr = err
@@ -552,17 +552,15 @@ func advSendGarbage(addr string, b []byte) (protocol.Code, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(advIOTimeout + advCloseSlack))
-	if _, err := conn.Write(b); err != nil && !advClosedByPeer(err) {
+	defer conn.NC.Close()
+	deadline := time.Now().Add(advIOTimeout + advCloseSlack)
+	_ = conn.NC.SetWriteDeadline(deadline)
+	if _, err := conn.NC.Write(b); err != nil && !advClosedByPeer(err) {
 		return 0, fmt.Errorf("write: %w", err)
 	}
-	r := bufio.NewReader(conn)
-	var buf protocol.FrameBuffer
 	var got protocol.Code
 	for {
-		var f protocol.Frame
-		err := protocol.ReadServerFrame(r, &buf, &f)
+		f, err := conn.ReadUntilErr(deadline)
 		switch {
 		case err == nil && f.Type == protocol.TypeError:
 			if got != 0 {
@@ -574,7 +572,7 @@ func advSendGarbage(addr string, b []byte) (protocol.Code, error) {
 			}
 		case err == nil:
 			if got != 0 {
-				return got, fmt.Errorf("%s after ERROR %s", advFrameString(f), got.Label())
+				return got, fmt.Errorf("%s after ERROR %s", f, got.Label())
 			}
 		case complete && errors.Is(err, os.ErrDeadlineExceeded):
 			return 0, nil // a valid session stays open; nothing more to see
@@ -637,16 +635,14 @@ func advResetStorm(t *testing.T, addr string, good *goodClient) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := advRequest(conn, acquire(i))
+		f, err := conn.RequestErr(acquire(i))
 		if err == nil && f.Type == protocol.TypeWaiting {
-			_ = conn.SetReadDeadline(time.Now().Add(advSafety))
-			var buf protocol.FrameBuffer
-			err = protocol.ReadServerFrame(conn, &buf, &f)
+			f, err = conn.ReadErr(advSafety)
 		}
 		if err != nil || f.Type != protocol.TypeAcquired {
-			t.Errorf("after the storm, storm lock %d answered %s, %v; want ACQUIRED (a reset session still holds it?)", i, advFrameString(f), err)
+			t.Errorf("after the storm, storm lock %d answered %s, %v; want ACQUIRED (a reset session still holds it?)", i, f, err)
 		}
-		_ = conn.Close()
+		_ = conn.NC.Close()
 	}
 	good.check(t, since)
 }
@@ -658,25 +654,21 @@ func advResetCycle(addr string, i int, acquire []byte) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetLinger(0); err != nil {
+	defer conn.NC.Close()
+	if err := conn.NC.(*net.TCPConn).SetLinger(0); err != nil {
 		return err
 	}
-	_ = conn.SetDeadline(time.Now().Add(advSafety))
+	_ = conn.NC.SetDeadline(time.Now().Add(advSafety))
 	switch i % 4 {
 	case 0:
 	case 1:
-		_, err = conn.Write(acquire[:5])
+		_, err = conn.NC.Write(acquire[:5])
 	case 2:
-		_, err = conn.Write(acquire)
+		_, err = conn.NC.Write(acquire)
 	case 3:
-		var f protocol.Frame
-		var buf protocol.FrameBuffer
-		if _, err = conn.Write(acquire); err == nil {
-			err = protocol.ReadServerFrame(conn, &buf, &f)
-		}
-		if err == nil && f.Type != protocol.TypeWaiting && f.Type != protocol.TypeAcquired {
-			err = fmt.Errorf("ACQUIRE answered %s", advFrameString(f))
+		var f wire.Frame
+		if f, err = conn.RequestErr(acquire); err == nil && f.Type != protocol.TypeWaiting && f.Type != protocol.TypeAcquired {
+			err = fmt.Errorf("ACQUIRE answered %s", f)
 		}
 	}
 	return err
@@ -690,16 +682,16 @@ func advGiantNameLength(t *testing.T, addr string, good *goodClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer conn.NC.Close()
 	header := []byte{byte(protocol.TypeAcquire), protocol.Version, 0, 0, 0xea, 0x60, 0xff, 0xff} // lease 60000 ms, name_len 65535
 	start := time.Now()
-	f, err := advRequest(conn, header) // and not one name byte
+	f, err := conn.RequestErr(header) // and not one name byte
 	if err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeNameTooLong {
-		t.Fatalf("65535-byte name length answered %s, %v; want ERROR 0x15 without the name", advFrameString(f), err)
+		t.Fatalf("65535-byte name length answered %s, %v; want ERROR 0x15 without the name", f, err)
 	}
 	t.Logf("name_len 65535: ERROR 0x15 %q after %v, no name byte sent", f.Reason, time.Since(start))
 	var b [1]byte
-	if m, err := conn.Read(b[:]); m != 0 || !errors.Is(err, io.EOF) {
+	if m, err := conn.NC.Read(b[:]); m != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("after ERROR 0x15: read %d bytes, %v; want EOF", m, err)
 	}
 	good.check(t, since)
@@ -707,23 +699,8 @@ func advGiantNameLength(t *testing.T, addr string, good *goodClient) {
 
 // --- helpers ---
 
-func advDial(addr string) (net.Conn, error) {
-	return net.DialTimeout("tcp", addr, advSafety)
-}
-
-// advRequest writes b and reads one server frame. The frame's Reason is
-// copied, so it stays valid.
-func advRequest(conn net.Conn, b []byte) (protocol.Frame, error) {
-	var f protocol.Frame
-	var buf protocol.FrameBuffer
-	_ = conn.SetDeadline(time.Now().Add(advSafety))
-	defer func() { _ = conn.SetDeadline(time.Time{}) }()
-	if _, err := conn.Write(b); err != nil {
-		return f, err
-	}
-	err := protocol.ReadServerFrame(conn, &buf, &f)
-	f.Reason = bytes.Clone(f.Reason)
-	return f, err
+func advDial(addr string) (*wire.Conn, error) {
+	return wire.Dial(addr, wire.Options{Safety: advSafety})
 }
 
 // advHealthy checks that a new client is served at once.
@@ -733,25 +710,11 @@ func advHealthy(t *testing.T, addr, when string) {
 	if err != nil {
 		t.Fatalf("%s: a new client cannot connect: %v", when, err)
 	}
-	defer conn.Close()
+	defer conn.NC.Close()
 	name := fmt.Sprintf("adversarial/health-%d", time.Now().UnixNano())
-	if f, err := advRequest(conn, protocol.AppendAcquire(nil, advLongLease, name)); err != nil || f.Type != protocol.TypeAcquired {
-		t.Fatalf("%s: a new client's ACQUIRE answered %s, %v; want ACQUIRED", when, advFrameString(f), err)
+	if f, err := conn.RequestErr(protocol.AppendAcquire(nil, advLongLease, name)); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("%s: a new client's ACQUIRE answered %s, %v; want ACQUIRED", when, f, err)
 	}
-}
-
-func advFrameString(f protocol.Frame) string {
-	switch f.Type {
-	case protocol.TypeWaiting:
-		return "WAITING"
-	case protocol.TypeAcquired:
-		return fmt.Sprintf("ACQUIRED(%d)", f.Token)
-	case protocol.TypeError:
-		return fmt.Sprintf("ERROR %s %q", f.Code.Label(), f.Reason)
-	case 0:
-		return "nothing"
-	}
-	return fmt.Sprintf("frame 0x%02x", uint8(f.Type))
 }
 
 // advDurations summarizes a set of durations for the log.
@@ -791,12 +754,12 @@ func vmRSS(t *testing.T, pid int) int64 {
 
 // advCheckLogs fails on any error-level line the server has logged (the
 // lines the process helper kept; at info level there are few).
-func advCheckLogs(t *testing.T, p *process) {
+func advCheckLogs(t *testing.T, p *proc.Process) {
 	t.Helper()
 	levels := map[string]int{}
 	for {
 		select {
-		case line, ok := <-p.logs:
+		case line, ok := <-p.Logs():
 			if !ok {
 				t.Errorf("the server's log ended: it exited")
 				return

@@ -74,6 +74,15 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 			d.failed <- err
 		}
 	}()
+	// The start line is the readiness contract of every test and harness
+	// that runs this binary (internal/testsupport/proc): written once every
+	// listener is bound and the loop is started (a connection made after it
+	// is accepted and served), with -log-format json it is
+	// {"message":"monolock started","listen":…,"ops_listen":…,"admin_listen":…}
+	// where the addresses are the bound ones (port 0 resolved) and
+	// ops_listen and admin_listen appear only when those ports are on. With
+	// an ops port, /readyz answering 200 completes it. Change the message
+	// or these field names only together with proc.
 	ev := log.Info().Str("version", version).Str("listen", d.srv.Addr().String()).Dur("io_timeout", cfg.ioTimeout)
 	if d.ops != nil {
 		ev = ev.Str("ops_listen", d.ops.Addr)

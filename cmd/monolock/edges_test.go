@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/internal/opshttp"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -127,18 +128,18 @@ func TestAuditLogOnFullDisk(t *testing.T) {
 		t.Skipf("no /dev/full: %v", err)
 	}
 	p := startServer(t, "-ops-listen", "127.0.0.1:0", "-audit-log", "/dev/full")
-	ops := "http://" + p.started["ops_listen"].(string)
-	holder := dial(t, p.addr)
-	holder.acquire(t, "job")
-	if f, err := holder.read(safety); err != nil || f.Type != protocol.TypeAcquired {
+	ops := "http://" + p.OpsAddr
+	holder := wire.MustDial(t, p.Addr, wire.Options{})
+	holder.SendAcquire("job", testLease)
+	if f, err := holder.ReadErr(safety); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("lock traffic: %+v, %v; want ACQUIRED", f, err)
 	}
 
-	line := p.waitLog(t, "audit log failing")
+	line := p.MustWaitLog(t, "audit log failing")
 	if line["level"] != "error" || line["audit_log"] != "/dev/full" || !strings.Contains(fmt.Sprint(line["error"]), "no space left on device") {
 		t.Errorf("log line %v, want an error naming /dev/full and the cause", line)
 	}
-	if n := value(t, scrape(t, p.started["ops_listen"].(string)), "monolock_audit_write_errors_total"); n <= 0 {
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_audit_write_errors_total"); n <= 0 {
 		t.Errorf("monolock_audit_write_errors_total = %v, want > 0", n)
 	}
 	if code, body := get(t, ops+"/readyz"); code != 503 || !strings.Contains(body, "audit log writes failing: write /dev/full: no space left on device") {
@@ -147,21 +148,22 @@ func TestAuditLogOnFullDisk(t *testing.T) {
 	if code, body := get(t, ops+"/healthz"); code != 200 {
 		t.Errorf("/healthz: %d %q, want 200: the event loop lives", code, body)
 	}
-	next := dial(t, p.addr)
-	next.acquire(t, "job")
-	if f, err := next.read(safety); err != nil || f.Type != protocol.TypeWaiting {
+	next := wire.MustDial(t, p.Addr, wire.Options{})
+	next.SendAcquire("job", testLease)
+	if f, err := next.ReadErr(safety); err != nil || f.Type != protocol.TypeWaiting {
 		t.Fatalf("second client: %+v, %v; want WAITING", f, err)
 	}
 
 	// Shutdown cannot flush the audit log, and says so.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if line := p.waitLog(t, "closing the audit log"); !strings.Contains(fmt.Sprint(line["error"]), "bytes of events not written") {
+	if line := p.MustWaitLog(t, "closing the audit log"); !strings.Contains(fmt.Sprint(line["error"]), "bytes of events not written") {
 		t.Errorf("shutdown line %v", line)
 	}
 	select {
-	case err := <-p.done:
+	case <-p.Done():
+		err := p.Err()
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 			t.Errorf("exit: %v, want status 1 for the lost events", err)
@@ -241,8 +243,8 @@ func TestHealthzFollowsTheEventLoop(t *testing.T) {
 	if err := d.srv.SetAuthorizer(context.Background(), gate); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, d.srv.Addr().String())
-	c.acquire(t, "stuck")
+	c := wire.MustDial(t, d.srv.Addr().String(), wire.Options{})
+	c.SendAcquire("stuck", testLease)
 	select {
 	case <-gate.entered:
 	case <-time.After(safety):
@@ -254,7 +256,7 @@ func TestHealthzFollowsTheEventLoop(t *testing.T) {
 		}
 	}
 	close(gate.release)
-	if f, err := c.read(safety); err != nil || f.Type != protocol.TypeAcquired {
+	if f, err := c.ReadErr(safety); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("after release: %+v, %v", f, err)
 	}
 	if code, body := get(t, ops+"/healthz"); code != 200 {
@@ -335,9 +337,9 @@ func TestIdleHTTPConnectionsAreClosed(t *testing.T) {
 // accepting and the probes keep answering.
 func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 	p := startServer(t, "-ops-listen", "127.0.0.1:0")
-	ops := p.started["ops_listen"].(string)
-	maxConns := int(p.started["http_max_conns"].(float64))
-	pid := p.cmd.Process.Pid
+	ops := p.OpsAddr
+	maxConns := int(p.Started["http_max_conns"].(float64))
+	pid := p.Pid()
 	const headroom = 16
 	limit := openDescriptors(t, pid) + maxConns + headroom
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(limit), Max: uint64(limit)}, nil); err != nil {
@@ -355,9 +357,9 @@ func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 		dialKeepAlive(t, ops).send(t, "/healthz") // no file opens that could free a descriptor by chance
 	}
 
-	c := dial(t, p.addr)
-	c.acquire(t, "still-served")
-	if f, err := c.read(safety); err != nil || f.Type != protocol.TypeAcquired {
+	c := wire.MustDial(t, p.Addr, wire.Options{})
+	c.SendAcquire("still-served", testLease)
+	if f, err := c.ReadErr(safety); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("lock client: %+v, %v; want ACQUIRED", f, err)
 	}
 	if code := dialKeepAlive(t, ops).get(t, "/healthz"); code != 200 {

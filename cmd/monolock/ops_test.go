@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -109,7 +110,7 @@ func TestMetricsHealthAndAudit(t *testing.T) {
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	p := startServer(t, "-ops-listen", "127.0.0.1:0", "-audit-log", auditPath)
-	ops := p.started["ops_listen"].(string)
+	ops := p.OpsAddr
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, body := get(t, "http://"+ops+path); code != 200 || strings.TrimSpace(body) != "ok" {
@@ -117,35 +118,35 @@ func TestMetricsHealthAndAudit(t *testing.T) {
 		}
 	}
 
-	holder := dial(t, p.addr)
-	holder.acquire(t, "nightly/a")
-	if f, err := holder.read(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
+	holder := wire.MustDial(t, p.Addr, wire.Options{})
+	holder.SendAcquire("nightly/a", testLease)
+	if f, err := holder.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("holder: %+v %v", f, err)
 	}
-	waiter := dial(t, p.addr)
-	waiter.acquire(t, "nightly/a")
-	if f, err := waiter.read(10 * time.Second); err != nil || f.Type != protocol.TypeWaiting {
+	waiter := wire.MustDial(t, p.Addr, wire.Options{})
+	waiter.SendAcquire("nightly/a", testLease)
+	if f, err := waiter.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeWaiting {
 		t.Fatalf("waiter: %+v %v", f, err)
 	}
-	long := dial(t, p.addr)
-	long.acquire(t, strings.Repeat("x", 300))
-	if f, err := long.read(10 * time.Second); err != nil || f.Code != protocol.CodeNameTooLong {
+	long := wire.MustDial(t, p.Addr, wire.Options{})
+	long.SendAcquire(strings.Repeat("x", 300), testLease)
+	if f, err := long.ReadErr(10 * time.Second); err != nil || f.Code != protocol.CodeNameTooLong {
 		t.Fatalf("300-byte name: %+v %v", f, err)
 	}
 	// A silent holder with a 50 ms lease expires.
-	silent := dial(t, p.addr)
-	if _, err := silent.conn.Write(protocol.AppendAcquire(nil, 50, "short")); err != nil {
+	silent := wire.MustDial(t, p.Addr, wire.Options{})
+	if err := silent.SendErr(wire.Acquire("short", 50)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := silent.read(10 * time.Second); err != nil {
+	if _, err := silent.ReadErr(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := silent.read(10 * time.Second); err != io.EOF {
+	if _, err := silent.ReadErr(10 * time.Second); err != io.EOF {
 		t.Fatalf("silent holder: want EOF after its lease, got %v", err)
 	}
 	// The holder leaves; the waiter is promoted.
-	_ = holder.conn.Close()
-	if f, err := waiter.read(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
+	_ = holder.NC.Close()
+	if f, err := waiter.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("promotion: %+v %v", f, err)
 	}
 
@@ -201,11 +202,11 @@ func TestMetricsHealthAndAudit(t *testing.T) {
 	if err := os.Rename(auditPath, rotated); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.waitLog(t, "audit log reopened")
-	_ = waiter.conn.Close()
+	p.MustWaitLog(t, "audit log reopened")
+	_ = waiter.NC.Close()
 	after := auditLines(t, auditPath, 1)
 	if len(after) != 1 || after[0]["event"] != "released" {
 		t.Fatalf("new audit file: %v", after)

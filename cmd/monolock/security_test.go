@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -39,21 +39,20 @@ func labFiles(t *testing.T) (dir string, pki *certstest.PKI, aclPath string) {
 }
 
 // dialTLS opens a TLS protocol connection with the named client certificate.
-func dialTLS(t *testing.T, pki *certstest.PKI, addr, who string) (*client, error) {
+func dialTLS(t *testing.T, pki *certstest.PKI, addr, who string) (*wire.Conn, error) {
 	t.Helper()
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, pki.ClientTLS(who))
+	c, err := wire.Dial(addr, wire.Options{TLS: pki.ClientTLS(who), Label: who})
 	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &client{conn: conn}, nil
+	return c.Bind(t), nil
 }
 
-// try sends ACQUIRE for name and returns the first answer.
-func (c *client) try(t *testing.T, name string) protocol.Frame {
+// try sends ACQUIRE for name on c and returns the first answer.
+func try(t *testing.T, c *wire.Conn, name string) wire.Frame {
 	t.Helper()
-	c.acquire(t, name)
-	f, err := c.read(10 * time.Second)
+	c.SendAcquire(name, testLease)
+	f, err := c.ReadErr(10 * time.Second)
 	if err != nil {
 		t.Fatalf("ACQUIRE %q: %v", name, err)
 	}
@@ -83,46 +82,46 @@ func TestMutualTLSAndACL(t *testing.T) {
 		{certstest.ClientCN, "dns-x", false},
 	}
 	for _, c := range cases {
-		cl, err := dialTLS(t, pki, p.addr, c.client)
+		cl, err := dialTLS(t, pki, p.Addr, c.client)
 		if err != nil {
 			t.Fatalf("%s: TLS: %v", c.client, err)
 		}
-		f := cl.try(t, c.lock)
+		f := try(t, cl, c.lock)
 		switch {
 		case c.ok && f.Type != protocol.TypeAcquired:
 			t.Errorf("%s on %q: got %+v, want ACQUIRED", c.client, c.lock, f)
 		case !c.ok && (f.Type != protocol.TypeError || f.Code != protocol.CodeNotAuthorized):
 			t.Errorf("%s on %q: got %+v, want ERROR 0x18", c.client, c.lock, f)
 		case !c.ok:
-			if _, err := cl.read(10 * time.Second); !errors.Is(err, io.EOF) {
+			if _, err := cl.ReadErr(10 * time.Second); !errors.Is(err, io.EOF) {
 				t.Errorf("%s on %q: want EOF after 0x18, got %v", c.client, c.lock, err)
 			}
 		}
 		if c.ok && c.lock != "nightly/a/b" {
-			_ = cl.conn.Close()
+			_ = cl.NC.Close()
 		}
 	}
 
 	// Refused at the handshake: no certificate, an untrusted one, plaintext.
 	for _, name := range []string{"", certstest.ClientUntrusted} {
-		cl, err := dialTLS(t, pki, p.addr, name)
+		cl, err := dialTLS(t, pki, p.Addr, name)
 		if err == nil {
 			// TLS 1.3 reports the client-certificate verdict on the first read.
-			cl.acquire(t, "nightly/x")
-			_, err = cl.read(10 * time.Second)
+			cl.SendAcquire("nightly/x", testLease)
+			_, err = cl.ReadErr(10 * time.Second)
 		}
 		if err == nil {
 			t.Errorf("client %q got a lock without a trusted certificate", name)
 		}
 	}
-	plain := dial(t, p.addr)
-	plain.acquire(t, "nightly/x")
-	if f, err := plain.read(10 * time.Second); err == nil && f.Type == protocol.TypeAcquired {
+	plain := wire.MustDial(t, p.Addr, wire.Options{})
+	plain.SendAcquire("nightly/x", testLease)
+	if f, err := plain.ReadErr(10 * time.Second); err == nil && f.Type == protocol.TypeAcquired {
 		t.Error("a plaintext client got a lock on the TLS port")
 	}
 
 	// The admin API shows the holder's identity.
-	_, body := get(t, "http://"+p.started["admin_listen"].(string)+"/api/locks/nightly%2Fa%2Fb")
+	_, body := get(t, "http://"+p.AdminAddr+"/api/locks/nightly%2Fa%2Fb")
 	var lock struct {
 		Holder struct {
 			Identity string `json:"identity"`
@@ -131,10 +130,10 @@ func TestMutualTLSAndACL(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &lock); err != nil || lock.Holder.Identity != certstest.IdentityURI {
 		t.Errorf("admin API holder: %s (%v)", body, err)
 	}
-	if got := value(t, scrape(t, p.started["ops_listen"].(string)), "monolock_acl_denials_total"); got != 6 {
+	if got := value(t, scrape(t, p.OpsAddr), "monolock_acl_denials_total"); got != 6 {
 		t.Errorf("acl_denials_total = %v, want 6", got)
 	}
-	if got := value(t, scrape(t, p.started["ops_listen"].(string)), "monolock_tls_handshake_errors_total"); got < 2 {
+	if got := value(t, scrape(t, p.OpsAddr), "monolock_tls_handshake_errors_total"); got < 2 {
 		t.Errorf("tls_handshake_errors_total = %v, want at least 2", got)
 	}
 
@@ -156,46 +155,46 @@ func TestSIGHUPReload(t *testing.T) {
 	_, pki, aclPath := labFiles(t)
 	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA, "-acl-file", aclPath)
 
-	old, err := dialTLS(t, pki, p.addr, certstest.ClientURI)
+	old, err := dialTLS(t, pki, p.Addr, certstest.ClientURI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := old.try(t, "nightly/long"); f.Type != protocol.TypeAcquired {
+	if f := try(t, old, "nightly/long"); f.Type != protocol.TypeAcquired {
 		t.Fatalf("old session: %+v", f)
 	}
-	oldSerial := old.conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
+	oldSerial := old.NC.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
 
 	// A broken ACL: the old rules stay.
 	if err := os.WriteFile(aclPath, []byte(`{"rules": [{"identity": ""}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.waitLog(t, "ACL not reloaded")
-	if cl, err := dialTLS(t, pki, p.addr, certstest.ClientURI); err != nil || cl.try(t, "shard-4").Type != protocol.TypeAcquired {
+	p.MustWaitLog(t, "ACL not reloaded")
+	if cl, err := dialTLS(t, pki, p.Addr, certstest.ClientURI); err != nil || try(t, cl, "shard-4").Type != protocol.TypeAcquired {
 		t.Fatalf("after a broken ACL the old rules must stay: %v", err)
 	}
 
 	// Rotate the server certificate.
 	rotated := pki.RotateServer(t)
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.waitLog(t, "TLS files reloaded")
-	fresh, err := dialTLS(t, pki, p.addr, certstest.ClientURI)
+	p.MustWaitLog(t, "TLS files reloaded")
+	fresh, err := dialTLS(t, pki, p.Addr, certstest.ClientURI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fresh.conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
+	got := fresh.NC.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
 	if got.Cmp(rotated.SerialNumber) != 0 || got.Cmp(oldSerial) == 0 {
 		t.Fatalf("new connection sees serial %v, want the rotated %v", got, rotated.SerialNumber)
 	}
 	for range 3 { // the session opened before the rotation keeps heartbeating
-		if _, err := old.conn.Write([]byte{byte(protocol.TypeHeartbeat)}); err != nil {
+		if err := old.SendErr(wire.Heartbeat); err != nil {
 			t.Fatal(err)
 		}
-		if f, err := old.read(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
+		if f, err := old.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
 			t.Fatalf("old session after rotation: %+v %v", f, err)
 		}
 	}

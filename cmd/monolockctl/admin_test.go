@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,6 +17,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -71,72 +70,43 @@ func (s *adminServer) admin(t *testing.T, cmd string, args ...string) (status in
 	return runCtl(t, "", nil, append([]string{cmd, "-admin", s.api.URL}, args...)...)
 }
 
-// wire is a raw protocol connection that sent ACQUIRE.
-type wire struct {
-	t    *testing.T
-	nc   net.Conn
+// lockConn is a raw protocol connection that sent ACQUIRE.
+type lockConn struct {
+	*wire.Conn
 	addr string // its address as the server sees it
-	buf  protocol.FrameBuffer
 }
 
 // testLease is long enough that no session expires during a test.
 const testLease = 60_000
 
-func (s *adminServer) dial(t *testing.T, name string) *wire {
+func (s *adminServer) dial(t *testing.T, name string) *lockConn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", s.srv.Addr().String(), patience)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	if _, err := nc.Write(protocol.AppendAcquire(nil, testLease, name)); err != nil {
-		t.Fatal(err)
-	}
-	return &wire{t: t, nc: nc, addr: nc.LocalAddr().String()}
-}
-
-func (w *wire) frame() (protocol.Frame, error) {
-	var f protocol.Frame
-	_ = w.nc.SetReadDeadline(time.Now().Add(patience))
-	err := protocol.ReadServerFrame(w.nc, &w.buf, &f)
-	return f, err
-}
-
-func (w *wire) must(want protocol.Type) protocol.Frame {
-	w.t.Helper()
-	f, err := w.frame()
-	if err != nil {
-		w.t.Fatalf("%s: reading a frame: %v", w.addr, err)
-	}
-	if f.Type != want {
-		w.t.Fatalf("%s: frame 0x%02x (code 0x%02x %q), want 0x%02x", w.addr, f.Type, f.Code, f.Reason, want)
-	}
-	return f
+	c := wire.MustDial(t, s.srv.Addr().String(), wire.Options{Safety: patience})
+	c.SendAcquire(name, testLease)
+	return &lockConn{Conn: c, addr: c.NC.LocalAddr().String()}
 }
 
 // closedByAdmin expects ERROR 0x02, then the end of the connection.
-func (w *wire) closedByAdmin() {
-	w.t.Helper()
-	if f := w.must(protocol.TypeError); f.Code != protocol.CodeClosedByAdmin {
-		w.t.Fatalf("%s: ERROR 0x%02x, want 0x02", w.addr, f.Code)
+func (w *lockConn) closedByAdmin() {
+	w.T().Helper()
+	if f := w.Expect(protocol.TypeError); f.Code != protocol.CodeClosedByAdmin {
+		w.T().Fatalf("%s: ERROR 0x%02x, want 0x02", w.addr, f.Code)
 	}
-	if _, err := w.frame(); !errors.Is(err, io.EOF) {
-		w.t.Fatalf("%s: after ERROR 0x02: %v, want EOF", w.addr, err)
-	}
+	w.ExpectEOF()
 }
 
 // holder takes a free lock and returns the connection and its token.
-func (s *adminServer) holder(t *testing.T, name string) (*wire, uint64) {
+func (s *adminServer) holder(t *testing.T, name string) (*lockConn, uint64) {
 	t.Helper()
 	w := s.dial(t, name)
-	return w, w.must(protocol.TypeAcquired).Token
+	return w, w.Expect(protocol.TypeAcquired).Token
 }
 
 // waiter queues on a held lock; WAITING means it is in the queue.
-func (s *adminServer) waiter(t *testing.T, name string) *wire {
+func (s *adminServer) waiter(t *testing.T, name string) *lockConn {
 	t.Helper()
 	w := s.dial(t, name)
-	w.must(protocol.TypeWaiting)
+	w.Expect(protocol.TypeWaiting)
 	return w
 }
 
@@ -282,7 +252,7 @@ func TestAdminRelease(t *testing.T) {
 		t.Fatalf("release: status %d, stdout %q, stderr %q", status, out, stderr)
 	}
 	h.closedByAdmin()
-	next := w.must(protocol.TypeAcquired).Token
+	next := w.Expect(protocol.TypeAcquired).Token
 	if next <= tok {
 		t.Fatalf("promoted with token %d, not above %d", next, tok)
 	}

@@ -25,13 +25,13 @@ func TestAuditCheckEndToEnd(t *testing.T) {
 	a, tokA := s.holder(t, "nightly/import")
 	b, c := s.waiter(t, "nightly/import"), s.waiter(t, "nightly/import")
 	s.holder(t, "deploy")
-	_ = a.nc.Close() // hands over to b
-	tokB := b.must(protocol.TypeAcquired).Token
+	_ = a.NC.Close() // hands over to b
+	tokB := b.Expect(protocol.TypeAcquired).Token
 	if status, _, stderr := s.admin(t, "release", "nightly/import"); status != 0 { // hands over to c
 		t.Fatalf("release: status %d, stderr %q", status, stderr)
 	}
 	b.closedByAdmin()
-	tokC := c.must(protocol.TypeAcquired).Token
+	tokC := c.Expect(protocol.TypeAcquired).Token
 	if !(tokA < tokB && tokB < tokC) {
 		t.Fatalf("tokens %d, %d, %d", tokA, tokB, tokC)
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // patience bounds every wait for something that must happen.
@@ -26,19 +26,13 @@ const patience = 10 * time.Second
 var ctlPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "monolockctl-test")
-	if err != nil {
+	var err error
+	if ctlPath, err = proc.Binary("./cmd/monolockctl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	ctlPath = filepath.Join(dir, "monolockctl")
-	if out, err := exec.Command("go", "build", "-o", ctlPath, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	proc.Cleanup()
 	os.Exit(code)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -63,79 +65,44 @@ func startWith(t *testing.T, info adminhttp.Info) *env {
 	return &env{srv: srv, api: api}
 }
 
-// client is a raw protocol connection.
+// client is a raw protocol connection that asked for a lock.
 type client struct {
-	t    *testing.T
+	*wire.Conn
 	name string // the lock it asked for
-	nc   net.Conn
 	addr string // its address as the server sees it
-	buf  protocol.FrameBuffer
 }
 
 // acquire connects and sends ACQUIRE for name.
 func (e *env) acquire(t *testing.T, name string) *client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", e.srv.Addr().String(), safety)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	c := &client{t: t, name: name, nc: nc, addr: nc.LocalAddr().String()}
-	c.write(protocol.AppendAcquire(nil, longLease, name))
-	return c
-}
-
-func (c *client) write(b []byte) {
-	c.t.Helper()
-	if _, err := c.nc.Write(b); err != nil {
-		c.t.Fatalf("%s: write: %v", c.addr, err)
-	}
-}
-
-// frame reads the next server frame.
-func (c *client) frame() (protocol.Frame, error) {
-	var f protocol.Frame
-	_ = c.nc.SetReadDeadline(time.Now().Add(safety))
-	err := protocol.ReadServerFrame(c.nc, &c.buf, &f)
-	return f, err
-}
-
-func (c *client) mustFrame(want protocol.Type) protocol.Frame {
-	c.t.Helper()
-	f, err := c.frame()
-	if err != nil {
-		c.t.Fatalf("%s on %q: reading a frame: %v", c.addr, c.name, err)
-	}
-	if f.Type != want {
-		c.t.Fatalf("%s on %q: got frame 0x%02x (code 0x%02x %q), want 0x%02x", c.addr, c.name, f.Type, f.Code, f.Reason, want)
-	}
-	return f
+	c := wire.MustDial(t, e.srv.Addr().String(), wire.Options{Safety: safety})
+	addr := c.NC.LocalAddr().String()
+	c.Label = fmt.Sprintf("%s on %q", addr, name)
+	c.SendAcquire(name, longLease)
+	return &client{Conn: c, name: name, addr: addr}
 }
 
 // closedByAdmin expects ERROR 0x02 and then the end of the connection.
 func (c *client) closedByAdmin() {
-	c.t.Helper()
-	f := c.mustFrame(protocol.TypeError)
-	if f.Code != protocol.CodeClosedByAdmin {
-		c.t.Fatalf("%s: ERROR code 0x%02x, want 0x02", c.addr, f.Code)
+	c.T().Helper()
+	if f := c.Expect(protocol.TypeError); f.Code != protocol.CodeClosedByAdmin {
+		c.T().Fatalf("%s: ERROR code 0x%02x, want 0x02", c.addr, f.Code)
 	}
-	if _, err := c.frame(); !errors.Is(err, io.EOF) {
-		c.t.Fatalf("%s: after ERROR 0x02 read %v, want EOF", c.addr, err)
-	}
+	c.ExpectEOF()
 }
 
 // holder acquires a free lock and returns the client and its token.
 func (e *env) holder(t *testing.T, name string) (*client, uint64) {
 	t.Helper()
 	c := e.acquire(t, name)
-	return c, c.mustFrame(protocol.TypeAcquired).Token
+	return c, c.Expect(protocol.TypeAcquired).Token
 }
 
 // waiter queues on a busy lock; WAITING means it is in the queue.
 func (e *env) waiter(t *testing.T, name string) *client {
 	t.Helper()
 	c := e.acquire(t, name)
-	c.mustFrame(protocol.TypeWaiting)
+	c.Expect(protocol.TypeWaiting)
 	return c
 }
 
@@ -358,7 +325,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("release answered %+v, want lock %q and released_token %d", res, name, tok)
 	}
 	h.closedByAdmin()
-	next := w1.mustFrame(protocol.TypeAcquired).Token
+	next := w1.Expect(protocol.TypeAcquired).Token
 	if next <= tok {
 		t.Fatalf("promoted waiter got token %d, want more than %d", next, tok)
 	}
@@ -370,7 +337,7 @@ func TestForceRelease(t *testing.T) {
 	// Releasing again takes it from the promoted holder; then it is idle.
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
 	w1.closedByAdmin()
-	last := w2.mustFrame(protocol.TypeAcquired).Token
+	last := w2.Expect(protocol.TypeAcquired).Token
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
 	if res.ReleasedToken != last {
 		t.Fatalf("released_token %d, want %d", res.ReleasedToken, last)
@@ -402,11 +369,11 @@ func TestKickWaiter(t *testing.T) {
 
 	// The others are untouched: still waiting, still holding.
 	for _, c := range []*client{w1, w3} {
-		c.write(protocol.AppendHeartbeat(nil))
-		c.mustFrame(protocol.TypeWaiting)
+		c.SendHeartbeat()
+		c.Expect(protocol.TypeWaiting)
 	}
-	h.write(protocol.AppendHeartbeat(nil))
-	if got := h.mustFrame(protocol.TypeAcquired).Token; got != tok {
+	h.SendHeartbeat()
+	if got := h.Expect(protocol.TypeAcquired).Token; got != tok {
 		t.Fatalf("holder's heartbeat answered token %d, want %d", got, tok)
 	}
 
