@@ -20,6 +20,10 @@ import (
 // shaped like an ACQUIRED frame (0x12 and a zero token) so the load generator
 // parses both servers' replies with the same decoder.
 
+// floorStarted is the message of the floor server's start line, which
+// follows monolock's readiness contract (internal/testsupport/proc).
+const floorStarted = "floor-server started"
+
 // floorReply is the 9-byte answer to one received byte.
 var floorReply = [9]byte{0x12}
 
@@ -39,7 +43,7 @@ func (h *floorHandler) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		_ = unix.Close(fd)
 	}
-	line, _ := json.Marshal(map[string]string{"level": "info", "message": "floor-server started", "listen": addr})
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, "listen": addr})
 	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
 	return gnet.None
 }

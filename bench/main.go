@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
 	"os/exec"
@@ -208,11 +209,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go func() {
 		s := <-sig
 		b.prog.log(fmt.Sprintf("bench: %v: stopping servers", s))
-		stopAllChildren()
+		proc.StopAll()
 		_ = os.RemoveAll(tmp)
 		os.Exit(130)
 	}()
-	defer stopAllChildren()
+	defer proc.StopAll()
 
 	if opt.waitQuiet > 0 {
 		b.prog.log("waiting for the machine to be quiet …")

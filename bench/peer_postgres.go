@@ -88,15 +88,14 @@ func startPostgres(tmp, logPath string) (*pgPeer, error) {
 		return nil, err
 	}
 	select {
-	case <-initdb.done:
+	case <-initdb.Done():
 	case <-time.After(60 * time.Second):
 		initdb.Stop()
 		return nil, fmt.Errorf("postgres: initdb took over a minute")
 	}
-	initdb.forget()
-	if initdb.err != nil {
+	if initdb.Err() != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("postgres: initdb: %v (see %s)", initdb.err, initLog)
+		return nil, fmt.Errorf("postgres: initdb: %v (see %s)", initdb.Err(), initLog)
 	}
 	port, err := freePort()
 	if err != nil {

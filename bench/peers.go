@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -54,52 +54,26 @@ type peerClient interface {
 
 // peerProc is a peer's server process.
 type peerProc struct {
-	*child
-	stopSig syscall.Signal
-	dir     string // removed after the process exits
+	*proc.Process
+	dir string // removed after the process exits
 }
 
-// startPeerProc starts a peer's server; its output goes to logPath.
+// startPeerProc starts a peer's server; its output goes to logPath. The
+// caller probes it for readiness (waitFor).
 func startPeerProc(name, bin string, args []string, logPath string, cred *syscall.Credential, stopSig syscall.Signal, dir string) (*peerProc, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if logPath != "" {
-		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err == nil {
-			if f, err := os.Create(logPath); err == nil {
-				cmd.Stdout, cmd.Stderr = f, f
-				defer func() { _ = f.Close() }() // the child has its own copy
-			}
-		}
+	p, err := proc.Start(bin, proc.Options{Name: name, Args: args, LogFile: logPath, Credential: cred, StopSignal: stopSig, StopGrace: 10 * time.Second})
+	if err != nil {
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
-	childMu.Lock()
-	children[c] = true
-	childMu.Unlock()
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	return &peerProc{child: c, stopSig: stopSig, dir: dir}, nil
+	return &peerProc{Process: p, dir: dir}, nil
 }
 
 // Stop ends the peer's server and removes its files.
 func (p *peerProc) Stop() {
-	if p == nil || p.child == nil {
+	if p == nil || p.Process == nil {
 		return
 	}
-	if p.Alive() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, p.stopSig)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	}
-	p.forget()
+	_ = p.Process.Stop()
 	if p.dir != "" {
 		_ = os.RemoveAll(p.dir)
 	}
@@ -121,7 +95,7 @@ func waitFor(p *peerProc, timeout time.Duration, probe func(ctx context.Context)
 	var last error
 	for time.Now().Before(deadline) {
 		if !p.Alive() {
-			return fmt.Errorf("exited (%v); see its log", p.err)
+			return fmt.Errorf("exited (%v); see its log", p.Err())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		last = probe(ctx)

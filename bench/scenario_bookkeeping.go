@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
 	"path/filepath"
@@ -189,7 +190,7 @@ func (b *bench) auditPath(c bkConfig, what string, rep int) string {
 
 // startBookkeeping starts monolock in configuration c; stop stops it and
 // returns what its audit log held (and removes the log).
-func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *child, stop func() (auditStats, error), err error) {
+func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Process, stop func() (auditStats, error), err error) {
 	audit := b.auditPath(c, what, rep)
 	srv, err = b.srv.monolockWith("s7-"+strings.ReplaceAll(c.tag(), "+", "-")+"-"+what, bookkeepingArgs(c, audit)...)
 	if err != nil {
@@ -216,7 +217,7 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error
 	sz := b.sz
 	win := newWindow(sz.warm, sz.dur)
 	l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s7", chk, win)
-	use, ok, err := timedUsage(srv.Pid(), win, func() error { return runLoad(srv.addr, l) })
+	use, ok, err := timedUsage(srv.Pid(), win, func() error { return runLoad(srv.Addr, l) })
 	alive := srv.Alive()
 	st, auditErr := stop()
 	if err != nil {

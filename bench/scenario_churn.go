@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"time"
 )
 
@@ -17,8 +18,8 @@ type churnResult struct {
 // until it is in place, samples the server's CPU, says go and waits for the
 // load to end. It returns the setup time and the sample taken before go;
 // notReady says what was not in place at the setup deadline.
-func runChurn(srv *child, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before ProcSample, err error) {
-	run, setup, err := startLoadWhenReady(srv.addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
+func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before ProcSample, err error) {
+	run, setup, err := startLoadWhenReady(srv.Addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
 	if err != nil {
 		return 0, before, err
 	}
@@ -33,7 +34,7 @@ func runChurn(srv *child, l starter, sig *churnSignals, w int, notReady string) 
 }
 
 // measureChurn runs one S5 repetition with w waiters against srv.
-func measureChurn(srv *child, w int, seed uint64, chk *Checker) (churnResult, error) {
+func measureChurn(srv *proc.Process, w int, seed uint64, chk *Checker) (churnResult, error) {
 	var res churnResult
 	l := newChurnLoad(w, fmt.Sprintf("s5-%d-%d", w, seed), seed, chk)
 	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "waiters not all queued")
@@ -56,7 +57,7 @@ func measureChurn(srv *child, w int, seed uint64, chk *Checker) (churnResult, er
 // measureFloorChurn closes w connections to the bare gnet server and
 // returns the server's CPU for them, sampled once it has been quiet for a
 // while after the sentinel's answer.
-func measureFloorChurn(srv *child, w int, seed uint64) (churnResult, error) {
+func measureFloorChurn(srv *proc.Process, w int, seed uint64) (churnResult, error) {
 	var res churnResult
 	l := newFloorChurnLoad(w, seed)
 	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "connections not all answered")

@@ -43,7 +43,7 @@ func (b *bench) s4() *Scenario {
 		defer ml.Stop()
 		chk := b.checker("S4 monolock")
 		l := newExpiryLoad(sz.s4Leases, sz.s4Reps, chk)
-		if err := runLoad(ml.addr, l); err != nil {
+		if err := runLoad(ml.Addr, l); err != nil {
 			b.failRow(sc, sysMonolock, "overshoot", "S4 monolock", err)
 			return
 		}

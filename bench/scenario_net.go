@@ -100,14 +100,14 @@ func (b *bench) s0() *Scenario {
 	echo := func(n int) func(window) (uint64, *Histogram, error) {
 		return func(win window) (uint64, *Histogram, error) {
 			l := &echoLoad{conns: n, win: win}
-			err := runLoad(fl.addr, l)
+			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
 	cycle := func(mode cycleMode) func(window) (uint64, *Histogram, error) {
 		return func(win window) (uint64, *Histogram, error) {
 			l := newCycleLoad(mode, sz.workers, 0, "", nil, win)
-			err := runLoad(fl.addr, l)
+			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
@@ -155,7 +155,7 @@ func (b *bench) monolockAndPeerRates(sc *Scenario, srvName, figure, key, floor s
 		}
 		defer ml.Stop()
 		b.rateRow(sc, sysMonolock, ml.Pid(), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
-			return onMonolock(ml.addr, win, chk)
+			return onMonolock(ml.Addr, win, chk)
 		})
 	}()
 	for _, p := range b.peers {

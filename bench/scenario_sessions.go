@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ func (r sessionsResult) cpuPerMillion() float64 {
 
 // sampleIdleServer records the RSS of srv, once it has finished starting,
 // as res's "before".
-func sampleIdleServer(srv *child, res *sessionsResult) error {
+func sampleIdleServer(srv *proc.Process, res *sessionsResult) error {
 	time.Sleep(100 * time.Millisecond) // let the server finish starting
 	before, err := ReadProc(srv.Pid())
 	if err != nil {
@@ -62,7 +63,7 @@ func sampleIdleServer(srv *child, res *sessionsResult) error {
 // measureHeartbeatWindow opens t's window for win and measures the server's
 // and the harness's CPU over it, samples the server's RSS at its end, then
 // stops the load (stop) and fills res with all that and t's counts.
-func measureHeartbeatWindow(srv *child, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
+func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
 	u := startUsage(srv.Pid(), selfPID)
 	from := mono()
 	t.until.Store(from + int64(win))
@@ -101,13 +102,13 @@ func measureHeartbeatWindow(srv *child, t *heartbeatTally, stop func() error, wi
 // measureSessions runs the S3 load against srv: it samples the idle server,
 // opens every session, lets them heartbeat for warm, then measures CPU and
 // heartbeats over window and samples RSS at its end.
-func measureSessions(srv *child, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
+func measureSessions(srv *proc.Process, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
 	res := sessionsResult{sessions: sessions}
 	if err := sampleIdleServer(srv, &res); err != nil {
 		return res, err
 	}
 	l := newSessionsLoad(monolock, sessions, lease, chk)
-	run, setup, err := startLoadWhenReady(srv.addr, l, &l.allReady, sessions, 5*time.Millisecond, "sessions not all answered")
+	run, setup, err := startLoadWhenReady(srv.Addr, l, &l.allReady, sessions, 5*time.Millisecond, "sessions not all answered")
 	if err != nil {
 		return res, err
 	}
@@ -132,7 +133,7 @@ func (b *bench) s3() *Scenario {
 			tag += fmt.Sprintf(" (run %d)", rep)
 		}
 		b.step("S3 " + tag)
-		var srv *child
+		var srv *proc.Process
 		var err error
 		if monolock {
 			srv, err = b.srv.monolock(fmt.Sprintf("s3-%d", sessions))
@@ -213,7 +214,7 @@ func (b *bench) s3() *Scenario {
 // idleSessions opens sessions with a lease so long that none heartbeats
 // during the window, and measures the server's CPU at rest.
 func (b *bench) idleSessions(monolock bool, sessions int, win time.Duration, tag string) (sessionsResult, error) {
-	var srv *child
+	var srv *proc.Process
 	var err error
 	if monolock {
 		srv, err = b.srv.monolock("s3-idle")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // tlsMode is one server configuration of S6.
@@ -115,12 +116,12 @@ func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 // measureGoSessions runs S6's load against srv: it samples the idle server,
 // sets every session up (measuring the setup), lets them heartbeat for warm,
 // then measures CPU and heartbeats over win and samples RSS at its end.
-func measureGoSessions(srv *child, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *Checker) (goSessionsResult, error) {
+func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *Checker) (goSessionsResult, error) {
 	res := goSessionsResult{sessionsResult: sessionsResult{sessions: sessions}}
 	if err := sampleIdleServer(srv, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	g := newGoSessions(srv.addr, cfg, sessions, lease, chk)
+	g := newGoSessions(srv.Addr, cfg, sessions, lease, chk)
 	su := startUsage(srv.Pid(), selfPID)
 	t0 := time.Now()
 	if err := g.Open(t0.Add(60*time.Second + time.Duration(sessions)*time.Millisecond)); err != nil {
