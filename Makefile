@@ -19,13 +19,18 @@ build:
 run: build
 	./$(BIN)/monolock
 
-## test: vet, gofmt, staticcheck, the whole suite under the race detector, short fuzz runs
+# bench/ is a Go module of its own (the peers' clients stay out of the
+# server's go.mod): every check runs in both modules.
+
+## test: vet, gofmt, staticcheck, the whole suite under the race detector (both modules), short fuzz runs
 test: vet fmt-check staticcheck
 	$(GO) test -race -count=1 -timeout 8m ./...
+	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -33,6 +38,7 @@ fmt-check:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck
@@ -60,17 +66,17 @@ bench-micro:
 clean:
 	rm -rf $(BIN)
 
-# --- benchmarks (bench/) ---------------------------------------------------
+# --- benchmarks (bench/, its own module: run from there) -------------------
 
 .PHONY: bench bench-quick bench-peers
 
 ## bench: the full benchmark run (several minutes): tables on stdout, JSON and charts in bench/out
 bench: build
-	$(GO) run ./bench -wait-quiet 60s -json bench/out/results.json -out bench/out
+	cd bench && $(GO) run . -monolock $(abspath $(BIN))/monolock -wait-quiet 60s -json out/results.json -out out
 
 ## bench-quick: every scenario and every installed peer at small sizes (well under a minute)
 bench-quick: build
-	$(GO) run ./bench -quick -json bench/out/results-quick.json -out bench/out
+	cd bench && $(GO) run . -monolock $(abspath $(BIN))/monolock -quick -json out/results-quick.json -out out
 
 ## bench-peers: install the peers the harness compares with (Redis, etcd, PostgreSQL); needs root
 bench-peers:
@@ -83,4 +89,4 @@ bench-peers:
 
 ## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
 chaos: build
-	$(GO) run ./bench/chaos -build=false -server $(BIN)/monolock
+	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock

@@ -4,7 +4,10 @@
 // has two holders, and prints one table per scenario. bench/RESULTS.md
 // describes the scenarios and holds the latest full run.
 //
-//	go run ./bench [-quick] [-json FILE] [-out DIR] [-only S1,S3] [-peers redis,etcd,postgres]
+// It is a Go module of its own (its peers' clients stay out of the server's
+// go.mod); run it from this directory:
+//
+//	cd bench && go run . [-quick] [-json FILE] [-out DIR] [-only S1,S3] [-peers redis,etcd,postgres]
 package main
 
 import (
@@ -48,15 +51,15 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.BoolVar(&o.quick, "quick", false, "small sizes: the whole run in well under a minute")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
-	fs.StringVar(&o.outDir, "out", "bench/out", "directory for PNG charts and server logs")
+	fs.StringVar(&o.outDir, "out", "out", "directory for PNG charts and server logs")
 	fs.StringVar(&o.only, "only", "", "run only these scenarios, e.g. S1,S3 (default all)")
 	fs.StringVar(&o.peers, "peers", strings.Join(peerNames, ","), "peers to start; empty for none")
-	fs.StringVar(&o.monolock, "monolock", "bin/monolock", "the monolock binary (built with go build when missing)")
+	fs.StringVar(&o.monolock, "monolock", "../bin/monolock", "the monolock binary (built with go build when missing)")
 	fs.DurationVar(&o.redisRetry, "redis-retry", time.Millisecond, "Redis waiters retry after a random pause in [d, 2d)")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
 	fs.DurationVar(&o.waitQuiet, "wait-quiet", 0, "before starting, wait up to this long for other load on the machine to drop under 15% of a core")
 	fs.Usage = func() {
-		_, _ = fmt.Fprintln(stderr, "usage: go run ./bench [flags]\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn,\nS6 tls (a TLS session against a plain one), S7 bookkeeping (metrics and audit log on the grant and heartbeat paths).\n\nFlags:")
+		_, _ = fmt.Fprintln(stderr, "usage: go run . [flags]   (in bench/)\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn,\nS6 tls (a TLS session against a plain one), S7 bookkeeping (metrics and audit log on the grant and heartbeat paths).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -150,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
-	rep := &Report{Started: time.Now(), Command: "go run ./bench " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+	rep := &Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
 		Violations: []string{}, Errors: []string{}}
 	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
 	if err != nil {
@@ -382,13 +385,29 @@ func ensureMonolock(path string, stderr io.Writer) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return filepath.Abs(path)
 	}
-	_, _ = fmt.Fprintf(stderr, "bench: %s is missing; building it\n", path)
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/monolock")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build %s (run from the repository root, or make build): %w", path, err)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
 	}
-	return filepath.Abs(path)
+	_, _ = fmt.Fprintf(stderr, "bench: %s is missing; building it\n", path)
+	if err := buildMonolock(abs, stderr); err != nil {
+		return "", fmt.Errorf("build %s (run from inside the repository, or make build): %w", path, err)
+	}
+	return abs, nil
+}
+
+// buildMonolock builds the server of this tree into out (an absolute path):
+// go build in the root module, whose go.mod the server's dependencies come
+// from.
+func buildMonolock(out string, stderr io.Writer) error {
+	root, err := proc.RootDir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/monolock")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	return cmd.Run()
 }
 
 // ephemeralPorts is the size of the local port range (0 when unknown).

@@ -3,7 +3,7 @@
 // It starts bin/monolock as a child process on a free loopback port with an
 // audit log, and runs many clients with random leases (tens of milliseconds to
 // seconds) that take a few shared locks through fault-injecting TCP proxies
-// (bench/faultproxy). On a random schedule each proxy freezes one direction or
+// (internal/testsupport/faultproxy). On a random schedule each proxy freezes one direction or
 // both for random times — often longer than the leases, standing in for GC
 // pauses and partitions —, cuts its connections, or delays bytes. In the
 // middle the server is restarted (SIGTERM, wait for the exit, a new process on
@@ -66,7 +66,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -122,8 +121,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.maxPause, "max-pause", 3*time.Second, "longest simulated pause of a holder")
 	fs.IntVar(&c.restarts, "restarts", 2, "server restarts during the run")
 	fs.DurationVar(&c.slack, "slack", 50*time.Millisecond, "scheduling allowance when comparing client and server timestamps")
-	fs.StringVar(&c.server, "server", filepath.Join("bin", "monolock"), "server binary")
-	fs.BoolVar(&c.build, "build", true, "go build ./cmd/monolock into -server first")
+	fs.StringVar(&c.server, "server", filepath.Join("..", "bin", "monolock"), "server binary (the default is the make build output, seen from bench/)")
+	fs.BoolVar(&c.build, "build", true, "go build ./cmd/monolock of the root module into -server first")
 	fs.BoolVar(&c.keep, "keep", false, "keep the audit logs and server logs (always kept when there are violations)")
 	fs.IntVar(&c.show, "show", 20, "violations listed per check")
 	if err := fs.Parse(args); err != nil {
@@ -222,9 +221,7 @@ func run(cfg config, out, errw io.Writer) int {
 
 	if cfg.build {
 		h.progress("phase 1/5: go build -o %s ./cmd/monolock", cfg.server)
-		cmd := exec.Command("go", "build", "-o", cfg.server, "./cmd/monolock")
-		cmd.Stdout, cmd.Stderr = errw, errw
-		if err := cmd.Run(); err != nil {
+		if err := buildServer(cfg.server, errw); err != nil {
 			return fail(fmt.Errorf("building the server: %w", err))
 		}
 	} else {
