@@ -17,7 +17,6 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -390,24 +389,10 @@ func ensureMonolock(path string, stderr io.Writer) (string, error) {
 		return "", err
 	}
 	_, _ = fmt.Fprintf(stderr, "bench: %s is missing; building it\n", path)
-	if err := buildMonolock(abs, stderr); err != nil {
+	if err := proc.BuildTo(abs, "./cmd/monolock", stderr); err != nil {
 		return "", fmt.Errorf("build %s (run from inside the repository, or make build): %w", path, err)
 	}
 	return abs, nil
-}
-
-// buildMonolock builds the server of this tree into out (an absolute path):
-// go build in the root module, whose go.mod the server's dependencies come
-// from.
-func buildMonolock(out string, stderr io.Writer) error {
-	root, err := proc.RootDir()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/monolock")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	return cmd.Run()
 }
 
 // ephemeralPorts is the size of the local port range (0 when unknown).

@@ -139,18 +139,13 @@ func dialErr(ts *testServer, label string) (*wire.Conn, error) {
 // holder dials and takes a free lock, returning the connection and its token.
 func holder(t testing.TB, ts *testServer, name string, leaseMS uint32) (*wire.Conn, uint64) {
 	t.Helper()
-	c := dial(t, ts, "holder of "+name)
-	c.SendAcquire(name, leaseMS)
-	return c, c.ExpectAcquired()
+	return wire.Holder(t, ts.Addr().String(), wire.Options{Label: "holder of " + name, Safety: safety}, name, leaseMS)
 }
 
 // waiter dials and queues on a held lock.
 func waiter(t testing.TB, ts *testServer, label, name string, leaseMS uint32) *wire.Conn {
 	t.Helper()
-	c := dial(t, ts, label)
-	c.SendAcquire(name, leaseMS)
-	c.ExpectWaiting()
-	return c
+	return wire.Waiter(t, ts.Addr().String(), wire.Options{Label: label, Safety: safety}, name, leaseMS)
 }
 
 // queueWaiters dials n waiters on a held lock. Each reads its WAITING before

@@ -76,6 +76,7 @@ import (
 
 	"github.com/monolock/monolock/client"
 	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 type config struct {
@@ -221,7 +222,7 @@ func run(cfg config, out, errw io.Writer) int {
 
 	if cfg.build {
 		h.progress("phase 1/5: go build -o %s ./cmd/monolock", cfg.server)
-		if err := buildServer(cfg.server, errw); err != nil {
+		if err := proc.BuildTo(cfg.server, "./cmd/monolock", errw); err != nil {
 			return fail(fmt.Errorf("building the server: %w", err))
 		}
 	} else {

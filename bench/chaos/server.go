@@ -3,10 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -67,23 +64,6 @@ func (s *serverProc) stop() string {
 
 // kill ends the process group at once and waits for the exit.
 func (s *serverProc) kill() { s.Kill() }
-
-// buildServer builds the server of this tree into out: go build in the root
-// module, whose go.mod the server's dependencies come from.
-func buildServer(out string, w io.Writer) error {
-	abs, err := filepath.Abs(out)
-	if err != nil {
-		return err
-	}
-	root, err := proc.RootDir()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", abs, "./cmd/monolock")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = w, w
-	return cmd.Run()
-}
 
 // freeLoopbackPort picks a port the kernel considers free right now.
 func freeLoopbackPort() (string, error) {

@@ -70,44 +70,20 @@ func (s *adminServer) admin(t *testing.T, cmd string, args ...string) (status in
 	return runCtl(t, "", nil, append([]string{cmd, "-admin", s.api.URL}, args...)...)
 }
 
-// lockConn is a raw protocol connection that sent ACQUIRE.
-type lockConn struct {
-	*wire.Conn
-	addr string // its address as the server sees it
-}
-
 // testLease is long enough that no session expires during a test.
 const testLease = 60_000
 
-func (s *adminServer) dial(t *testing.T, name string) *lockConn {
+// holder takes a free lock on a raw protocol connection and returns the
+// connection and its token.
+func (s *adminServer) holder(t *testing.T, name string) (*wire.Conn, uint64) {
 	t.Helper()
-	c := wire.MustDial(t, s.srv.Addr().String(), wire.Options{Safety: patience})
-	c.SendAcquire(name, testLease)
-	return &lockConn{Conn: c, addr: c.NC.LocalAddr().String()}
-}
-
-// closedByAdmin expects ERROR 0x02, then the end of the connection.
-func (w *lockConn) closedByAdmin() {
-	w.T().Helper()
-	if f := w.Expect(protocol.TypeError); f.Code != protocol.CodeClosedByAdmin {
-		w.T().Fatalf("%s: ERROR 0x%02x, want 0x02", w.addr, f.Code)
-	}
-	w.ExpectEOF()
-}
-
-// holder takes a free lock and returns the connection and its token.
-func (s *adminServer) holder(t *testing.T, name string) (*lockConn, uint64) {
-	t.Helper()
-	w := s.dial(t, name)
-	return w, w.Expect(protocol.TypeAcquired).Token
+	return wire.Holder(t, s.srv.Addr().String(), wire.Options{Safety: patience}, name, testLease)
 }
 
 // waiter queues on a held lock; WAITING means it is in the queue.
-func (s *adminServer) waiter(t *testing.T, name string) *lockConn {
+func (s *adminServer) waiter(t *testing.T, name string) *wire.Conn {
 	t.Helper()
-	w := s.dial(t, name)
-	w.Expect(protocol.TypeWaiting)
-	return w
+	return wire.Waiter(t, s.srv.Addr().String(), wire.Options{Safety: patience}, name, testLease)
 }
 
 // row returns the table line whose first column is first.
@@ -186,11 +162,11 @@ func TestAdminLocksAndLock(t *testing.T) {
 		t.Fatalf("locks: want a header, then the locks sorted by name:\n%s", out)
 	}
 	checkAligned(t, out)
-	if r := row(t, out, "nightly/import"); r[1] != h1.addr || r[2] != fmt.Sprint(tok1) || r[4] != "1m0s" || r[5] != "2" {
-		t.Errorf("nightly/import row %q: want holder %s, token %d, lease 1m0s, 2 waiters", r, h1.addr, tok1)
+	if r := row(t, out, "nightly/import"); r[1] != h1.LocalAddr() || r[2] != fmt.Sprint(tok1) || r[4] != "1m0s" || r[5] != "2" {
+		t.Errorf("nightly/import row %q: want holder %s, token %d, lease 1m0s, 2 waiters", r, h1.LocalAddr(), tok1)
 	}
-	if r := row(t, out, "deploy"); r[1] != h2.addr || r[2] != fmt.Sprint(tok2) || r[5] != "0" {
-		t.Errorf("deploy row %q: want holder %s, token %d, 0 waiters", r, h2.addr, tok2)
+	if r := row(t, out, "deploy"); r[1] != h2.LocalAddr() || r[2] != fmt.Sprint(tok2) || r[5] != "0" {
+		t.Errorf("deploy row %q: want holder %s, token %d, 0 waiters", r, h2.LocalAddr(), tok2)
 	}
 
 	// -match filters, with a glob whose '*' crosses '/'.
@@ -209,15 +185,15 @@ func TestAdminLocksAndLock(t *testing.T) {
 		t.Fatalf("lock: status %d, stderr %q", status, stderr)
 	}
 	got := keyValues(t, out)
-	for k, v := range map[string]string{"lock": "nightly/import", "holder": h1.addr, "identity": "-", "token": fmt.Sprint(tok1), "lease": "1m0s", "waiters": "2"} {
+	for k, v := range map[string]string{"lock": "nightly/import", "holder": h1.LocalAddr(), "identity": "-", "token": fmt.Sprint(tok1), "lease": "1m0s", "waiters": "2"} {
 		if got[k] != v {
 			t.Errorf("lock: %s %q, want %q:\n%s", k, got[k], v, out)
 		}
 	}
 	queue := out[strings.Index(out, "#"):]
 	checkAligned(t, queue)
-	if r1, r2 := row(t, queue, "1"), row(t, queue, "2"); r1[1] != w1.addr || r2[1] != w2.addr {
-		t.Errorf("queue %q, %q: want %s then %s", r1, r2, w1.addr, w2.addr)
+	if r1, r2 := row(t, queue, "1"), row(t, queue, "2"); r1[1] != w1.LocalAddr() || r2[1] != w2.LocalAddr() {
+		t.Errorf("queue %q, %q: want %s then %s", r1, r2, w1.LocalAddr(), w2.LocalAddr())
 	}
 
 	// -json is the API's JSON; the tokens survive exactly.
@@ -230,7 +206,7 @@ func TestAdminLocksAndLock(t *testing.T) {
 		t.Fatalf("locks -json: status %d, %v; want {\"locks\": [two locks]}:\n%s", status, err, out)
 	}
 	locks := list.Locks
-	if l := locks[1]; l.Name != "nightly/import" || l.Holder.Token != tok1 || len(l.Waiters) != 2 || l.Waiters[0].RemoteAddr != w1.addr {
+	if l := locks[1]; l.Name != "nightly/import" || l.Holder.Token != tok1 || len(l.Waiters) != 2 || l.Waiters[0].RemoteAddr != w1.LocalAddr() {
 		t.Errorf("locks -json: %+v", l)
 	}
 	if !strings.Contains(out, `"token": `+strconv.FormatUint(tok2, 10)) {
@@ -238,7 +214,7 @@ func TestAdminLocksAndLock(t *testing.T) {
 	}
 	status, out, _ = s.admin(t, "lock", "-json", "nightly/import")
 	var one admin.LockInfo
-	if err := json.Unmarshal([]byte(out), &one); status != 0 || err != nil || one.Holder.Token != tok1 || one.Waiters[1].RemoteAddr != w2.addr {
+	if err := json.Unmarshal([]byte(out), &one); status != 0 || err != nil || one.Holder.Token != tok1 || one.Waiters[1].RemoteAddr != w2.LocalAddr() {
 		t.Errorf("lock -json: status %d, %v:\n%s", status, err, out)
 	}
 }
@@ -251,13 +227,13 @@ func TestAdminRelease(t *testing.T) {
 	if status != 0 || !strings.Contains(out, fmt.Sprintf("token %d", tok)) {
 		t.Fatalf("release: status %d, stdout %q, stderr %q", status, out, stderr)
 	}
-	h.closedByAdmin()
+	h.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	next := w.Expect(protocol.TypeAcquired).Token
 	if next <= tok {
 		t.Fatalf("promoted with token %d, not above %d", next, tok)
 	}
 	status, out, _ = s.admin(t, "lock", "nightly/import")
-	if got := keyValues(t, out); status != 0 || got["holder"] != w.addr || got["token"] != fmt.Sprint(next) || got["waiters"] != "0" {
+	if got := keyValues(t, out); status != 0 || got["holder"] != w.LocalAddr() || got["token"] != fmt.Sprint(next) || got["waiters"] != "0" {
 		t.Fatalf("after release: status %d:\n%s", status, out)
 	}
 	// -json: the API's answer.
@@ -266,26 +242,26 @@ func TestAdminRelease(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); status != 0 || err != nil || r.Lock != "nightly/import" || r.ReleasedToken != next {
 		t.Fatalf("release -json: status %d, %v:\n%s", status, err, out)
 	}
-	w.closedByAdmin()
+	w.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 }
 
 func TestAdminKick(t *testing.T) {
 	s := startAdminServer(t, nil)
 	s.holder(t, "q")
 	w1, w2, w3 := s.waiter(t, "q"), s.waiter(t, "q"), s.waiter(t, "q")
-	status, out, stderr := s.admin(t, "kick", "q", w2.addr)
-	if status != 0 || !strings.Contains(out, "kicked "+w2.addr) {
+	status, out, stderr := s.admin(t, "kick", "q", w2.LocalAddr())
+	if status != 0 || !strings.Contains(out, "kicked "+w2.LocalAddr()) {
 		t.Fatalf("kick: status %d, stdout %q, stderr %q", status, out, stderr)
 	}
-	w2.closedByAdmin()
+	w2.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	_, out, _ = s.admin(t, "lock", "q")
 	queue := out[strings.Index(out, "#"):]
-	if r1, r2 := row(t, queue, "1"), row(t, queue, "2"); r1[1] != w1.addr || r2[1] != w3.addr || strings.Contains(queue, w2.addr) {
-		t.Fatalf("queue after kick, want %s then %s:\n%s", w1.addr, w3.addr, out)
+	if r1, r2 := row(t, queue, "1"), row(t, queue, "2"); r1[1] != w1.LocalAddr() || r2[1] != w3.LocalAddr() || strings.Contains(queue, w2.LocalAddr()) {
+		t.Fatalf("queue after kick, want %s then %s:\n%s", w1.LocalAddr(), w3.LocalAddr(), out)
 	}
 	// The same waiter again: no such waiter.
-	status, _, stderr = s.admin(t, "kick", "q", w2.addr)
-	if status != exitNoSuch || !strings.HasPrefix(stderr, "monolockctl: ") || !strings.Contains(stderr, "has no waiter at "+w2.addr) {
+	status, _, stderr = s.admin(t, "kick", "q", w2.LocalAddr())
+	if status != exitNoSuch || !strings.HasPrefix(stderr, "monolockctl: ") || !strings.Contains(stderr, "has no waiter at "+w2.LocalAddr()) {
 		t.Fatalf("kick again: status %d, stderr %q; want %d", status, stderr, exitNoSuch)
 	}
 }

@@ -30,7 +30,7 @@ func TestAuditCheckEndToEnd(t *testing.T) {
 	if status, _, stderr := s.admin(t, "release", "nightly/import"); status != 0 { // hands over to c
 		t.Fatalf("release: status %d, stderr %q", status, stderr)
 	}
-	b.closedByAdmin()
+	b.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	tokC := c.Expect(protocol.TypeAcquired).Token
 	if !(tokA < tokB && tokB < tokC) {
 		t.Fatalf("tokens %d, %d, %d", tokA, tokB, tokC)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -65,45 +64,17 @@ func startWith(t *testing.T, info adminhttp.Info) *env {
 	return &env{srv: srv, api: api}
 }
 
-// client is a raw protocol connection that asked for a lock.
-type client struct {
-	*wire.Conn
-	name string // the lock it asked for
-	addr string // its address as the server sees it
-}
-
-// acquire connects and sends ACQUIRE for name.
-func (e *env) acquire(t *testing.T, name string) *client {
+// holder acquires a free lock on a raw protocol connection and returns the
+// connection and its token.
+func (e *env) holder(t *testing.T, name string) (*wire.Conn, uint64) {
 	t.Helper()
-	c := wire.MustDial(t, e.srv.Addr().String(), wire.Options{Safety: safety})
-	addr := c.NC.LocalAddr().String()
-	c.Label = fmt.Sprintf("%s on %q", addr, name)
-	c.SendAcquire(name, longLease)
-	return &client{Conn: c, name: name, addr: addr}
-}
-
-// closedByAdmin expects ERROR 0x02 and then the end of the connection.
-func (c *client) closedByAdmin() {
-	c.T().Helper()
-	if f := c.Expect(protocol.TypeError); f.Code != protocol.CodeClosedByAdmin {
-		c.T().Fatalf("%s: ERROR code 0x%02x, want 0x02", c.addr, f.Code)
-	}
-	c.ExpectEOF()
-}
-
-// holder acquires a free lock and returns the client and its token.
-func (e *env) holder(t *testing.T, name string) (*client, uint64) {
-	t.Helper()
-	c := e.acquire(t, name)
-	return c, c.Expect(protocol.TypeAcquired).Token
+	return wire.Holder(t, e.srv.Addr().String(), wire.Options{Safety: safety}, name, longLease)
 }
 
 // waiter queues on a busy lock; WAITING means it is in the queue.
-func (e *env) waiter(t *testing.T, name string) *client {
+func (e *env) waiter(t *testing.T, name string) *wire.Conn {
 	t.Helper()
-	c := e.acquire(t, name)
-	c.Expect(protocol.TypeWaiting)
-	return c
+	return wire.Waiter(t, e.srv.Addr().String(), wire.Options{Safety: safety}, name, longLease)
 }
 
 // response is an HTTP answer.
@@ -184,7 +155,7 @@ func addrs(ws []admin.WaiterInfo) []string {
 }
 
 // checkLock compares a LockInfo with what the clients saw on the wire.
-func checkLock(t *testing.T, got admin.LockInfo, name string, holder *client, token uint64, waiters ...*client) {
+func checkLock(t *testing.T, got admin.LockInfo, name string, holder *wire.Conn, token uint64, waiters ...*wire.Conn) {
 	t.Helper()
 	if got.Name != name {
 		t.Errorf("name %q, want %q", got.Name, name)
@@ -192,8 +163,8 @@ func checkLock(t *testing.T, got admin.LockInfo, name string, holder *client, to
 	if got.Holder.Token != token {
 		t.Errorf("%q: holder token %d, want %d (the token the client got on the wire)", name, got.Holder.Token, token)
 	}
-	if got.Holder.RemoteAddr != holder.addr {
-		t.Errorf("%q: holder remote_addr %q, want %q", name, got.Holder.RemoteAddr, holder.addr)
+	if got.Holder.RemoteAddr != holder.LocalAddr() {
+		t.Errorf("%q: holder remote_addr %q, want %q", name, got.Holder.RemoteAddr, holder.LocalAddr())
 	}
 	if got.Holder.LeaseMS != longLease {
 		t.Errorf("%q: holder lease_ms %d, want %d", name, got.Holder.LeaseMS, longLease)
@@ -203,7 +174,7 @@ func checkLock(t *testing.T, got admin.LockInfo, name string, holder *client, to
 	}
 	want := make([]string, len(waiters))
 	for i, w := range waiters {
-		want[i] = w.addr
+		want[i] = w.LocalAddr()
 	}
 	if g := addrs(got.Waiters); !slices.Equal(g, want) {
 		t.Errorf("%q: waiters %v, want %v in FIFO order", name, g, want)
@@ -301,7 +272,7 @@ func TestIdleIs404(t *testing.T) {
 		{"GET", "/api/locks/idle"},
 		{"GET", "/api/locks/nightly%2Fidle"},
 		{"POST", "/api/locks/idle/release"},
-		{"DELETE", "/api/locks/idle/waiters/" + url.PathEscape(w.addr)},
+		{"DELETE", "/api/locks/idle/waiters/" + url.PathEscape(w.LocalAddr())},
 		{"DELETE", "/api/locks/busy/waiters/127.0.0.1:1"},
 	} {
 		msg := e.do(t, c.method, c.path).wantError(t, 404)
@@ -324,7 +295,7 @@ func TestForceRelease(t *testing.T) {
 	if res.Lock != name || res.ReleasedToken != tok {
 		t.Fatalf("release answered %+v, want lock %q and released_token %d", res, name, tok)
 	}
-	h.closedByAdmin()
+	h.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	next := w1.Expect(protocol.TypeAcquired).Token
 	if next <= tok {
 		t.Fatalf("promoted waiter got token %d, want more than %d", next, tok)
@@ -336,13 +307,13 @@ func TestForceRelease(t *testing.T) {
 
 	// Releasing again takes it from the promoted holder; then it is idle.
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
-	w1.closedByAdmin()
+	w1.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	last := w2.Expect(protocol.TypeAcquired).Token
 	e.do(t, "POST", lockPath(name)+"/release").decode(t, 200, &res)
 	if res.ReleasedToken != last {
 		t.Fatalf("released_token %d, want %d", res.ReleasedToken, last)
 	}
-	w2.closedByAdmin()
+	w2.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	e.do(t, "GET", lockPath(name)).wantError(t, 404)
 	e.do(t, "POST", lockPath(name)+"/release").wantError(t, 404)
 }
@@ -357,18 +328,18 @@ func TestKickWaiter(t *testing.T) {
 	w3 := e.waiter(t, name)
 
 	var res admin.KickResponse
-	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).decode(t, 200, &res)
-	if res.Lock != name || res.Kicked != w2.addr {
-		t.Fatalf("kick answered %+v, want lock %q kicked %q", res, name, w2.addr)
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.LocalAddr())).decode(t, 200, &res)
+	if res.Lock != name || res.Kicked != w2.LocalAddr() {
+		t.Fatalf("kick answered %+v, want lock %q kicked %q", res, name, w2.LocalAddr())
 	}
-	w2.closedByAdmin()
+	w2.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 
 	var now admin.LockInfo
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, h, tok, w1, w3)
 
 	// The others are untouched: still waiting, still holding.
-	for _, c := range []*client{w1, w3} {
+	for _, c := range []*wire.Conn{w1, w3} {
 		c.SendHeartbeat()
 		c.Expect(protocol.TypeWaiting)
 	}
@@ -378,12 +349,12 @@ func TestKickWaiter(t *testing.T) {
 	}
 
 	// Kicking it again, or kicking the holder as a waiter, is a 404.
-	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.addr)).wantError(t, 404)
-	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(h.addr)).wantError(t, 404)
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.LocalAddr())).wantError(t, 404)
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(h.LocalAddr())).wantError(t, 404)
 
 	// Unescaped ':' in the address works too.
-	e.do(t, "DELETE", lockPath(name)+"/waiters/"+w3.addr).decode(t, 200, &res)
-	w3.closedByAdmin()
+	e.do(t, "DELETE", lockPath(name)+"/waiters/"+w3.LocalAddr()).decode(t, 200, &res)
+	w3.ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 	e.do(t, "GET", lockPath(name)).decode(t, 200, &now)
 	checkLock(t, now, name, h, tok, w1)
 }
@@ -407,7 +378,7 @@ func TestEncodedNames(t *testing.T) {
 		"semi;colon",
 	}
 	tokens := map[string]uint64{}
-	holders := map[string]*client{}
+	holders := map[string]*wire.Conn{}
 	for _, name := range names {
 		holders[name], tokens[name] = e.holder(t, name)
 	}
@@ -430,7 +401,7 @@ func TestEncodedNames(t *testing.T) {
 	if res.Lock != "日本/語" || res.ReleasedToken != tokens["日本/語"] {
 		t.Errorf("release answered %+v", res)
 	}
-	holders["日本/語"].closedByAdmin()
+	holders["日本/語"].ExpectCodeThenEOF(protocol.CodeClosedByAdmin)
 
 	// An unencoded '/' splits the name: a 404 that says how to encode it.
 	msg := e.do(t, "GET", "/api/locks/nightly/import").wantError(t, 404)

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -86,6 +87,24 @@ func compile(s Spec) (string, error) {
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
 	}
 	return dir, nil
+}
+
+// BuildTo builds one package of the root module ("./cmd/monolock") into the
+// file out, for a harness that keeps the binary; go build's output goes to
+// w. Unlike Build it builds every time.
+func BuildTo(out, pkg string, w io.Writer) error {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	root, err := RootDir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", abs, pkg)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = w, w
+	return cmd.Run()
 }
 
 // Binary builds one package (Build) and returns the binary's path.

@@ -104,6 +104,29 @@ func MustDial(t testing.TB, addr string, o Options) *Conn {
 	return c.Bind(t)
 }
 
+// Holder dials addr (MustDial), sends ACQUIRE for the free lock name and
+// reads its ACQUIRED; it returns the connection and the token.
+func Holder(t testing.TB, addr string, o Options, name string, leaseMS uint32) (*Conn, uint64) {
+	t.Helper()
+	c := MustDial(t, addr, o)
+	c.SendAcquire(name, leaseMS)
+	return c, c.ExpectAcquired()
+}
+
+// Waiter dials addr (MustDial), sends ACQUIRE for the held lock name and
+// reads its WAITING: the connection is in the queue.
+func Waiter(t testing.TB, addr string, o Options, name string, leaseMS uint32) *Conn {
+	t.Helper()
+	c := MustDial(t, addr, o)
+	c.SendAcquire(name, leaseMS)
+	c.ExpectWaiting()
+	return c
+}
+
+// LocalAddr is the connection's address as the server sees it (the
+// remote_addr of the admin API and the audit log).
+func (c *Conn) LocalAddr() string { return c.NC.LocalAddr().String() }
+
 // Bind makes t the test the connection reports to, and closes the
 // connection when t ends.
 func (c *Conn) Bind(t testing.TB) *Conn {
@@ -353,18 +376,34 @@ func (c *Conn) ExpectToken(tok uint64) {
 	}
 }
 
-// ExpectError reads an ERROR with the given code and returns its reason,
-// which must obey CheckReason.
-func (c *Conn) ExpectError(code protocol.Code) string {
+// ExpectCode reads an ERROR with the given code, whatever its reason.
+func (c *Conn) ExpectCode(code protocol.Code) Frame {
 	c.tb().Helper()
 	f := c.ReadFrame()
 	if f.Type != protocol.TypeError || f.Code != code {
 		c.fatalf("got %v, want ERROR 0x%02x (%v)", f, uint8(code), code)
 	}
+	return f
+}
+
+// ExpectError reads an ERROR with the given code and returns its reason,
+// which must obey CheckReason.
+func (c *Conn) ExpectError(code protocol.Code) string {
+	c.tb().Helper()
+	f := c.ExpectCode(code)
 	if err := CheckReason(f); err != nil {
 		c.fatalf("%v", err)
 	}
 	return f.Reason
+}
+
+// ExpectCodeThenEOF reads an ERROR with the given code, whatever its
+// reason, and then the server's close.
+func (c *Conn) ExpectCodeThenEOF(code protocol.Code) Frame {
+	c.tb().Helper()
+	f := c.ExpectCode(code)
+	c.ExpectEOF()
+	return f
 }
 
 // ExpectEOF reads the server's close: no frame, then EOF.
