@@ -168,10 +168,6 @@ func (c *tlsConn) Discard(n int) (int, error) {
 	return n, nil
 }
 
-// InboundBuffered counts the plaintext the owner has not parsed; ciphertext
-// still inside crypto/tls is not counted.
-func (c *tlsConn) InboundBuffered() int { return len(c.rest) }
-
 // Write encrypts p into one record and hands it to gnet.
 func (c *tlsConn) Write(p []byte) (int, error) {
 	if _, err := c.tls.Write(p); err != nil {
