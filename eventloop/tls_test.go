@@ -27,22 +27,24 @@ import (
 )
 
 // startTLSServer starts an in-process server that requires client
-// certificates from pki's CA.
-func startTLSServer(t *testing.T, ioTimeout time.Duration) (*testServer, *certstest.PKI) {
+// certificates from pki's CA; maxHandshakes 0 keeps the default.
+func startTLSServer(t *testing.T, ioTimeout time.Duration, maxHandshakes int) (*testServer, *certstest.PKI) {
 	t.Helper()
-	dir := t.TempDir()
-	pki := certstest.NewPKI(t, dir)
+	pki := certstest.NewPKI(t, t.TempDir())
 	cfg, err := certs.Load(certs.Files{Cert: pki.Server.Cert, Key: pki.Server.Key, ClientCA: pki.CA})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := startServerConfig(t, eventloop.Config{
+	sc := eventloop.Config{
 		ListenAddress: "127.0.0.1:0",
 		IOTimeout:     ioTimeout,
 		Logger:        zerolog.Nop(),
 		TLS:           cfg,
-	})
-	return ts, pki
+		Identity:      certs.Identity,
+
+		MaxTLSHandshakes: maxHandshakes,
+	}
+	return startServerConfig(t, sc), pki
 }
 
 // dialTLS opens a raw protocol connection over mutual TLS, bound to t.
@@ -84,7 +86,7 @@ func (c *heldConn) flush() error {
 // crypto/tls when the session joins the loop; it must still be answered.
 // (Only TLS 1.3 allows it: a TLS 1.2 client waits for the server's Finished.)
 func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
-	ts, pki := startTLSServer(t, 0)
+	ts, pki := startTLSServer(t, 0, 0)
 	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +112,7 @@ func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
 // Established TLS sessions cost no goroutine: the count does not grow with
 // them.
 func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
-	ts, pki := startTLSServer(t, 0)
+	ts, pki := startTLSServer(t, 0, 0)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	settle := func() int {
 		runtime.GC()
@@ -151,7 +153,7 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 // after io-timeout; nothing of it stays behind in the server, and shutdown
 // is prompt.
 func TestTLSClientThatStopsReading(t *testing.T) {
-	ts, pki := startTLSServer(t, 300*time.Millisecond)
+	ts, pki := startTLSServer(t, 300*time.Millisecond, 0)
 	beforeFDs := openFDs(t)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	ts.waitStats(t, eventloop.Stats{}) // and that session has left
@@ -204,7 +206,7 @@ func isClosedByPeer(err error) bool {
 // A client that connects and never completes its handshake is closed after
 // io-timeout, and its handshake goroutine ends.
 func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
-	ts, pki := startTLSServer(t, 200*time.Millisecond)
+	ts, pki := startTLSServer(t, 200*time.Millisecond, 0)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	before := runtime.NumGoroutine()
 	silent := make([]net.Conn, 20)
@@ -235,16 +237,7 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 // More silent connects than handshake slots: the slots bound them, and a
 // real client is served once one frees.
 func TestTLSHandshakeSlots(t *testing.T) {
-	dir := t.TempDir()
-	pki := certstest.NewPKI(t, dir)
-	cfg, err := certs.Load(certs.Files{Cert: pki.Server.Cert, Key: pki.Server.Key, ClientCA: pki.CA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServerConfig(t, eventloop.Config{
-		ListenAddress: "127.0.0.1:0", IOTimeout: 300 * time.Millisecond, Logger: zerolog.Nop(),
-		TLS: cfg, MaxTLSHandshakes: 2,
-	})
+	ts, pki := startTLSServer(t, 300*time.Millisecond, 2)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	before := runtime.NumGoroutine()
 	for range 10 {
@@ -270,7 +263,7 @@ func TestTLSKeyUpdateFromClient(t *testing.T) {
 	if err != nil {
 		t.Skip("openssl is not installed; it is what sends the KeyUpdate")
 	}
-	ts, pki := startTLSServer(t, 0)
+	ts, pki := startTLSServer(t, 0, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*safety)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, openssl, "s_client", "-connect", ts.Addr().String(), "-tls1_3",
