@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -21,26 +21,10 @@ import (
 const patience = 10 * time.Second
 
 // startServerAt starts a real server on addr and shuts it down when the test
-// ends (Shutdown is idempotent, so tests may shut it down earlier).
-func startServerAt(t *testing.T, addr string) *eventloop.Server {
+// ends (tests may stop it earlier with Stop).
+func startServerAt(t *testing.T, addr string) *inproc.Server {
 	t.Helper()
-	srv, err := eventloop.New(eventloop.Config{ListenAddress: addr, IOTimeout: 5 * time.Second, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return srv
+	return inproc.Start(t, eventloop.Config{ListenAddress: addr, IOTimeout: 5 * time.Second})
 }
 
 // startServer starts a real server on a free loopback port and returns its address.

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 )
 
@@ -23,9 +24,7 @@ const longLease = 120_000
 
 // testServer is a server running in-process on a loopback port.
 type testServer struct {
-	*eventloop.Server
-	served chan error // receives Serve's result
-	down   bool       // Shutdown was called by the test itself
+	*inproc.Server
 }
 
 // startServer starts a server on 127.0.0.1 with the given io-timeout (0: the
@@ -43,48 +42,18 @@ func startServer(t testing.TB, ioTimeout time.Duration) *testServer {
 // ends.
 func startServerConfig(t testing.TB, cfg eventloop.Config) *testServer {
 	t.Helper()
-	srv, err := eventloop.New(cfg)
-	if err != nil {
-		t.Fatalf("eventloop.New: %v", err)
-	}
-	ts := &testServer{Server: srv, served: make(chan error, 1)}
-	go func() { ts.served <- srv.Serve() }()
-	t.Cleanup(func() {
-		if ts.down {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), safety)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		select {
-		case err := <-ts.served:
-			if err != nil {
-				t.Errorf("Serve returned %v after Shutdown, want nil", err)
-			}
-		case <-time.After(safety):
-			t.Errorf("Serve did not return within %v of Shutdown", safety)
-		}
-	})
-	return ts
+	return &testServer{inproc.Start(t, cfg)}
 }
 
-// shutdown shuts ts down from the test itself: Shutdown and then Serve must
-// return nil, Serve within safety.
+// shutdown shuts ts down from the test itself, within ctx: Shutdown and then
+// Serve must return nil.
 func (ts *testServer) shutdown(t testing.TB, ctx context.Context) {
 	t.Helper()
-	ts.down = true
 	if err := ts.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	select {
-	case err := <-ts.served:
-		if err != nil {
-			t.Fatalf("Serve returned %v, want nil", err)
-		}
-	case <-time.After(safety):
-		t.Fatalf("Serve did not return within %v of Shutdown", safety)
+	if err := ts.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

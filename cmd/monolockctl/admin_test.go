@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -28,37 +27,24 @@ import (
 
 // adminServer is a real server with its admin API.
 type adminServer struct {
-	srv  *eventloop.Server
+	srv  *inproc.Server
 	api  *httptest.Server
 	stop func() // shuts both down; safe to call twice
 }
 
 func startAdminServer(t *testing.T, log *audit.Log) *adminServer {
 	t.Helper()
-	cfg := eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()}
+	var cfg eventloop.Config
 	if log != nil {
 		cfg.Audit = audit.NewRecorder(log)
 	}
-	srv, err := eventloop.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
+	srv := inproc.Start(t, cfg)
 	api := httptest.NewServer(adminhttp.New(srv, adminhttp.Info{Version: "v-test", Listen: srv.Addr().String(), IOTimeout: 5 * time.Second}))
-	stopped := false
 	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
 		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
 		}
-		<-served
 	}
 	t.Cleanup(stop)
 	return &adminServer{srv: srv, api: api, stop: stop}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -37,21 +36,9 @@ func TestMain(m *testing.M) {
 }
 
 // startServer starts a real server on a free loopback port for one test.
-func startServer(t *testing.T) *eventloop.Server {
+func startServer(t *testing.T) *inproc.Server {
 	t.Helper()
-	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", IOTimeout: 5 * time.Second, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-served
-	})
-	return srv
+	return inproc.Start(t, eventloop.Config{IOTimeout: 5 * time.Second})
 }
 
 // ctl is one monolockctl process.

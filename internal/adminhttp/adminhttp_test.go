@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -43,25 +43,10 @@ func start(t *testing.T) *env {
 
 func startWith(t *testing.T, info adminhttp.Info) *env {
 	t.Helper()
-	srv, err := eventloop.New(eventloop.Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("eventloop.New: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
+	srv := inproc.Start(t, eventloop.Config{})
 	api := httptest.NewServer(adminhttp.New(srv, info))
-	t.Cleanup(func() {
-		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), safety)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &env{srv: srv, api: api}
+	t.Cleanup(api.Close) // before the server stops: cleanups run last first
+	return &env{srv: srv.Server, api: api}
 }
 
 // holder acquires a free lock on a raw protocol connection and returns the
