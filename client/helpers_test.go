@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/protocol"

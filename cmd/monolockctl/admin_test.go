@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/proc"

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
