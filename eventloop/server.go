@@ -153,8 +153,8 @@ func (s *Server) fail(err error) {
 }
 
 // handshakeGrace is how long Shutdown lets TLS handshakes in flight finish,
-// so that they too are told ERROR 0x01, before it cuts the rest.
-const handshakeGrace = 250 * time.Millisecond
+// so that their clients too are told ERROR 0x01, before it cuts the rest.
+const handshakeGrace = time.Second
 
 // Shutdown stops accepting, sends ERROR 0x01 to every session and closes it
 // without promoting anyone, then stops the event loop. It returns when all of
@@ -167,10 +167,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			_ = s.ln.Close()
 			s.serveOnce.Do(s.accepting.Done) // Serve was never called
 			s.accepting.Wait()
-			s.handshakes.stop(handshakeGrace)
 			if err := s.call(context.Background(), func(o *owner) { o.shutdown() }); err != nil {
 				s.stopErr = err
 			}
+			// From here on a session that joins is refused with ERROR 0x01
+			// (OnOpen), so a handshake finishing now is told, not granted.
+			s.handshakes.stop(handshakeGrace)
 			close(s.stopTicks)
 			s.ticking.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {

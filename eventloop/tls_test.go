@@ -318,3 +318,42 @@ func openFDs(t *testing.T) int {
 	}
 	return len(entries) - 1 // the directory being read
 }
+
+// A handshake that finishes while the server shuts down still gets ERROR
+// 0x01, like every session, and no grant.
+func TestTLSHandshakeFinishingDuringShutdown(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldConn{Conn: raw}
+	cfg := pki.ClientTLS(certstest.ClientURI)
+	cfg.MinVersion = tls.VersionTLS13
+	tc := tls.Client(held, cfg)
+	c := wire.New(tc, "TLS client").Bind(t)
+	c.Safety = safety
+	// The client's Finished, with an ACQUIRE behind it, is held back: the
+	// server's handshake is in flight.
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	c.Send(protocol.AppendAcquire(nil, longLease, "during-shutdown"))
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- ts.Shutdown(context.Background()) }()
+	for { // shutdown has begun once the listener refuses
+		probe, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+		if err != nil {
+			break
+		}
+		_ = probe.Close()
+		runtime.Gosched()
+	}
+	if err := held.flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.ExpectCodeThenEOF(protocol.CodeShuttingDown)
+	if err := <-shutdown; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
