@@ -357,3 +357,51 @@ func TestTLSHandshakeFinishingDuringShutdown(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// recordingConn keeps every byte read from the network.
+type recordingConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read []byte
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read = append(c.read, p[:n]...)
+	c.mu.Unlock()
+	return n, err
+}
+
+// The server ends a TLS session with close_notify, so that the client can
+// tell a deliberate close from a cut connection. Over TLS 1.2 the alert's
+// record type is visible on the wire: the last record is an alert (21).
+func TestTLSCloseNotify(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingConn{Conn: raw}
+	cfg := pki.ClientTLS(certstest.ClientURI)
+	cfg.MaxVersion = tls.VersionTLS12
+	c := wire.New(tls.Client(rec, cfg), "TLS 1.2 client").Bind(t)
+	c.Safety = safety
+	c.Send(protocol.AppendAcquire(nil, longLease, "close-notify"))
+	c.Expect(protocol.TypeAcquired)
+	c.Send([]byte{0x7f}) // a protocol error: the server closes the session
+	c.ExpectCodeThenEOF(protocol.CodeUnknownMessageType)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var last byte
+	for b := rec.read; len(b) >= 5; {
+		n := 5 + (int(b[3])<<8 | int(b[4]))
+		if n > len(b) {
+			t.Fatalf("a cut record in what the server sent")
+		}
+		last, b = b[0], b[n:]
+	}
+	if last != 21 {
+		t.Fatalf("the last record the server sent has type %d, want an alert (21): no close_notify", last)
+	}
+}
