@@ -82,11 +82,12 @@ func (c *heldConn) flush() error {
 	return err
 }
 
-// An ACQUIRE that arrives together with the client's Finished is inside
-// crypto/tls when the session joins the loop; it must still be answered.
-// (Only TLS 1.3 allows it: a TLS 1.2 client waits for the server's Finished.)
-func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
-	ts, pki := startTLSServer(t, 0, 0)
+// dialHeld completes a TLS 1.3 client handshake whose last flight, and
+// whatever the test sends next, the server receives only at held.flush. A
+// TLS 1.3 client is done once it has sent Finished, so the server's
+// handshake is still in flight until then.
+func dialHeld(t *testing.T, ts *testServer, pki *certstest.PKI) (*wire.Conn, *heldConn) {
+	t.Helper()
 	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
 	if err != nil {
 		t.Fatal(err)
@@ -95,13 +96,20 @@ func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
 	cfg := pki.ClientTLS(certstest.ClientURI)
 	cfg.MinVersion = tls.VersionTLS13
 	tc := tls.Client(held, cfg)
-	c := wire.New(tc, "TLS client").Bind(t)
-	c.Safety = safety
-	// A TLS 1.3 client is done once it has sent Finished: hold that flight
-	// and send ACQUIRE right behind it, in one segment.
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
+	c := wire.New(tc, "TLS client").Bind(t)
+	c.Safety = safety
+	return c, held
+}
+
+// An ACQUIRE that arrives together with the client's Finished is inside
+// crypto/tls when the session joins the loop; it must still be answered.
+// (Only TLS 1.3 allows it: a TLS 1.2 client waits for the server's Finished.)
+func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	c, held := dialHeld(t, ts, pki)
 	c.Send(protocol.AppendAcquire(nil, longLease, "flight"))
 	if err := held.flush(); err != nil {
 		t.Fatal(err)
@@ -323,21 +331,9 @@ func openFDs(t *testing.T) int {
 // 0x01, like every session, and no grant.
 func TestTLSHandshakeFinishingDuringShutdown(t *testing.T) {
 	ts, pki := startTLSServer(t, 0, 0)
-	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := &heldConn{Conn: raw}
-	cfg := pki.ClientTLS(certstest.ClientURI)
-	cfg.MinVersion = tls.VersionTLS13
-	tc := tls.Client(held, cfg)
-	c := wire.New(tc, "TLS client").Bind(t)
-	c.Safety = safety
 	// The client's Finished, with an ACQUIRE behind it, is held back: the
 	// server's handshake is in flight.
-	if err := tc.Handshake(); err != nil {
-		t.Fatalf("handshake: %v", err)
-	}
+	c, held := dialHeld(t, ts, pki)
 	c.Send(protocol.AppendAcquire(nil, longLease, "during-shutdown"))
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- ts.Shutdown(context.Background()) }()
