@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/internal/opshttp"
+	"github.com/monolock/monolock/internal/testsupport/keepalive"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
@@ -264,42 +263,6 @@ func TestHealthzFollowsTheEventLoop(t *testing.T) {
 	}
 }
 
-// keepAlive is a raw HTTP/1.1 connection that stays open between requests.
-type keepAlive struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func dialKeepAlive(t *testing.T, addr string) *keepAlive {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(safety))
-	return &keepAlive{Conn: c, r: bufio.NewReader(c)}
-}
-
-func (k *keepAlive) send(t *testing.T, path string) {
-	t.Helper()
-	if _, err := fmt.Fprintf(k, "GET %s HTTP/1.1\r\nHost: monolock\r\n\r\n", path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (k *keepAlive) get(t *testing.T, path string) int {
-	t.Helper()
-	k.send(t, path)
-	resp, err := http.ReadResponse(k.r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestIdleHTTPConnectionsAreClosed: keep-alive connections on the ops and
 // admin ports end after the idle timeout instead of holding a descriptor
 // forever; and net/http's own error lines come out through zerolog.
@@ -309,11 +272,11 @@ func TestIdleHTTPConnectionsAreClosed(t *testing.T) {
 	var logs syncBuffer
 	d := startInProcess(t, lim, &logs, "-ops-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0")
 	for _, c := range []struct{ addr, path string }{{d.ops.Addr, "/healthz"}, {d.admin.Addr, "/api/info"}} {
-		k := dialKeepAlive(t, c.addr)
-		if code := k.get(t, c.path); code != 200 {
+		k := keepalive.Dial(t, c.addr)
+		if code := k.Get(t, c.path); code != 200 {
 			t.Fatalf("%s: %d", c.path, code)
 		}
-		if _, err := k.r.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		if _, err := k.R.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Errorf("%s: idle connection read %v, want it closed by the server", c.addr, err)
 		}
 	}
@@ -349,12 +312,12 @@ func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 	// The cap full of idle keep-alive connections, then more clients than
 	// descriptors are left, their requests sent: 2,000 HTTP clients in all.
 	for range maxConns {
-		if code := dialKeepAlive(t, ops).get(t, "/healthz"); code != 200 {
+		if code := keepalive.Dial(t, ops).Get(t, "/healthz"); code != 200 {
 			t.Fatalf("/healthz: %d", code)
 		}
 	}
 	for range max(4*headroom, 2000-maxConns) {
-		dialKeepAlive(t, ops).send(t, "/healthz") // no file opens that could free a descriptor by chance
+		keepalive.Dial(t, ops).Send(t, "/healthz") // no file opens that could free a descriptor by chance
 	}
 
 	c := wire.MustDial(t, p.Addr, wire.Options{})
@@ -362,7 +325,7 @@ func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 	if f, err := c.ReadErr(safety); err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("lock client: %+v, %v; want ACQUIRED", f, err)
 	}
-	if code := dialKeepAlive(t, ops).get(t, "/healthz"); code != 200 {
+	if code := keepalive.Dial(t, ops).Get(t, "/healthz"); code != 200 {
 		t.Errorf("/healthz with the cap full: %d", code)
 	}
 	if n := openDescriptors(t, pid); n >= limit {

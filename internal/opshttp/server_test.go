@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/internal/testsupport/keepalive"
 )
 
 // safety bounds a wait for an event that should come at once.
@@ -167,38 +169,6 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	}
 }
 
-// keepAlive is a raw HTTP/1.1 client connection.
-type keepAlive struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func dialKeepAlive(t *testing.T, addr string) *keepAlive {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(safety))
-	return &keepAlive{Conn: c, r: bufio.NewReader(c)}
-}
-
-// get sends a request and reads the answer; the connection stays open.
-func (k *keepAlive) get(t *testing.T) int {
-	t.Helper()
-	if _, err := k.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(k.r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestIdleConnectionsYieldToNewOnes: with the cap taken by idle keep-alive
 // connections, a new client is served at once, and the connection idle the
 // longest is closed for it.
@@ -223,7 +193,7 @@ func TestIdleConnectionsYieldToNewOnes(t *testing.T) {
 	defer hs.Close()
 	addr := inner.Addr().String()
 
-	older, newer := dialKeepAlive(t, addr), dialKeepAlive(t, addr)
+	older, newer := keepalive.Dial(t, addr), keepalive.Dial(t, addr)
 	awaitIdle := func() {
 		t.Helper()
 		select {
@@ -232,17 +202,17 @@ func TestIdleConnectionsYieldToNewOnes(t *testing.T) {
 			t.Fatal("LimitListener did not pass connection states on to the server's own ConnState")
 		}
 	}
-	older.get(t)
+	older.Get(t, "/")
 	awaitIdle()
-	newer.get(t)
+	newer.Get(t, "/")
 	awaitIdle()
-	if code := dialKeepAlive(t, addr).get(t); code != http.StatusNotFound {
+	if code := keepalive.Dial(t, addr).Get(t, "/"); code != http.StatusNotFound {
 		t.Fatalf("third client: status %d", code)
 	}
-	if _, err := older.r.ReadByte(); err == nil || strings.Contains(err.Error(), "timeout") {
+	if _, err := older.R.ReadByte(); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("the longest idle connection: read %v, want it closed", err)
 	}
-	if code := newer.get(t); code != http.StatusNotFound {
+	if code := newer.Get(t, "/"); code != http.StatusNotFound {
 		t.Fatalf("the newer idle connection was closed too: status %d", code)
 	}
 }
