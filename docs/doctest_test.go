@@ -689,20 +689,17 @@ func firstLine(cmd []string) string {
 func splitComment(text string) (code, comment string) {
 	last := strings.LastIndex(text, "\n") + 1
 	line := text[last:]
-	inSingle, inDouble := false, false
-	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == '\\' && !inSingle:
-			i++
-		case c == '\'' && !inDouble:
-			inSingle = !inSingle
-		case c == '"' && !inSingle:
-			inDouble = !inDouble
-		case c == '#' && !inSingle && !inDouble && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
-			return text[:last+i], line[i+1:]
+	at := -1
+	unquoted(line, func(i, _ int) bool {
+		if line[i] == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+			at = i
 		}
+		return at < 0
+	})
+	if at < 0 {
+		return text, ""
 	}
-	return text, ""
+	return text[:last+at], line[at+1:]
 }
 
 // unquoted calls visit with the index of every byte of code that is outside
