@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro clean
+.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean
 
 all: build
 
@@ -61,7 +61,11 @@ fuzz:
 
 ## bench-micro: the testing.B benchmarks of the hot paths, with allocations
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem ./protocol/ ./locktable/ ./eventloop/...
+	$(GO) test -run '^$$' -bench . -skip SessionHeap -benchmem ./protocol/ ./locktable/ ./eventloop/...
+
+## bench-heap: the server's live heap per session (plain, TLS, mutual TLS) over 2,000 sessions, by allocation site
+bench-heap:
+	$(GO) test -run '^$$' -bench SessionHeap -benchtime 2000x ./eventloop/
 
 clean:
 	rm -rf $(BIN)

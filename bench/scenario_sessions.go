@@ -202,7 +202,7 @@ func (b *bench) s3() *Scenario {
 			c.CPUPerHeartbeatRatio = c.CPUPerMHbMonolock / c.CPUPerMHbFloor
 		}
 	}
-	sc.Note("RSS per session = (server VmRSS with every session open − VmRSS of the idle server) ÷ S, sampled at the window's end; Go's heap is collected at twice its live size, so this includes garbage not yet collected")
+	sc.Note("RSS per session = (server VmRSS with every session open − VmRSS of the idle server) ÷ S, sampled at the window's end, so it includes heap garbage not yet collected (a Go heap is collected when it grows by GOGC percent of its live size: monolock sets GOGC=25, bare gnet runs at Go's default 100)")
 	sc.Note("CPU = the server's utime+stime (per-thread schedstat) over the window ÷ heartbeats answered in it; bare gnet: gnet with monolock's options, answering each byte with 9 bytes; ×floor on RSS and CPU rows compares with it")
 	if sz.s3Pairs > 1 {
 		sc.Note("@%s: %d alternating runs of each server, medians shown (every run listed in the note)", groupThousands(int64(sz.s3Floor)), sz.s3Pairs)
