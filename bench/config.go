@@ -14,7 +14,7 @@ type sizes struct {
 	waiters   int           // S2 waiters on the one lock (N)
 	holdLease time.Duration // lease of S1/S2 sessions (no heartbeat is due in a cycle)
 
-	s3Sessions []int // monolock session counts; the 10,000 case first
+	s3Sessions []int // session counts (both servers at each); the 10,000 case first
 	s3Floor    int   // sessions against the bare gnet server (the CPU comparison)
 	s3Pairs    int   // alternating bare gnet / monolock runs at s3Floor sessions
 	s3Lease    time.Duration

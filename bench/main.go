@@ -311,7 +311,7 @@ func (b *bench) countSteps(peers int) int {
 		n += 2*b.sz.s3Pairs + 2
 		for _, s := range b.sz.s3Sessions {
 			if s != b.sz.s3Floor {
-				n++
+				n += 2
 			}
 		}
 	}

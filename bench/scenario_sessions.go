@@ -188,6 +188,11 @@ func (b *bench) s3() *Scenario {
 		if n == sz.s3Floor {
 			continue
 		}
+		// The floor at every size: the generator and the kernel shape the
+		// round trips at large sizes as much as the server does.
+		if r, ok := one(sysBareGnet, n, false, 0); ok {
+			b.addSessionRows(sc, sysBareGnet, []sessionsResult{r}, false)
+		}
 		if r, ok := one(sysMonolock, n, true, 0); ok {
 			b.addSessionRows(sc, sysMonolock, []sessionsResult{r}, false)
 		}
