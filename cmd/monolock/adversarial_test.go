@@ -24,15 +24,14 @@ import (
 // The adversarial tests run the real binary with a short io-timeout and
 // attack it the ways a hostile or broken client would, one attack per
 // subtest, while a well-behaved client holds a lock throughout. Every wait is
-// bounded; the only timing assertions are the server's own promises (closed
-// not before io-timeout, and within a few seconds after it; heartbeats
-// answered within the lease).
+// bounded. The one rule about time checked here is the server's own: a
+// connection is never closed before io-timeout. The rule's exact boundary is
+// tested with an injected clock in eventloop; here a close that has not come
+// advSafety after io-timeout is a hang, not a slow answer.
 const (
 	advIOTimeout = time.Second
-	// advCloseSlack is "within a few seconds after io-timeout": how late a
-	// close may come on a loaded two-core machine with race-built binaries.
-	advCloseSlack = 4 * time.Second
-	// advSafety bounds a wait for something that normally takes microseconds.
+	// advSafety bounds a wait for something that normally takes at most
+	// milliseconds: past it the server is stuck.
 	advSafety = 10 * time.Second
 
 	// The well-behaved client: a 2 s lease, a heartbeat every 500 ms.
@@ -249,8 +248,7 @@ func (g *goodClient) close() { _ = g.conn.NC.Close() }
 // --- (a) slow drip ---
 
 // advSlowDrip: connections that send an ACQUIRE one byte per second are
-// closed once io-timeout has passed since they were accepted, not before,
-// and within a few seconds after.
+// closed once io-timeout has passed since they were accepted, never before.
 func advSlowDrip(t *testing.T, addr string, good *goodClient) {
 	since := time.Now()
 	n := advConnBudget(t, 200)
@@ -292,8 +290,8 @@ func advSlowDrip(t *testing.T, addr string, good *goodClient) {
 					results[i] = result{err: fmt.Errorf("after %d bytes and %v: %w, want EOF", sent, time.Since(start), err)}
 					return
 				}
-				if time.Since(start) > advIOTimeout+advCloseSlack {
-					results[i] = result{err: fmt.Errorf("still open after %d bytes and %v", sent, time.Since(start))}
+				if time.Since(start) > advIOTimeout+advSafety {
+					results[i] = result{err: fmt.Errorf("still open after %d bytes and %v, io-timeout %v: the server never closed it", sent, time.Since(start), advIOTimeout)}
 					return
 				}
 				_ = conn.NC.SetWriteDeadline(time.Now().Add(advSafety))
@@ -349,7 +347,7 @@ func advNeverSend(t *testing.T, addr string, good *goodClient) {
 					return
 				}
 				defer conn.NC.Close()
-				_ = conn.NC.SetReadDeadline(start.Add(advIOTimeout + advCloseSlack))
+				_ = conn.NC.SetReadDeadline(start.Add(advIOTimeout + advSafety))
 				var b [1]byte
 				m, err := conn.NC.Read(b[:])
 				switch {
@@ -553,7 +551,7 @@ func advSendGarbage(addr string, b []byte) (protocol.Code, error) {
 		return 0, err
 	}
 	defer conn.NC.Close()
-	deadline := time.Now().Add(advIOTimeout + advCloseSlack)
+	deadline := time.Now().Add(advIOTimeout + advSafety)
 	_ = conn.NC.SetWriteDeadline(deadline)
 	if _, err := conn.NC.Write(b); err != nil && !advClosedByPeer(err) {
 		return 0, fmt.Errorf("write: %w", err)
