@@ -223,3 +223,25 @@ func TestS6S7Sizes(t *testing.T) {
 		t.Fatalf("quick sizes are not quick: %+v", q)
 	}
 }
+
+// Stop closes holders before their waiters, and a waiter in the middle of a
+// heartbeat may read the grant that the close pushes to it. That grant is no
+// second holder: the checker must not be told of it.
+func TestGoSessionsJudgeNothingAfterStop(t *testing.T) {
+	chk := NewChecker()
+	g := newGoSessions("127.0.0.1:1", nil, 2, 2*time.Second, chk)
+	holder := &goSession{id: 0, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 1}}
+	g.check(holder, mono(), true)
+	g.lastAck[0].Store(mono()) // the holder's lease runs for another 2 s
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waiter := &goSession{id: 1, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 2}}
+	g.check(waiter, mono(), false)
+	if v := chk.Violations(); len(v) != 0 {
+		t.Fatalf("a grant read after Stop was judged: %v", v)
+	}
+	if chk.Grants() != 1 {
+		t.Fatalf("checker saw %d grants, want the holder's 1", chk.Grants())
+	}
+}

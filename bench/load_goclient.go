@@ -254,7 +254,14 @@ func (s *goSession) read() error {
 }
 
 // check judges an answer as S3's checkState does (sessionPairs.judge).
+// Once Stop has begun it judges nothing: Stop closes holders, releases the
+// checker never hears of, and a waiter may still read the grant that follows.
 func (g *goSessions) check(s *goSession, now int64, first bool) {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
 	if g.judge(s.id, &s.f, now, first, &s.granted, &s.token, func(h int) int64 { return g.lastAck[h].Load() }) {
 		g.mu.Lock()
 		g.promoted++
