@@ -49,6 +49,7 @@ type fakeConn struct {
 	closed    bool
 	closedAt  time.Duration // the owner's clock when it closed
 	port      int           // tells the rig's connections apart in RemoteAddr
+	addr      *net.TCPAddr  // made by the first RemoteAddr
 	ctx       any
 }
 
@@ -79,8 +80,14 @@ func (c *fakeConn) Write(p []byte) (int, error) {
 func (c *fakeConn) OutboundBuffered() int         { return c.pending }
 func (c *fakeConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
 func (c *fakeConn) SetContext(ctx any)            { c.ctx = ctx }
+
+// RemoteAddr is made once and kept, as gnet keeps a connection's address:
+// the allocation benchmarks must not count the fake's own.
 func (c *fakeConn) RemoteAddr() net.Addr {
-	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000 + c.port}
+	if c.addr == nil {
+		c.addr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000 + c.port}
+	}
+	return c.addr
 }
 func (c *fakeConn) session() *session           { s, _ := c.ctx.(*session); return s }
 func (c *fakeConn) drain()                      { c.pending = 0; c.stuck = false }

@@ -105,7 +105,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		token, ok = holder.Token(), true
 		if o.audit != nil {
 			wall, _ := o.clock()
-			o.audit.ForceRelease(wall, name, h.identity(), h.remoteAddr(), token)
+			o.audit.ForceRelease(wall, name, h.identity(), h.conn.RemoteAddr(), token)
 		}
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
@@ -124,7 +124,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 			}
 			if o.audit != nil {
 				wall, _ := o.clock()
-				o.audit.KickWaiter(wall, name, w.identity(), w.remoteAddr())
+				o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
 			}
 			o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 			ok = true

@@ -2,6 +2,7 @@ package eventloop
 
 import (
 	"crypto/tls"
+	"net"
 	"time"
 
 	"github.com/monolock/monolock/protocol"
@@ -28,14 +29,16 @@ type Metrics interface {
 }
 
 // AuditRecorder receives one event per ownership change. lock, identity and
-// remote say whom it concerns; identity is "" without mutual TLS.
+// remote say whom it concerns; identity is "" without mutual TLS. It is
+// called on every grant and release, so it should not allocate: remote is
+// the connection's address as is, for the recorder to format.
 // Config.Audit nil records nothing.
 type AuditRecorder interface {
-	Granted(at time.Time, lock, identity, remote string, token uint64, waited time.Duration)
-	Released(at time.Time, lock, identity, remote string, token uint64, held time.Duration, reason string)
-	Denied(at time.Time, lock, identity, remote string)
-	ForceRelease(at time.Time, lock, identity, remote string, token uint64)
-	KickWaiter(at time.Time, lock, identity, remote string)
+	Granted(at time.Time, lock, identity string, remote net.Addr, token uint64, waited time.Duration)
+	Released(at time.Time, lock, identity string, remote net.Addr, token uint64, held time.Duration, reason string)
+	Denied(at time.Time, lock, identity string, remote net.Addr)
+	ForceRelease(at time.Time, lock, identity string, remote net.Addr, token uint64)
+	KickWaiter(at time.Time, lock, identity string, remote net.Addr)
 }
 
 // Authorizer is the access-control decision on ACQUIRE.

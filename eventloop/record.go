@@ -12,7 +12,7 @@ func (o *owner) granted(s *session, wall time.Time, now time.Duration) {
 	s.since = now
 	o.metrics.Granted(wait)
 	if o.audit != nil {
-		o.audit.Granted(wall, s.claim.Name(), s.identity(), s.remoteAddr(), s.claim.Token(), wait)
+		o.audit.Granted(wall, s.claim.Name(), s.identity(), s.conn.RemoteAddr(), s.claim.Token(), wait)
 	}
 }
 
@@ -22,6 +22,6 @@ func (o *owner) released(s *session, wall time.Time, now time.Duration) {
 	held := now - s.since
 	o.metrics.Released(s.closeReason.String(), held)
 	if o.audit != nil {
-		o.audit.Released(wall, s.claim.Name(), s.identity(), s.remoteAddr(), s.claim.Token(), held, s.closeReason.String())
+		o.audit.Released(wall, s.claim.Name(), s.identity(), s.conn.RemoteAddr(), s.claim.Token(), held, s.closeReason.String())
 	}
 }

@@ -57,7 +57,7 @@ func (o *owner) deny(s *session, name string, wall time.Time) {
 		e.Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	}
 	if o.audit != nil {
-		o.audit.Denied(wall, name, s.identity(), s.remoteAddr())
+		o.audit.Denied(wall, name, s.identity(), s.conn.RemoteAddr())
 	}
 	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity())+" has no ACL rule for it; ask the operator to add one")
 }

@@ -1,16 +1,17 @@
 package auditcheck
 
 import (
-	"github.com/monolock/monolock/internal/audit"
-	"os"
-	"path/filepath"
-
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/internal/audit"
 )
 
 // Tokens as the server issues them: unixSeconds << 32, so about 2^62; a
@@ -221,12 +222,13 @@ func TestCheckRecorderOutput(t *testing.T) {
 	}
 	rec := audit.NewRecorder(log)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const lock, addr = "nightly/import", "127.0.0.1:5000"
+	const lock = "nightly/import"
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 	rec.Granted(now, lock, "", addr, t0+1, 0)
 	rec.ForceRelease(now, lock, "", addr, t0+1)
 	rec.Released(now, lock, "", addr, t0+1, time.Second, "force")
-	rec.KickWaiter(now, lock, "", "127.0.0.1:5001")
-	rec.Denied(now, "secret", "cn=x", "")
+	rec.KickWaiter(now, lock, "", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5001})
+	rec.Denied(now, "secret", "cn=x", nil)
 	rec.Granted(now.Add(time.Second), lock, "", addr, t0+2, time.Second)
 	if err := log.Close(); err != nil {
 		t.Fatal(err)
