@@ -86,8 +86,9 @@ func BenchmarkSessionHeap(b *testing.B) {
 				return // too few sessions for the sites to mean anything
 			}
 			b.Logf("%d sessions, %d B of server heap each; the sites that keep most:", n, total/int64(n))
-			for _, s := range after.minus(before)[:min(12, len(after.sites))] {
-				b.Logf("%7.0f B  %s", float64(s.bytes)/float64(n), s.site)
+			grown := after.minus(before)
+			for _, s := range grown[:min(12, len(grown))] {
+				b.Logf("%7.0f B  %s", float64(s.n)/float64(n), s.site)
 			}
 		})
 	}
@@ -124,26 +125,37 @@ func openSessions(b *testing.B, ts *testServer, opts wire.Options, n int) {
 	wg.Wait()
 }
 
-// heapSites is the server's share of the live heap, by allocation site.
+// heapSites is the server's share of a memory profile, by allocation site.
 type heapSites struct {
 	total int64
 	sites map[string]int64
 }
 
 type heapSite struct {
-	site  string
-	bytes int64
+	site string
+	n    int64 // bytes or objects
 }
 
-// serverHeap reads the heap profile after two collections (the profile is
-// as of the last completed one) and keeps the records allocated on the
-// server's side.
+// serverHeap is the server's live heap, in bytes.
 func serverHeap() heapSites {
+	return serverProfile(func(r runtime.MemProfileRecord) int64 { return r.InUseBytes() })
+}
+
+// serverAllocations counts the objects the server has allocated so far.
+func serverAllocations() heapSites {
+	return serverProfile(func(r runtime.MemProfileRecord) int64 { return r.AllocObjects })
+}
+
+// serverProfile reads the memory profile after two collections (the profile
+// is as of the last completed one), keeps the records allocated on the
+// server's side, including sites whose objects have all been freed, and adds
+// up count over them, by site.
+func serverProfile(count func(runtime.MemProfileRecord) int64) heapSites {
 	runtime.GC()
 	runtime.GC()
 	var records []runtime.MemProfileRecord
 	for {
-		n, ok := runtime.MemProfile(records, false)
+		n, ok := runtime.MemProfile(records, true)
 		if ok {
 			records = records[:n]
 			break
@@ -156,8 +168,8 @@ func serverHeap() heapSites {
 		if !server {
 			continue
 		}
-		h.total += r.InUseBytes()
-		h.sites[site] += r.InUseBytes()
+		h.total += count(r)
+		h.sites[site] += count(r)
 	}
 	return h
 }
@@ -193,11 +205,11 @@ func allocationSite(stack []uintptr) (string, bool) {
 // minus is the growth of each site from before to h, largest first.
 func (h heapSites) minus(before heapSites) []heapSite {
 	var out []heapSite
-	for site, bytes := range h.sites {
-		if d := bytes - before.sites[site]; d > 0 {
+	for site, n := range h.sites {
+		if d := n - before.sites[site]; d > 0 {
 			out = append(out, heapSite{site, d})
 		}
 	}
-	slices.SortFunc(out, func(a, b heapSite) int { return int(b.bytes - a.bytes) })
+	slices.SortFunc(out, func(a, b heapSite) int { return int(b.n - a.n) })
 	return out
 }

@@ -3,6 +3,7 @@ package eventloop
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -37,10 +38,24 @@ type tlsConn struct {
 
 // tlsTransport is the net.Conn under the tls.Conn: the accepted socket during
 // the handshake, gnet's buffers afterwards.
+//
+// It hands crypto/tls at most one record at a time, reading the record
+// headers as they pass. So once tls has returned a record's plaintext it
+// holds no ciphertext it has not decrypted, and when gnet holds none either
+// the loop need not ask tls for more: that question, answered "no more input
+// yet", costs crypto/tls an allocation every time.
 type tlsTransport struct {
 	sock net.Conn  // during the handshake; nil once joined
 	gc   gnet.Conn // once joined
+
+	recordLeft int                   // bytes of the current record not handed over yet
+	header     [recordHeaderLen]byte // a header being handed over piecemeal
+	headerHave int                   // how much of header has been handed over
 }
+
+// recordHeaderLen is the length of a TLS record header: type, version and a
+// two-byte length, which is the last thing in it.
+const recordHeaderLen = 5
 
 // errNoInput is what the transport says when gnet holds no more ciphertext.
 // It is a temporary net.Error, which crypto/tls treats as "try again later"
@@ -61,6 +76,33 @@ const transportChunk = 512
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	p = p[:min(len(p), transportChunk)]
+	if t.recordLeft == 0 && t.headerHave == 0 && t.gc != nil {
+		// In the loop the header can be read ahead, so that a record that has
+		// arrived whole is handed over in one piece.
+		h, err := t.gc.Peek(recordHeaderLen)
+		if err != nil {
+			return 0, errNoInput // not even a whole header yet
+		}
+		t.recordLeft = recordHeaderLen + int(binary.BigEndian.Uint16(h[3:]))
+	}
+	if t.recordLeft == 0 {
+		// The socket cannot be read ahead: hand the header over alone and
+		// learn the record's length from it.
+		n, err := t.read(p[:recordHeaderLen-t.headerHave])
+		t.headerHave += copy(t.header[t.headerHave:], p[:n])
+		if t.headerHave == recordHeaderLen {
+			t.recordLeft = int(binary.BigEndian.Uint16(t.header[3:]))
+			t.headerHave = 0
+		}
+		return n, err
+	}
+	n, err := t.read(p[:min(len(p), t.recordLeft)])
+	t.recordLeft -= n
+	return n, err
+}
+
+// read reads from the socket or, once joined, from gnet's buffers.
+func (t *tlsTransport) read(p []byte) (int, error) {
 	if t.gc == nil {
 		return t.sock.Read(p)
 	}
@@ -68,6 +110,12 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		return 0, errNoInput
 	}
 	return t.gc.Read(p)
+}
+
+// drained reports whether every byte that has arrived has been decrypted:
+// gnet holds none and the last record handed to crypto/tls was whole.
+func (t *tlsTransport) drained() bool {
+	return t.recordLeft == 0 && t.headerHave == 0 && t.gc.InboundBuffered() == 0
 }
 
 func (t *tlsTransport) Write(p []byte) (int, error) {
@@ -142,7 +190,9 @@ func (c *tlsConn) Peek(int) ([]byte, error) {
 		var n int
 		n, err = c.tls.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if err != nil {
+		if err != nil || c.tr.drained() {
+			// Drained: tls returned less than it was asked for, so it keeps
+			// no plaintext, and the transport says it keeps no ciphertext.
 			break
 		}
 	}

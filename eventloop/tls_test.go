@@ -28,7 +28,7 @@ import (
 
 // startTLSServer starts an in-process server that requires client
 // certificates from pki's CA; maxHandshakes 0 keeps the default.
-func startTLSServer(t *testing.T, ioTimeout time.Duration, maxHandshakes int) (*testServer, *certstest.PKI) {
+func startTLSServer(t testing.TB, ioTimeout time.Duration, maxHandshakes int) (*testServer, *certstest.PKI) {
 	t.Helper()
 	pki := certstest.NewPKI(t, t.TempDir())
 	cfg, err := certs.Load(certs.Files{Cert: pki.Server.Cert, Key: pki.Server.Key, ClientCA: pki.CA})
@@ -74,6 +74,15 @@ func (c *heldConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// take returns the held bytes without sending them.
+func (c *heldConn) take() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.held
+	c.held = nil
+	return b
+}
+
 func (c *heldConn) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,6 +122,41 @@ func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
 	c.Send(protocol.AppendAcquire(nil, longLease, "flight"))
 	if err := held.flush(); err != nil {
 		t.Fatal(err)
+	}
+	c.Expect(protocol.TypeAcquired)
+}
+
+// The transport hands crypto/tls one record at a time and the loop stops
+// asking for more once gnet holds none. Records that arrive together, and a
+// record whose header arrives in pieces, must all be answered all the same.
+func TestTLSRecordsArrivingTogetherOrInPieces(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	c, held := dialHeld(t, ts, pki)
+	c.Send(protocol.AppendAcquire(nil, longLease, "records"))
+	if err := held.flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.Expect(protocol.TypeAcquired) // the session is in the loop
+	// Three HEARTBEAT records leave in one write.
+	for range 3 {
+		c.SendHeartbeat()
+	}
+	if err := held.flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c.Expect(protocol.TypeAcquired)
+	}
+	// One record a byte at a time: its header arrives in five pieces.
+	c.SendHeartbeat()
+	rec := held.take()
+	if len(rec) < 6 {
+		t.Fatalf("a heartbeat record of %d bytes", len(rec))
+	}
+	for i := range rec {
+		if _, err := held.Conn.Write(rec[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.Expect(protocol.TypeAcquired)
 }
