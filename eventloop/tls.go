@@ -261,11 +261,15 @@ func (s *Server) handshake(sock net.Conn, accepted time.Duration, acceptedAt tim
 	_ = sock.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(s.handshakes.ctx, deadline)
 	err := c.tls.HandshakeContext(ctx)
+	cut := ctx.Err() != nil // out of time, or shut down
 	cancel()
 	if err != nil {
 		s.metrics.TLSHandshakeError()
 		if e := s.log.Debug(); e.Enabled() {
 			e.Err(err).Stringer("remote", sock.RemoteAddr()).Msg("TLS handshake failed")
+		}
+		if !cut {
+			closeAfterAlert(sock, deadline)
 		}
 		_ = sock.Close()
 		return
@@ -279,6 +283,32 @@ func (s *Server) handshake(sock net.Conn, accepted time.Duration, acceptedAt tim
 		s.log.Error().Err(err).Msg("cannot enroll a TLS connection into the event loop; closing it")
 		_ = sock.Close()
 	}
+}
+
+// A refused handshake ends with crypto/tls's alert ("certificate
+// required", "bad certificate", …). The client's last flight, and maybe its
+// first request, may still be unread then, and closing a socket over unread
+// input resets the connection: a client that writes next sees "connection
+// reset by peer" instead of the alert that says what was wrong. So the
+// socket is shut for writing, after the alert, and its input read and
+// dropped until the client closes, for at most lingerBytes and lingerTime,
+// and never past the handshake's deadline.
+const (
+	lingerBytes = 64 << 10
+	lingerTime  = 250 * time.Millisecond
+)
+
+func closeAfterAlert(sock net.Conn, deadline time.Time) {
+	tc, ok := sock.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	_ = tc.CloseWrite()
+	if until := time.Now().Add(lingerTime); until.Before(deadline) {
+		deadline = until
+	}
+	_ = tc.SetReadDeadline(deadline)
+	_, _ = io.Copy(io.Discard, io.LimitReader(tc, lingerBytes))
 }
 
 // isEOF reports whether a Peek error is the client's orderly end.

@@ -97,20 +97,28 @@ func (c *heldConn) flush() error {
 // handshake is still in flight until then.
 func dialHeld(t *testing.T, ts *testServer, pki *certstest.PKI) (*wire.Conn, *heldConn) {
 	t.Helper()
+	tc, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
+	c := wire.New(tc, "TLS client").Bind(t)
+	c.Safety = safety
+	return c, held
+}
+
+// dialHeldAs is dialHeld for the client certificate name, with the bare
+// tls.Conn; the test closes held.Conn.
+func dialHeldAs(t *testing.T, ts *testServer, pki *certstest.PKI, name string) (*tls.Conn, *heldConn) {
+	t.Helper()
 	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held := &heldConn{Conn: raw}
-	cfg := pki.ClientTLS(certstest.ClientURI)
+	cfg := pki.ClientTLS(name)
 	cfg.MinVersion = tls.VersionTLS13
 	tc := tls.Client(held, cfg)
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	c := wire.New(tc, "TLS client").Bind(t)
-	c.Safety = safety
-	return c, held
+	return tc, held
 }
 
 // An ACQUIRE that arrives together with the client's Finished is inside
@@ -123,6 +131,53 @@ func TestTLSAcquireInTheFinishedFlight(t *testing.T) {
 	if err := held.flush(); err != nil {
 		t.Fatal(err)
 	}
+	c.Expect(protocol.TypeAcquired)
+}
+
+// A client whose certificate is refused learns why: the server sends its
+// alert and then closes in order, even though the client's last flight and
+// a first request are still unread when the server gives up on it. Closing
+// over unread input would reset the connection, and a client that writes
+// next sees "connection reset by peer" instead of the alert.
+func TestTLSRefusedClientGetsTheAlert(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	// In TLS 1.3 the client is done before the server has judged its
+	// certificate.
+	tc, held := dialHeldAs(t, ts, pki, certstest.ClientUntrusted)
+	raw := held.Conn
+	defer raw.Close()
+	if _, err := tc.Write(protocol.AppendAcquire(nil, longLease, "refused")); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Below TLS: the alert record, then the end of the stream.
+	_ = raw.SetReadDeadline(time.Now().Add(safety))
+	got, err := io.ReadAll(raw)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("after a refused certificate the client read %d bytes, then %v; want the alert, then EOF", len(got), err)
+	}
+}
+
+// A refused client that neither reads nor closes holds its handshake slot
+// only briefly: with one slot, the next client is still served, long before
+// the refused one's io-timeout.
+func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
+	ts, pki := startTLSServer(t, time.Minute, 1)
+	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	cfg := pki.ClientTLS(certstest.ClientUntrusted)
+	cfg.MinVersion = tls.VersionTLS13
+	if err := tls.Client(raw, cfg).Handshake(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	// The refused client now does nothing. The next one needs the slot.
+	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "after-refusal", longLease)
+	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
 }
 
