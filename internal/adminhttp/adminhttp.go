@@ -269,32 +269,25 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) getLock(w http.ResponseWriter, r *http.Request) {
-	name, ok := lockName(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := callContext(r)
-	defer cancel()
-	info, ok, err := h.b.Lock(ctx, name)
-	if err != nil {
-		backendError(w, err)
-		return
-	}
-	if !ok {
-		idle(w, name)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
+	onLock(w, r, h.b.Lock, func(_ string, info admin.LockInfo) any { return info })
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
+	onLock(w, r, h.b.ForceRelease, func(name string, token uint64) any {
+		return admin.ReleaseResponse{Lock: name, ReleasedToken: token}
+	})
+}
+
+// onLock answers a request about the lock named in the path: it runs call
+// within CallTimeout and writes answer's body, or 404 when the lock is idle.
+func onLock[T any](w http.ResponseWriter, r *http.Request, call func(context.Context, string) (T, bool, error), answer func(name string, v T) any) {
 	name, ok := lockName(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := callContext(r)
 	defer cancel()
-	token, ok, err := h.b.ForceRelease(ctx, name)
+	v, ok, err := call(ctx, name)
 	if err != nil {
 		backendError(w, err)
 		return
@@ -303,7 +296,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 		idle(w, name)
 		return
 	}
-	writeJSON(w, http.StatusOK, admin.ReleaseResponse{Lock: name, ReleasedToken: token})
+	writeJSON(w, http.StatusOK, answer(name, v))
 }
 
 func (h *handler) kick(w http.ResponseWriter, r *http.Request) {
