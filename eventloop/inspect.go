@@ -2,6 +2,7 @@ package eventloop
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 
 	"github.com/monolock/monolock/locktable"
@@ -116,10 +117,17 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 // queue: it gets ERROR 0x02 and is closed; the others keep their order. ok is
 // false when no such waiter exists.
 func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bool, err error) {
+	// Parsed here, off the loop, and compared without formatting each
+	// waiter's address: the queue may hold thousands. Only the text the
+	// server itself shows (RemoteAddr().String()) names a waiter.
+	want, perr := netip.ParseAddrPort(remoteAddr)
+	if perr != nil || want.String() != remoteAddr {
+		return false, nil
+	}
 	err = s.call(ctx, func(o *owner) {
 		for c := range o.table.Waiters(name) {
 			w := c.Value
-			if w.remoteAddr() != remoteAddr {
+			if !w.hasAddr(want) {
 				continue
 			}
 			if o.audit != nil {

@@ -1,6 +1,8 @@
 package eventloop
 
 import (
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/monolock/monolock/eventloop/timerwheel"
@@ -48,6 +50,17 @@ func (s *session) remoteAddr() string {
 		return ""
 	}
 	return addr.String()
+}
+
+// hasAddr reports whether the client's address, as remoteAddr shows it, is
+// addr, without formatting it.
+func (s *session) hasAddr(addr netip.AddrPort) bool {
+	tcp, ok := s.conn.RemoteAddr().(*net.TCPAddr)
+	if !ok || tcp == nil {
+		return false
+	}
+	ap := tcp.AddrPort() // String shows an IPv4 client of a dual-stack socket as IPv4
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == addr
 }
 
 // identity returns the client's certificate identity; empty without mutual TLS.
