@@ -13,7 +13,7 @@
 // goroutines must hand their work to the owner.
 //
 // The server's connection is the lease, so the table has only two ways in
-// and out: Acquire when a session asks for a lock, and Release when the
+// and out: AcquireBytes when a session asks for a lock, and Release when the
 // session goes away for any reason (close, lease expiry, kick, forced
 // release). Release promotes the head of the queue, which is why the queue
 // is FIFO and why removing a waiter from the middle must be O(1): when tens

@@ -48,36 +48,12 @@ func (t *Table[T]) Locks() iter.Seq2[string, *Claim[T]] {
 	}
 }
 
-// Len returns the number of live locks.
-func (t *Table[T]) Len() int { return len(t.locks) }
-
-// Held returns the number of held locks. It equals Len, since a live lock
-// always has a holder; it exists so callers (metrics) need not know that.
+// Held returns the number of held locks, which is the number of live locks,
+// since a live lock always has a holder.
 func (t *Table[T]) Held() int { return len(t.locks) }
 
 // Waiting returns the number of waiters over all locks.
 func (t *Table[T]) Waiting() int { return t.waiting }
 
-// QueueLen returns the number of waiters on name.
-func (t *Table[T]) QueueLen(name string) int {
-	if lk := t.locks[name]; lk != nil {
-		return lk.q.len
-	}
-	return 0
-}
-
-// LastToken returns the last token issued (0 before the first grant), or the
-// floor set by SetLastToken if that is higher.
+// LastToken returns the last token issued (0 before the first grant).
 func (t *Table[T]) LastToken() uint64 { return t.last }
-
-// SetLastToken raises the floor for the next token (never lowers it); used by
-// tests and a future restore path. Lowering is refused because a smaller
-// floor could let the table reissue a token it already granted. A non-zero
-// floor counts as a token already issued, so the next grant is
-// max(floor+1, unixSeconds(now)<<32) and does not skip ahead a second as a
-// fresh table's first grant does; SetLastToken(0) changes nothing.
-func (t *Table[T]) SetLastToken(tok uint64) {
-	if tok > t.last {
-		t.last = tok
-	}
-}

@@ -11,8 +11,8 @@ package locktable
 // lock, and a server holds tens of thousands.
 type lock[T any] struct {
 	// name is also the map key. It is made once, when the lock is created:
-	// Acquire keeps the caller's string as is, AcquireBytes copies the bytes
-	// into a new string. Waiters share it.
+	// AcquireBytes copies the name's bytes into a new string. Waiters share
+	// it.
 	name   string
 	holder *Claim[T]
 	q      queue[T]

@@ -3,7 +3,7 @@ package locktable
 import "strconv"
 
 // State of a claim. The zero value is Idle so that a freshly allocated
-// Claim (or one embedded in a zeroed session struct) is ready to Acquire.
+// Claim (or one embedded in a zeroed session struct) is ready to AcquireBytes.
 type State uint8
 
 const (

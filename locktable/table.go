@@ -9,7 +9,7 @@ import "time"
 type Table[T any] struct {
 	locks   map[string]*lock[T] // live locks only (those with a holder)
 	waiting int                 // waiters over all locks, kept so Waiting is O(1)
-	last    uint64              // last token issued or SetLastToken floor; 0: next grant is the first
+	last    uint64              // last token issued; 0: next grant is the first
 	free    []*lock[T]          // recycled lock structs, see maxFree
 }
 
@@ -19,29 +19,23 @@ func New[T any]() *Table[T] {
 	return &Table[T]{locks: make(map[string]*lock[T])}
 }
 
-// Acquire puts an Idle claim on lock name: the holder (with a fresh token) if
-// the lock is free, else at the back of its FIFO queue. now is the wall clock,
-// read by the caller, used only for the token. It reports whether c was
-// granted. Acquire on a claim that is not Idle panics (programming error).
+// AcquireBytes puts an Idle claim on the lock named by name, a slice of a
+// read buffer: the holder (with a fresh token) if the lock is free, else at
+// the back of its FIFO queue. now is the wall clock, read by the caller, used
+// only for the token. It reports whether c was granted. AcquireBytes on a
+// claim that is not Idle panics (programming error).
 //
-// The name string is kept as the map key when the lock is created (no copy),
-// so the caller allocates the name once.
-func (t *Table[T]) Acquire(c *Claim[T], name string, now time.Time) (granted bool) {
-	return t.acquire(c, t.locks[name], name, nil, now)
-}
-
-// AcquireBytes is Acquire for a name still in a read buffer: it makes a
-// string of the name only when the lock is new, so a waiter, which shares
-// the holder's copy, costs no allocation.
+// A string of the name is made only when the lock is new and kept as the map
+// key, so a waiter, which shares the holder's copy, costs no allocation.
 func (t *Table[T]) AcquireBytes(c *Claim[T], name []byte, now time.Time) (granted bool) {
 	return t.acquire(c, t.locks[string(name)], "", name, now)
 }
 
-// acquire does Acquire on lk, the live lock of the name if any; the name is
+// acquire does AcquireBytes on lk, the live lock of the name if any; the name is
 // given as a string or, to be copied only if needed, as bytes.
 func (t *Table[T]) acquire(c *Claim[T], lk *lock[T], name string, nameBytes []byte, now time.Time) bool {
 	if c.state != Idle {
-		panic("locktable: Acquire on a " + c.state.String() + " claim")
+		panic("locktable: AcquireBytes on a " + c.state.String() + " claim")
 	}
 	if lk != nil {
 		c.lock = lk
@@ -91,7 +85,7 @@ func (t *Table[T]) Release(c *Claim[T], now time.Time) (promoted *Claim[T]) {
 		t.forget(lk)
 		return nil
 	}
-	tok := NextToken(t.last, now) // before mutating, as in Acquire
+	tok := NextToken(t.last, now) // before mutating, as in acquire
 	lk.q.remove(next)
 	t.waiting--
 	c.reset()

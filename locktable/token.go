@@ -6,7 +6,7 @@ import (
 )
 
 // NextToken is the fencing-token scheme. prev is the last token this process
-// issued, or the floor it restored with SetLastToken, or 0 if neither: token 0
+// issued, or 0 if it has issued none: token 0
 // is never issued, so 0 means "this process has granted nothing yet". Then
 //
 //	first grant of a process (prev == 0): ((unixSeconds(now)+1) << 32) | fraction(now)
@@ -36,9 +36,7 @@ import (
 //     second, so this leaves a margin of about 10^4.
 //
 // A standby counts as a new process however long it idled, as long as its
-// Table has never granted. A Table given a floor with SetLastToken does not
-// skip ahead: the floor is taken to be at or above every token issued
-// before it.
+// Table has never granted.
 //
 // Seconds are capped at 2^32-1 (the year 2106) so the shift cannot wrap: a
 // first grant in the cap's second or later takes the cap's floor, not one
