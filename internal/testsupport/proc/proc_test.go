@@ -67,11 +67,16 @@ func TestNoStartLine(t *testing.T) {
 }
 
 func TestStopKillsAfterTheGrace(t *testing.T) {
-	p, err := Start("/bin/sh", Options{Args: []string{"-c", `trap '' TERM; exec sleep 30`}, StopGrace: 300 * time.Millisecond})
+	// The start line comes after the trap, so once Start returns SIGTERM is
+	// ignored (and stays ignored across exec).
+	p, err := Start("/bin/sh", Options{
+		Args:      []string{"-c", `trap '' TERM; echo '{"message":"monolock started","listen":"x"}' >&2; exec sleep 30`},
+		StartLine: StartedMessage,
+		StopGrace: 300 * time.Millisecond,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the trap is set (an ignored signal stays ignored across exec)
 	if err := p.Stop(); !errors.Is(err, ErrKilled) {
 		t.Fatalf("Stop: %v, want ErrKilled", err)
 	}
