@@ -7,9 +7,13 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean
 
 all: build
+
+## help: list the targets with what each does
+help:
+	@sed -n 's/^## \([a-z-]*\): /\1\t/p' $(MAKEFILE_LIST) | awk -F'\t' '{ printf "  %-14s %s\n", $$1, $$2 }'
 
 ## build: compile every command into bin/
 build:
