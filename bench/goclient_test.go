@@ -201,7 +201,16 @@ func TestRenderSummaries(t *testing.T) {
 		{Config: "ops", CPUPerGrant: 51, CPUPerMHb: 16.5, GrantRatio: 1.02, HbRatio: 16.5 / 16},
 		{Config: "ops+audit"},
 	}})
-	for _, want := range []string{"target under 1.10×", "bare 50 µs · ops 51 µs (1.02×) · ops+audit –", "@10,000", "ops 16.5 s (1.03×)"} {
+	for _, want := range []string{"target under 1.10×", "bare 50 µs · ops 51 µs (1.02×: met) · ops+audit –", "@10,000", "ops 16.5 s (1.03×: met)"} {
+		if !strings.Contains(bk, want) {
+			t.Errorf("bookkeeping summary lacks %q:\n%s", want, bk)
+		}
+	}
+	bk = renderBookkeeping(&Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []BookkeepingFigures{
+		{Config: "bare", CPUPerGrant: 50, CPUPerMHb: 16},
+		{Config: "ops+audit", CPUPerGrant: 56, CPUPerMHb: 16, GrantRatio: 1.12, HbRatio: 1},
+	}})
+	for _, want := range []string{"ops+audit 56 µs (1.12×: not met)"} {
 		if !strings.Contains(bk, want) {
 			t.Errorf("bookkeeping summary lacks %q:\n%s", want, bk)
 		}

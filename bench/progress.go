@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -32,6 +33,17 @@ func newProgress(w io.Writer, total int, show bool) *progress {
 		)
 	}
 	return p
+}
+
+// isTerminal reports whether w is a terminal: the bar redraws itself with
+// carriage returns, which only make noise in a redirected log.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // step starts the next step: the previous one is done.

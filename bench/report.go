@@ -233,6 +233,14 @@ func renderTLSCost(c *TLSCost) string {
 	return s.String()
 }
 
+// verdict says whether a figure met its target, next to the target.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "not met"
+}
+
 // renderBookkeeping is S7's summary under the tables ("" without S7).
 func renderBookkeeping(b *Bookkeeping) string {
 	if b == nil || len(b.Configs) == 0 {
@@ -250,7 +258,11 @@ func renderBookkeeping(b *Bookkeeping) string {
 			}
 			p := c.Config + " " + formatValue(v, u)
 			if ratio > 0 {
-				p += " (" + formatRatio(ratio) + ")"
+				p += " (" + formatRatio(ratio)
+				if c.Config != "bare" {
+					p += ": " + verdict(ratio < b.Target)
+				}
+				p += ")"
 			}
 			parts = append(parts, p)
 		}

@@ -169,7 +169,7 @@ func (b *bench) s7() *Scenario {
 		}
 	}
 	b.report.Bookkeep = sum
-	sc.Note("×monolock: this row ÷ the bare server's row (monolock); the operations issue's target is under %.2f× for metrics + audit", bookkeepingTarget)
+	sc.Note("×monolock: this row ÷ the bare server's row (monolock); the target for metrics + audit is under %.2f×", bookkeepingTarget)
 	sc.Note("server CPU per grant = the server's utime+stime (per-thread schedstat, the audit writer's goroutine included) over the window ÷ cycles completed in it; latency columns: one cycle, as in S1")
 	sc.Note("the server keeps metrics only with -ops-listen (nothing scrapes /metrics here); the audit log is a file in a temporary directory, written by its own goroutine every 10 ms")
 	if sz.s7Runs > 1 {
