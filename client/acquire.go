@@ -85,7 +85,16 @@ type dialError struct {
 	err     error
 }
 
-func (e *dialError) Error() string { return fmt.Sprintf("monolock: dial %s: %v", e.address, e.err) }
+// Error names the address once: the net package's own dial error already
+// says "dial tcp ADDRESS: ", so only the cause under it is repeated here.
+func (e *dialError) Error() string {
+	cause := e.err
+	var op *net.OpError
+	if errors.As(cause, &op) && op.Op == "dial" && op.Err != nil {
+		cause = op.Err
+	}
+	return fmt.Sprintf("monolock: dial %s: %v", e.address, cause)
+}
 func (e *dialError) Unwrap() error { return e.err }
 
 // temporary reports whether another dial may succeed: not for a malformed

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,5 +60,17 @@ func TestTransient(t *testing.T) {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("transient(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A refused dial names the address once, not once per layer.
+func TestDialErrorNamesTheAddressOnce(t *testing.T) {
+	_, err := net.Dial("tcp", "127.0.0.1:1")
+	if err == nil {
+		t.Skip("something listens on 127.0.0.1:1")
+	}
+	msg := (&dialError{address: "127.0.0.1:1", err: err}).Error()
+	if n := strings.Count(msg, "127.0.0.1:1"); n != 1 || !strings.HasPrefix(msg, "monolock: dial 127.0.0.1:1: ") || !strings.Contains(msg, "refused") {
+		t.Errorf("%q: want the address once, then the cause", msg)
 	}
 }
