@@ -213,12 +213,19 @@ func printJSON(e *env, body []byte) int {
 // answer as it is; otherwise it decodes the answer into v for the command's
 // table (tokens are uint64 fields, which encoding/json decodes exactly).
 // done reports that the command is over, with status its exit status: the
-// request failed (notFound as for failed), the answer was printed, or it did
-// not decode.
-func fetch(e *env, a *adminFlags, c *adminClient, method, path string, query url.Values, notFound int, v any) (status int, done bool) {
+// request failed, the answer was printed, or it did not decode. When the API
+// answers 404 and missing is set, missing is printed in place of the API's
+// message (which names HTTP paths, not commands) and the status is
+// exitNoSuch; without missing a 404 is a failure like any other.
+func fetch(e *env, a *adminFlags, c *adminClient, method, path string, query url.Values, missing string, v any) (status int, done bool) {
 	body, err := c.call(method, path, query)
+	var api *apiError
+	if missing != "" && errors.As(err, &api) && api.status == http.StatusNotFound && !api.notAPI {
+		fmt.Fprintf(e.stderr, "monolockctl: %s\n", missing)
+		return exitNoSuch, true
+	}
 	if err != nil {
-		return failed(e, err, notFound), true
+		return failed(e, err, exitFailed), true
 	}
 	if a.json {
 		return printJSON(e, body), true

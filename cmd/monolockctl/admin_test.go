@@ -253,15 +253,22 @@ func TestAdminKick(t *testing.T) {
 
 func TestAdminNotFound(t *testing.T) {
 	s := startAdminServer(t, nil)
-	for _, args := range [][]string{
-		{"lock", "idle/lock"},
-		{"release", "idle/lock"},
-		{"kick", "idle/lock", "127.0.0.1:1"},
-		{"lock", "-json", ".."},
+	// A mistyped name or address is pointed at the commands that list the
+	// right ones, not at HTTP paths.
+	const listLocks = "list the held locks with: monolockctl locks"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lock", "idle/lock"}, `lock "idle/lock" is idle (no holder, no waiters): check the name, or ` + listLocks},
+		{[]string{"release", "idle/lock"}, listLocks},
+		{[]string{"kick", "idle/lock", "127.0.0.1:1"}, "has no waiter at 127.0.0.1:1: use an address from the WAITER column of: monolockctl lock idle/lock"},
+		{[]string{"kick", "it's mine", "127.0.0.1:1"}, `of: monolockctl lock 'it'\''s mine'`},
+		{[]string{"lock", "-json", ".."}, listLocks},
 	} {
-		status, out, stderr := s.admin(t, args[0], args[1:]...)
-		if status != exitNoSuch || out != "" || !strings.HasPrefix(stderr, "monolockctl: lock ") || !strings.Contains(stderr, "is idle") && args[0] != "kick" {
-			t.Errorf("%v: status %d, stdout %q, stderr %q; want %d and the API's message", args, status, out, stderr, exitNoSuch)
+		status, out, stderr := s.admin(t, tc.args[0], tc.args[1:]...)
+		if status != exitNoSuch || out != "" || !strings.HasPrefix(stderr, "monolockctl: lock ") || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "/api/") {
+			t.Errorf("%v: status %d, stdout %q, stderr %q; want %d and %q", tc.args, status, out, stderr, exitNoSuch, tc.want)
 		}
 	}
 }

@@ -139,7 +139,7 @@ func locksMain(args []string, e *env) int {
 		query = url.Values{"match": {match.value}}
 	}
 	var list admin.LockList
-	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, exitFailed, &list); done {
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/locks", query, "", &list); done {
 		return status
 	}
 	locks := list.Locks
@@ -167,7 +167,7 @@ func lockMain(args []string, e *env) int {
 		return status
 	}
 	var l admin.LockInfo
-	if status, done := fetch(e, a, c, http.MethodGet, lockPath(rest[0]), nil, exitNoSuch, &l); done {
+	if status, done := fetch(e, a, c, http.MethodGet, lockPath(rest[0]), nil, idle(rest[0]), &l); done {
 		return status
 	}
 	h := l.Holder
@@ -193,13 +193,28 @@ func lockMain(args []string, e *env) int {
 	return 0
 }
 
+// idle is what lock and release say when the API finds no such lock.
+func idle(name string) string {
+	return fmt.Sprintf("lock %q is idle (no holder, no waiters): check the name, or list the held locks with: monolockctl locks", name)
+}
+
+// shellWord quotes s for a command line a person may paste, when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func releaseMain(args []string, e *env) int {
 	a, c, rest, status, ok := adminCommand(e, "release", releaseUsage, args, nil, "NAME")
 	if !ok {
 		return status
 	}
 	var r admin.ReleaseResponse
-	if status, done := fetch(e, a, c, http.MethodPost, lockPath(rest[0])+"/release", nil, exitNoSuch, &r); done {
+	if status, done := fetch(e, a, c, http.MethodPost, lockPath(rest[0])+"/release", nil, idle(rest[0]), &r); done {
 		return status
 	}
 	fmt.Fprintf(e.stdout, "released lock %s: its holder (token %d) got ERROR 0x02 and was closed; the first waiter, if any, now holds it\n", cell(r.Lock), r.ReleasedToken)
@@ -212,7 +227,8 @@ func kickMain(args []string, e *env) int {
 		return status
 	}
 	var k admin.KickResponse
-	if status, done := fetch(e, a, c, http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil, exitNoSuch, &k); done {
+	if status, done := fetch(e, a, c, http.MethodDelete, lockPath(rest[0])+"/waiters/"+pathSegment(rest[1]), nil,
+		fmt.Sprintf("lock %q has no waiter at %s: use an address from the WAITER column of: monolockctl lock %s", rest[0], cell(rest[1]), shellWord(rest[0])), &k); done {
 		return status
 	}
 	fmt.Fprintf(e.stdout, "kicked %s from the queue of lock %s: it got ERROR 0x02 and was closed\n", cell(k.Kicked), cell(k.Lock))
@@ -225,7 +241,7 @@ func infoMain(args []string, e *env) int {
 		return status
 	}
 	var in admin.ServerInfo
-	if status, done := fetch(e, a, c, http.MethodGet, "/api/info", nil, exitFailed, &in); done {
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/info", nil, "", &in); done {
 		return status
 	}
 	cfg := in.Config
