@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"encoding/binary"
-	"unicode/utf8"
 )
 
 // AppendAcquire appends an ACQUIRE frame. It does not validate; call
@@ -29,13 +28,7 @@ func AppendAcquired(dst []byte, token uint64) []byte {
 // AppendError appends an ERROR frame. A reason longer than MaxReasonLen is cut
 // at a UTF-8 boundary so the frame stays valid.
 func AppendError(dst []byte, code Code, reason string) []byte {
-	if len(reason) > MaxReasonLen {
-		cut := MaxReasonLen
-		for cut > 0 && !utf8.RuneStart(reason[cut]) {
-			cut--
-		}
-		reason = reason[:cut]
-	}
+	reason = CutUTF8(reason, MaxReasonLen)
 	dst = append(dst, byte(TypeError), byte(code), byte(len(reason)))
 	return append(dst, reason...)
 }

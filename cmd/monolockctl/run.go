@@ -7,6 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 const runUsage = `Usage: monolockctl run [FLAGS] NAME -- COMMAND [ARGS...]
@@ -126,8 +128,8 @@ const maxReportedName = 64
 // report prints a message about the lock to stderr.
 func (r *runArgs) report(e *env, format string, args ...any) {
 	name := r.name
-	if len(name) > maxReportedName {
-		name = name[:maxReportedName] + "..."
+	if cut := protocol.CutUTF8(name, maxReportedName); cut != name {
+		name = cut + "..."
 	}
 	fmt.Fprintf(e.stderr, "monolockctl run: lock %q: %s\n", name, fmt.Sprintf(format, args...))
 }

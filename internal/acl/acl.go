@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/monolock/monolock/internal/glob"
+	"github.com/monolock/monolock/protocol"
 )
 
 // Rules is a compiled access-control list. It is immutable and safe for
@@ -297,10 +298,11 @@ func position(data []byte, off int) (line, col int) {
 
 func snippet(b []byte) string {
 	const max = 20
-	if len(b) > max {
-		return string(b[:max]) + "…"
+	s := string(b)
+	if cut := protocol.CutUTF8(s, max); cut != s {
+		return cut + "…"
 	}
-	return string(b)
+	return s
 }
 
 func contains(list []string, s string) bool {

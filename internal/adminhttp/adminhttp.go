@@ -41,7 +41,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/glob"
@@ -178,14 +177,10 @@ const maxEcho = 64
 // clip shortens s to maxEcho bytes, at a character boundary, marking the
 // cut with "…".
 func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s
+	if cut := protocol.CutUTF8(s, maxEcho); cut != s {
+		return cut + "…"
 	}
-	cut := maxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return s
 }
 
 // quote is %q of a clipped s, with the "…" outside the quotes so that it
