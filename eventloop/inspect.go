@@ -2,6 +2,8 @@ package eventloop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -18,16 +20,25 @@ type (
 	WaiterInfo = admin.WaiterInfo
 )
 
-// snapshotTurn bounds the sessions one turn of a lock listing visits, so
+// snapshotTurn bounds the sessions one call of a lock listing visits, so
 // that a listing of tens of thousands of sessions never holds the loop for
-// more than a fraction of a millisecond at a time.
-const snapshotTurn = 512
+// more than a fraction of a millisecond at a time (a session costs about
+// 2 µs to describe).
+const snapshotTurn = 128
+
+// maxRereads bounds how often one lock is read again because it changed
+// hands, or the waiter a piece ended at left, between two pieces.
+const maxRereads = 3
+
+// ErrLockMoving reports a lock whose queue changed under every attempt to
+// read it in pieces.
+var ErrLockMoving = errors.New("the lock changed hands while its queue was being read; retry")
 
 // Locks returns every lock with a holder whose name match accepts (all of
 // them for a nil match), sorted by name, each with its full queue. The names
 // are read in one turn of the loop and matched here, off the loop; the
-// details are then read in turns of at most snapshotTurn sessions. Each lock
-// is consistent in itself; a lock released between turns is left out.
+// details are then read in calls of at most snapshotTurn sessions. Each lock
+// is read as lockReader describes; a lock released between calls is left out.
 func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
 	var names []string
 	err := s.call(ctx, func(o *owner) {
@@ -44,18 +55,35 @@ func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]Loc
 	}
 	slices.Sort(names)
 	locks := make([]LockInfo, 0, len(names))
-	for rest := names; len(rest) > 0; {
+	var r *lockReader
+	rereads := 0
+	for len(names) > 0 || r != nil {
+		var moved error
 		err := s.call(ctx, func(o *owner) {
-			for visited := 0; len(rest) > 0 && visited < snapshotTurn; rest = rest[1:] {
-				holder := o.table.Holder(rest[0])
-				if holder == nil {
-					continue
+			for budget := snapshotTurn; budget > 0 && (len(names) > 0 || r != nil); {
+				if r == nil {
+					r, names = &lockReader{name: names[0]}, names[1:]
 				}
-				info := o.lockInfo(rest[0], holder)
-				visited += 1 + len(info.Waiters)
-				locks = append(locks, info)
+				budget -= r.step(o, budget)
+				switch {
+				case !r.done:
+				case r.moved && rereads < maxRereads:
+					rereads++
+					r = &lockReader{name: r.name}
+				case r.moved:
+					moved = fmt.Errorf("list lock %q: %w", r.name, ErrLockMoving)
+					return
+				default:
+					if r.held {
+						locks = append(locks, r.info)
+					}
+					r, rereads = nil, 0
+				}
 			}
 		})
+		if err == nil {
+			err = moved
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -63,19 +91,85 @@ func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]Loc
 	return locks, nil
 }
 
-// Lock returns one lock; ok is false when the lock is idle.
+// Lock returns one lock; ok is false when the lock is idle. Its queue is
+// read in pieces of at most snapshotTurn waiters, one piece per call, so a
+// queue of any length never holds the loop for long. Concurrent reads of the
+// same lock share one reading (see sharedReads).
 func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
-	err = s.call(ctx, func(o *owner) {
-		if holder := o.table.Holder(name); holder != nil {
-			info, ok = o.lockInfo(name, holder), true
-		}
-	})
-	return info, ok, err
+	return s.reads.read(ctx, name, s.readLock)
 }
 
-func (o *owner) lockInfo(name string, holder *locktable.Claim[*session]) LockInfo {
+// readLock reads one lock in pieces, starting over when it moved.
+func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, error) {
+	for attempt := 0; ; attempt++ {
+		r := &lockReader{name: name}
+		for !r.done {
+			if err := s.call(ctx, func(o *owner) { r.step(o, snapshotTurn) }); err != nil {
+				return LockInfo{}, false, err
+			}
+		}
+		switch {
+		case !r.moved:
+			return r.info, r.held, nil
+		case attempt == maxRereads:
+			return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ErrLockMoving)
+		}
+	}
+}
+
+// lockReader reads one lock a piece at a time. The holder and the first
+// waiters are read in the first piece; each later piece resumes behind the
+// last waiter read. A waiter that joins meanwhile is listed at the end; one
+// that leaves after its piece was read is still listed. If the lock changes
+// hands, or the waiter the last piece ended at leaves the queue, the reading
+// is marked moved and must start over.
+type lockReader struct {
+	name   string
+	holder *locktable.Claim[*session]
+	token  uint64
+	last   *locktable.Claim[*session] // the last waiter read
+	info   LockInfo
+	held   bool // the lock had a holder
+	done   bool
+	moved  bool
+}
+
+// step reads at most budget sessions (at least one) and returns how many it
+// read.
+func (r *lockReader) step(o *owner, budget int) int {
+	holder := o.table.Holder(r.name)
+	var next *locktable.Claim[*session]
+	used := 0
+	switch {
+	case r.holder == nil && holder == nil:
+		r.done = true
+		return 1
+	case r.holder == nil:
+		r.holder, r.token, r.held = holder, holder.Token(), true
+		r.info = o.lockHeader(r.name, holder)
+		used = 1
+		for c := range o.table.Waiters(r.name) {
+			next = c
+			break
+		}
+	case holder != r.holder || holder.Token() != r.token || r.last.State() != locktable.Waiting || r.last.Name() != r.name:
+		r.moved, r.done = true, true
+		return 1
+	default:
+		next = r.last.NextWaiter()
+	}
+	for ; next != nil && used < budget; next = next.NextWaiter() {
+		r.info.Waiters = append(r.info.Waiters, o.waiterInfo(next.Value))
+		r.last = next
+		used++
+	}
+	r.done = next == nil
+	return max(used, 1)
+}
+
+func (o *owner) lockHeader(name string, holder *locktable.Claim[*session]) LockInfo {
 	h := holder.Value
-	info := LockInfo{
+	return LockInfo{
 		Name: name,
 		Holder: HolderInfo{
 			Identity:   h.identity(),
@@ -86,11 +180,10 @@ func (o *owner) lockInfo(name string, holder *locktable.Claim[*session]) LockInf
 		},
 		Waiters: []WaiterInfo{},
 	}
-	for c := range o.table.Waiters(name) {
-		w := c.Value
-		info.Waiters = append(info.Waiters, WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()})
-	}
-	return info
+}
+
+func (o *owner) waiterInfo(w *session) WaiterInfo {
+	return WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and

@@ -20,7 +20,9 @@ type Server struct {
 	ln      net.Listener
 	engine  *gnet.Client
 	handler *handler
-	ctlPeer net.Conn // our end of the control connection; keeps it open
+	ctlPeer net.Conn   // our end of the control connection; keeps it open
+	calls   *callQueue // work for the loop from other goroutines
+	reads   sharedReads
 
 	spare      spareDescriptor
 	handshakes *handshakeSlots // TLS handshakes in flight
@@ -69,6 +71,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if cfg.TLS != nil {
 		s.tlsLoop = newTLSLoop()
 	}
+	s.calls = newCallQueue(s.wakeLoop)
 	s.spare.reserve()
 	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
@@ -119,6 +122,18 @@ func (s *Server) openControl() error {
 		return errors.New("control connection opened without an event loop")
 	}
 	return nil
+}
+
+// wakeByte is what the control connection carries: its arrival, not its
+// value, tells the loop to serve its call queue.
+var wakeByte = []byte{1}
+
+// wakeLoop makes the control connection readable. At most a byte or two are
+// ever unread (see callQueue.arm), so the write never waits.
+func (s *Server) wakeLoop() {
+	if _, err := s.ctlPeer.Write(wakeByte); err != nil {
+		s.log.Debug().Err(err).Msg("cannot wake the event loop; it has stopped")
+	}
 }
 
 // Addr returns the protocol listener's address.

@@ -81,3 +81,13 @@ func (t *Table[T]) SetLastToken(tok uint64) {
 		t.last = tok
 	}
 }
+
+// NextWaiter returns the waiter queued right behind c on the same lock, or
+// nil when c is the last waiter or is not waiting. With it a long queue can
+// be read a piece at a time, resuming after the last claim read.
+func (c *Claim[T]) NextWaiter() *Claim[T] {
+	if c.state != Waiting {
+		return nil
+	}
+	return c.next
+}
