@@ -2,6 +2,7 @@ package eventloop
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,5 +149,58 @@ func TestSocketsAreServedUnderAStreamOfCalls(t *testing.T) {
 	}
 	if before < 10*callsPerTurn {
 		t.Fatalf("only %d calls ran; the stream never flowed", before)
+	}
+}
+
+// The liveness probe answers only while the loop serves sockets: not while
+// a slice of work holds the loop, and again at once when it lets go, also
+// after a probe abandoned half-way.
+func TestProbeNeedsTheLoopToServeSockets(t *testing.T) {
+	srv, err := New(Config{ListenAddress: "127.0.0.1:0", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	probe := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return srv.Probe(ctx)
+	}
+	if err := probe(10 * time.Second); err != nil {
+		t.Fatalf("probe of an idle loop: %v", err)
+	}
+
+	held, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = srv.call(context.Background(), func(*owner) { close(held); <-release })
+	}()
+	<-held
+	for range 3 { // each abandoned with its nonce still owed
+		if err := probe(20 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("probe of a held loop: %v; want the deadline", err)
+		}
+	}
+	close(release)
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() { errs <- probe(10 * time.Second) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatalf("probe after the loop let go: %v", err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if err := probe(10 * time.Second); err == nil {
+		t.Fatal("probe of a stopped server succeeded")
 	}
 }

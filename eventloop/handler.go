@@ -34,6 +34,8 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		loop := c.EventLoop()
 		h.loop.Store(&loop)
 		return nil, gnet.None
+	case probe:
+		return nil, gnet.None
 	case *tlsConn:
 		ctx.join(c)
 		if h.owner.shuttingDown {
@@ -63,6 +65,9 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	case control: // work queued by other goroutines: serve a slice of it
 		_, _ = c.Discard(-1)
 		h.srv.calls.turn(h.owner.advance, h.owner.runCall)
+	case probe: // the liveness probe: echo
+		b, _ := c.Next(-1)
+		_, _ = c.Write(b)
 	default:
 		_, _ = c.Discard(-1)
 	}

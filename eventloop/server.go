@@ -23,6 +23,7 @@ type Server struct {
 	ctlPeer net.Conn   // our end of the control connection; keeps it open
 	calls   *callQueue // work for the loop from other goroutines
 	reads   sharedReads
+	prober  *prober // the liveness probe's end of its socket pair
 
 	spare      spareDescriptor
 	handshakes *handshakeSlots // TLS handshakes in flight
@@ -86,9 +87,15 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if err == nil {
 		err = s.openControl()
 	}
+	if err == nil {
+		err = s.openProbe()
+	}
 	if err != nil {
 		_ = ln.Close()
 		s.spare.release()
+		if s.ctlPeer != nil {
+			_ = s.ctlPeer.Close()
+		}
 		if s.engine != nil {
 			_ = s.engine.Stop()
 		}
@@ -194,6 +201,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
 			_ = s.ctlPeer.Close()
+			_ = s.prober.peer.Close()
 			s.spare.mu.Lock()
 			s.spare.release()
 			s.spare.mu.Unlock()
@@ -215,8 +223,7 @@ type Stats struct {
 	Timers   int // armed timers
 }
 
-// Stats reads a consistent snapshot on the event loop. It is also the
-// server's liveness probe: it answers only if the loop is turning.
+// Stats reads a consistent snapshot on the event loop.
 func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	err := s.call(ctx, func(o *owner) {
