@@ -23,12 +23,13 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits of an HTTP server in a process allowed nofile
-// descriptors. WriteTimeout exceeds the admin API's 10 s wait for the event
-// loop; IdleTimeout outlasts a 15 s scrape interval, so scrapers keep their
-// connection.
+// descriptors. A request header has 2 s: probes and scrapers send theirs in
+// one segment, so only a client trickling it runs out. WriteTimeout exceeds
+// the admin API's 10 s wait for the event loop; IdleTimeout outlasts a 15 s
+// scrape interval, so scrapers keep their connection.
 func DefaultLimits(nofile uint64) Limits {
 	return Limits{
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       30 * time.Second,
@@ -79,14 +80,17 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // LimitListener serves at most n connections at once for hs. It accepts one
 // more and holds it until there is room, so a burst waits in the kernel's
 // backlog and takes no descriptor of the process. A connection held back
-// makes room by closing the connection idle the longest: idle keep-alive
-// connections must not lock a probe out. Only requests in progress, each
-// bounded by hs's timeouts, make a new one wait. LimitListener sets
-// hs.ConnState to learn which connections are idle.
+// makes room by closing, of the connections that have not finished a
+// request's header (new ones, and keep-alive ones between requests), the
+// one that has been so the longest: neither slow clients nor idle ones can
+// lock a probe out, however many there are, since the probe's own header
+// arrives at once and makes it the last to go. Only requests whose header
+// is in, each bounded by hs's timeouts, make a new connection wait.
+// LimitListener sets hs.ConnState to learn each connection's state.
 func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1),
+		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -104,9 +108,10 @@ type limitListener struct {
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	idle     map[net.Conn]time.Time // keep-alive connections between requests, and since when
-	wentIdle chan struct{}          // cap 1: a connection became idle
+	mu        sync.Mutex
+	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)
+	seq       uint64
+	evictable chan struct{} // cap 1: a connection joined waiting
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -120,11 +125,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
 		default:
 		}
-		l.closeOldestIdle()
+		l.evict()
 		select {
 		case l.slots <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-		case <-l.wentIdle:
+		case <-l.evictable:
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
@@ -132,37 +137,41 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// track follows a connection through net/http's states. New and Idle
+// connections are reading a request's header (net/http marks one Active
+// only once the header is in).
 func (l *limitListener) track(c net.Conn, st http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st != http.StateIdle {
-		delete(l.idle, c)
+	if st != http.StateNew && st != http.StateIdle {
+		delete(l.waiting, c)
 		return
 	}
-	l.idle[c] = time.Now()
+	l.seq++
+	l.waiting[c] = l.seq
 	select {
-	case l.wentIdle <- struct{}{}:
+	case l.evictable <- struct{}{}:
 	default:
 	}
 }
 
-// closeOldestIdle closes the connection idle the longest, if any; its Close
-// frees its slot.
-func (l *limitListener) closeOldestIdle() {
+// evict closes the connection that has waited for a request header the
+// longest, if any; its Close frees its slot.
+func (l *limitListener) evict() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	var (
 		oldest net.Conn
-		since  time.Time
+		since  uint64
 	)
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	for c, seq := range l.waiting {
+		if oldest == nil || seq < since {
+			oldest, since = c, seq
 		}
 	}
-	delete(l.idle, oldest)
-	l.mu.Unlock()
 	if oldest != nil {
-		_ = oldest.Close()
+		delete(l.waiting, oldest)
+		_ = oldest.Close() // under mu: it cannot turn Active meanwhile
 	}
 }
 
