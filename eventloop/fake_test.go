@@ -50,6 +50,15 @@ type fakeConn struct {
 	port      int           // tells the rig's connections apart in RemoteAddr
 	addr      *net.TCPAddr  // made by the first RemoteAddr
 	ctx       any
+
+	kernelQueued int    // bytes the kernel holds for the peer (see kernelQueue)
+	kernelAcked  uint64 // bytes the peer has acknowledged
+	kernelLooks  int    // kernelQueue calls
+}
+
+func (c *fakeConn) kernelQueue() (int, uint64) {
+	c.kernelLooks++
+	return c.kernelQueued, c.kernelAcked
 }
 
 func (c *fakeConn) Peek(int) ([]byte, error) { return c.in, nil }

@@ -75,8 +75,19 @@ func (p *prober) roundTrip(ctx context.Context) error {
 	if !ok {
 		deadline = time.Now().Add(DefaultIOTimeout)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = p.peer.SetDeadline(time.Now()) })
-	defer stop()
+	// A cancelled ctx cuts the wait short. The cut must land before the
+	// next probe sets its own deadline, so a cut already under way is
+	// awaited.
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = p.peer.SetDeadline(time.Now())
+		close(cut)
+	})
+	defer func() {
+		if !stop() {
+			<-cut
+		}
+	}()
 	if err := p.peer.SetDeadline(deadline); err != nil {
 		return err
 	}

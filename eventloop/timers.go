@@ -56,7 +56,18 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 		return
 	}
 	if s.stalledSince != 0 {
+		// gnet's buffer stops the clock only once empty: replies are a few
+		// bytes each, so a peer that keeps some waiting there for a whole
+		// io-timeout is not keeping up, however slowly it reads. What the
+		// kernel holds (at most its send buffer) is in flight as long as
+		// the peer acknowledges some of it.
 		pending := s.conn.OutboundBuffered()
+		if pending == 0 {
+			var progressed bool
+			if pending, progressed = s.lookAtKernel(); pending > 0 && progressed {
+				s.stalledSince = now
+			}
+		}
 		switch {
 		case pending == 0:
 			s.stalledSince = 0
