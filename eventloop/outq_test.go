@@ -115,3 +115,49 @@ func TestClientThatNeverReadsIsClosedOverTCP(t *testing.T) {
 		t.Fatal("the client that never reads is still open")
 	}
 }
+
+// A tick runs at most firesPerTick timers; the rest run at the next ticks,
+// a wheel tick apart, so the loop polls its sockets between them. None runs
+// early.
+func TestRuleTimersPerTickAreBounded(t *testing.T) {
+	const io = time.Second
+	r := newRig(t, Config{IOTimeout: io})
+	conns := make([]*fakeConn, 3*firesPerTick+1) // none ever sends ACQUIRE
+	for i := range conns {
+		conns[i] = r.connect()
+	}
+	deadline := r.o.now() + io
+	r.until(deadline - 1)
+	closed := func() (n int) {
+		for _, c := range conns {
+			if c.closed {
+				n++
+			}
+		}
+		return n
+	}
+	if n := closed(); n != 0 {
+		t.Fatalf("%d closed before io-timeout", n)
+	}
+	for ticks := 1; closed() < len(conns); ticks++ {
+		at, ok := r.o.wakeup.planned()
+		if !ok {
+			t.Fatalf("%d of %d closed and no tick planned", closed(), len(conns))
+		}
+		r.until(max(at, deadline))
+		r.tick()
+		if n := closed(); n > ticks*firesPerTick {
+			t.Fatalf("%d ticks closed %d sessions; at most %d per tick", ticks, n, firesPerTick)
+		}
+		if ticks > len(conns) {
+			t.Fatal("the deferred timers never ran")
+		}
+	}
+	last := time.Duration(0)
+	for _, c := range conns {
+		last = max(last, c.closedAt)
+	}
+	if want := deadline + time.Duration(len(conns)/firesPerTick+1)*wheelTick; last > want {
+		t.Fatalf("the last deferred timer ran at %v; want by %v", last, want)
+	}
+}

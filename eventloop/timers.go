@@ -29,9 +29,29 @@ func (o *owner) schedule(s *session, at time.Duration) {
 	}
 }
 
+// firesPerTick bounds the timers one tick runs. A mass expiry (thousands of
+// connections accepted at once that never send their ACQUIRE) closes a
+// socket per timer, some microseconds each; past the bound the rest wait for
+// the next tick, a wheel tick later, and the loop serves its sockets in
+// between. Deadlines are never early, and late by at most a tick per
+// firesPerTick timers due at once.
+const firesPerTick = 128
+
+// fireBounded runs a due timer, or defers it to the next tick once this
+// tick has run firesPerTick.
+func (o *owner) fireBounded(t *timerwheel.Timer[*session]) {
+	if o.fired >= firesPerTick {
+		o.wheel.Schedule(t, 0) // a deadline reached: the next Advance
+		return
+	}
+	o.fired++
+	o.onTimer(t)
+}
+
 // advance runs the timer wheel up to the present and plans the next tick.
 func (o *owner) advance() {
 	o.ticking = true
+	o.fired = 0
 	o.wheel.Advance(o.now(), o.fire)
 	o.ticking = false
 	o.wakeup.set(o.wheel.NextDue())
