@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -156,17 +157,27 @@ func (l *limitListener) track(c net.Conn, st http.ConnState) {
 }
 
 // evict closes the connection that has waited for a request header the
-// longest, if any; its Close frees its slot.
+// longest, if any; its Close frees its slot. Connections the server has
+// already tried to read are preferred: they have had their chance and still
+// have not sent a whole header. One not read yet may be a probe whose
+// header is in its socket, waiting only for the server to get to it; under
+// a storm of reconnecting slow clients it would otherwise soon be the
+// oldest.
 func (l *limitListener) evict() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var (
-		oldest net.Conn
-		since  uint64
+		oldest      net.Conn
+		since       uint64
+		oldestTried bool
 	)
 	for c, seq := range l.waiting {
-		if oldest == nil || seq < since {
-			oldest, since = c, seq
+		tried := true
+		if lc, ok := c.(*limitConn); ok {
+			tried = lc.tried.Load()
+		}
+		if oldest == nil || (tried && !oldestTried) || (tried == oldestTried && seq < since) {
+			oldest, since, oldestTried = c, seq, tried
 		}
 	}
 	if oldest != nil {
@@ -184,6 +195,12 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	tried   atomic.Bool // the server has begun reading it
+}
+
+func (c *limitConn) Read(b []byte) (int, error) {
+	c.tried.Store(true)
+	return c.Conn.Read(b)
 }
 
 func (c *limitConn) Close() error {
