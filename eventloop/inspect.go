@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -36,17 +37,12 @@ var ErrLockMoving = errors.New("the lock changed hands while its queue was being
 
 // Locks returns every lock with a holder whose name match accepts (all of
 // them for a nil match), sorted by name, each with its full queue. The names
-// are read in one turn of the loop and matched here, off the loop; the
-// details are then read in calls of at most snapshotTurn sessions. Each lock
-// is read as lockReader describes; a lock released between calls is left out.
+// are read in calls of at most namesPerCall (see lockNames) and matched
+// here, off the loop; the details are then read in calls of at most
+// snapshotTurn sessions. Each lock is read as lockReader describes; a lock
+// released between calls is left out.
 func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
-	var names []string
-	err := s.call(ctx, func(o *owner) {
-		names = make([]string, 0, o.table.Held())
-		for name := range o.table.Locks() {
-			names = append(names, name)
-		}
-	})
+	names, err := s.lockNames(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +85,47 @@ func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]Loc
 		}
 	}
 	return locks, nil
+}
+
+// namesPerCall bounds the lock names one call copies: a map step and an
+// append each, so a call takes well under a millisecond.
+const namesPerCall = 4096
+
+// lockNames returns the name of every held lock, read in calls of at most
+// namesPerCall names. The table's map is walked by one iteration suspended
+// between calls (iter.Pull, resumed only on the loop): as with a map range,
+// a lock released before it is reached is left out, and one created
+// meanwhile may or may not be listed.
+func (s *Server) lockNames(ctx context.Context) ([]string, error) {
+	var (
+		names []string
+		next  func() (string, *locktable.Claim[*session], bool)
+		stop  func()
+		done  bool
+	)
+	for !done {
+		err := s.call(ctx, func(o *owner) {
+			if next == nil {
+				names = make([]string, 0, o.table.Held())
+				next, stop = iter.Pull2(o.table.Locks())
+			}
+			for range namesPerCall {
+				name, _, ok := next()
+				if !ok {
+					done = true
+					return
+				}
+				names = append(names, name)
+			}
+		})
+		if err != nil {
+			if next != nil && !done { // the walk must end on the loop, where it runs
+				_ = s.call(context.WithoutCancel(ctx), func(*owner) { stop() })
+			}
+			return nil, err
+		}
+	}
+	return names, nil
 }
 
 // Lock returns one lock; ok is false when the lock is idle. Its queue is

@@ -2,6 +2,8 @@ package eventloop
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -167,5 +169,37 @@ func TestRuleConcurrentReadsShareOneReading(t *testing.T) {
 	}
 	if &first.Waiters[0] == &second.Waiters[0] {
 		t.Fatal("the readers share one slice; each must own its answer")
+	}
+}
+
+// The names of a listing are read in calls of at most namesPerCall, and
+// the listing has every held lock once, in order.
+func TestRuleListingReadsNamesInPieces(t *testing.T) {
+	r := newLoopRig(t)
+	const n = 2*namesPerCall + 3
+	for i := range n {
+		r.claim(fmt.Sprintf("lock-%06d", i), farLeaseMS)
+	}
+	var got []LockInfo
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if got, err = r.srv.Locks(t.Context(), func(name string) bool { return strings.HasSuffix(name, "7") }); err != nil {
+			t.Errorf("Locks: %v", err)
+		}
+	}()
+	r.turnUntil(done, func(int) {})
+	if want := (n + 2) / 10; len(got) != want { // 7, 17, …: the names ending in 7
+		t.Fatalf("listed %d locks; want %d", len(got), want)
+	}
+	for i, l := range got {
+		if want := fmt.Sprintf("lock-%06d", 10*i+7); l.Name != want {
+			t.Fatalf("lock %d is %s; want %s", i, l.Name, want)
+		}
+	}
+	// 3 calls of names, then the details of the matches, snapshotTurn sessions a call.
+	if want := 3 + (len(got)+snapshotTurn-1)/snapshotTurn; r.calls != want {
+		t.Fatalf("the listing took %d calls; want %d", r.calls, want)
 	}
 }
