@@ -409,4 +409,3 @@ func runExhaustion(ctx context.Context, e *env) string {
 	})
 	return fmt.Sprintf("400 silent sockets against %d descriptors, %d opened", limitedNofile, opened.Load())
 }
-

@@ -114,6 +114,9 @@ func (w *witnesses) record(f func(*window)) {
 	w.mu.Unlock()
 }
 
+// why names the target in a failure's reason.
+func (w *witnesses) why(err error) string { return w.t.name + " server: " + err.Error() }
+
 func (w *witnesses) sleep(d time.Duration) bool {
 	select {
 	case <-w.stop:
@@ -135,7 +138,7 @@ func (w *witnesses) canary() {
 			w.record(func(win *window) {
 				win.canaryLost++
 				if win.lostWhy == "" {
-					win.lostWhy = "cannot take the canary's lock: " + err.Error()
+					win.lostWhy = w.why(fmt.Errorf("cannot take the canary's lock: %w", err))
 				}
 			})
 			if !w.sleep(canaryBeat) {
@@ -151,7 +154,7 @@ func (w *witnesses) canary() {
 		w.record(func(win *window) {
 			win.canaryLost++
 			if win.lostWhy == "" {
-				win.lostWhy = err.Error()
+				win.lostWhy = w.why(err)
 			}
 		})
 	}
@@ -214,7 +217,7 @@ func (w *witnesses) prober() {
 			if err != nil {
 				win.probesFailed++
 				if win.probeWhy == "" {
-					win.probeWhy = err.Error()
+					win.probeWhy = w.why(err)
 				}
 			}
 		})
@@ -238,7 +241,7 @@ func (w *witnesses) readiness() {
 			if err != nil {
 				win.readyFailed++
 				if win.readyWhy == "" {
-					win.readyWhy = err.Error()
+					win.readyWhy = w.why(err)
 				}
 			}
 		})
