@@ -33,7 +33,7 @@ const maxRereads = 3
 
 // ErrLockMoving reports a lock whose queue changed under every attempt to
 // read it in pieces.
-var ErrLockMoving = errors.New("the lock changed hands while its queue was being read; retry")
+var ErrLockMoving = errors.New("the lock's queue changed while it was being read in pieces; retry")
 
 // Locks returns every lock with a holder whose name match accepts (all of
 // them for a nil match), sorted by name, each with its full queue. The names
@@ -254,23 +254,57 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 	if perr != nil || want.String() != remoteAddr {
 		return false, nil
 	}
-	err = s.call(ctx, func(o *owner) {
-		for c := range o.table.Waiters(name) {
-			w := c.Value
-			if !w.hasAddr(want) {
-				continue
+	// The queue is searched kickPerCall waiters a call, resuming behind
+	// the last one looked at; if that one has left meanwhile, the search
+	// starts over.
+	for attempt := 0; ; attempt++ {
+		var last *locktable.Claim[*session]
+		done, moved := false, false
+		for !done {
+			err = s.call(ctx, func(o *owner) {
+				var next *locktable.Claim[*session]
+				switch {
+				case last == nil:
+					for c := range o.table.Waiters(name) {
+						next = c
+						break
+					}
+				case last.State() != locktable.Waiting || last.Name() != name:
+					moved, done = true, true
+					return
+				default:
+					next = last.NextWaiter()
+				}
+				for n := 0; next != nil && n < kickPerCall; n++ {
+					if w := next.Value; w.hasAddr(want) {
+						if o.audit != nil {
+							wall, _ := o.clock()
+							o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
+						}
+						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
+						ok, done = true, true
+						return
+					}
+					last, next = next, next.NextWaiter()
+				}
+				done = next == nil
+			})
+			if err != nil {
+				return false, err
 			}
-			if o.audit != nil {
-				wall, _ := o.clock()
-				o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
-			}
-			o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
-			ok = true
-			return
 		}
-	})
-	return ok, err
+		switch {
+		case !moved:
+			return ok, nil
+		case attempt == maxRereads:
+			return false, fmt.Errorf("kick a waiter of lock %q: %w", name, ErrLockMoving)
+		}
+	}
 }
+
+// kickPerCall bounds the waiters one call of KickWaiter compares, tens of
+// nanoseconds each.
+const kickPerCall = 4096
 
 // closeByAdmin sends ERROR 0x02 and closes the session; closing a holder
 // promotes the next waiter.

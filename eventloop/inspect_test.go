@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 // loopRig is a rig whose Server serves its call queue only when the test
@@ -201,5 +203,47 @@ func TestRuleListingReadsNamesInPieces(t *testing.T) {
 	// 3 calls of names, then the details of the matches, snapshotTurn sessions a call.
 	if want := 3 + (len(got)+snapshotTurn-1)/snapshotTurn; r.calls != want {
 		t.Fatalf("the listing took %d calls; want %d", r.calls, want)
+	}
+}
+
+// KickWaiter searches a long queue kickPerCall waiters a call; when the
+// waiter a call ended at leaves, the search starts over and still finds its
+// target.
+func TestRuleKickSearchesInPieces(t *testing.T) {
+	for _, leaves := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a waiter leaves: %v", leaves), func(t *testing.T) {
+			r := newLoopRig(t)
+			r.claim("q", farLeaseMS)
+			ws := make([]peer, 2*kickPerCall+5)
+			for i := range ws {
+				ws[i], _ = r.claim("q", farLeaseMS)
+			}
+			target := ws[len(ws)-1]
+			var ok bool
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var err error
+				if ok, err = r.srv.KickWaiter(t.Context(), "q", target.RemoteAddr().String()); err != nil {
+					t.Errorf("KickWaiter: %v", err)
+				}
+			}()
+			r.turnUntil(done, func(calls int) {
+				if leaves && calls == 1 {
+					_ = ws[kickPerCall-1].closeNow()
+				}
+			})
+			if !ok {
+				t.Fatal("the last waiter was not found")
+			}
+			r.expectError(target, protocol.CodeClosedByAdmin)
+			want := 3
+			if leaves {
+				want = 1 + 1 + 3 // a piece, the call that finds it moved, the search again
+			}
+			if r.calls != want {
+				t.Fatalf("the search took %d calls; want %d of at most %d waiters", r.calls, want, kickPerCall)
+			}
+		})
 	}
 }
