@@ -204,3 +204,38 @@ func TestProbeNeedsTheLoopToServeSockets(t *testing.T) {
 		t.Fatal("probe of a stopped server succeeded")
 	}
 }
+
+// A caller whose call is still queued when the loop stops gets an error at
+// once, whatever its context, and the call never runs; a stuck loop that
+// never turns leaves the caller to its context.
+func TestCallersOfAStoppedOrStuckLoop(t *testing.T) {
+	s := &Server{handler: &handler{owner: &owner{}}}
+	s.calls = newCallQueue(func() {}) // a loop that never turns
+	ran := false
+	errs := make(chan error, 1)
+	go func() { errs <- s.call(context.Background(), func(*owner) { ran = true }) }()
+	for queued := false; !queued; { // await the call in the queue, not time
+		s.calls.mu.Lock()
+		queued = len(s.calls.calls) == 1
+		s.calls.mu.Unlock()
+	}
+	s.calls.stop()
+	if err := <-errs; !errors.Is(err, errNoLoop) {
+		t.Fatalf("call on a stopped loop: %v; want errNoLoop", err)
+	}
+	if ran {
+		t.Fatal("the call ran after the loop stopped")
+	}
+
+	s.calls = newCallQueue(func() {})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { errs <- s.call(ctx, func(*owner) { ran = true }) }()
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("call on a stuck loop: %v; want its context's error", err)
+	}
+	s.calls.turn(func() {}, (&owner{}).runCall) // the loop wakes at last
+	if ran {
+		t.Fatal("a withdrawn call ran")
+	}
+}
