@@ -94,6 +94,7 @@ func run() int {
 	}
 	defer e.tearDown()
 
+	loadBefore := loadAverage()
 	var rows []row
 	for _, a := range attacks {
 		if cfg.only != nil && !cfg.only[a.n] {
@@ -111,7 +112,7 @@ func run() int {
 			violations++
 		}
 	}
-	fmt.Printf("\nadversarial: %d attacks, %d with violations\n", len(rows), violations)
+	fmt.Printf("\nadversarial: %d attacks, %d with violations (load average %s before, %s after)\n", len(rows), violations, loadBefore, loadAverage())
 	if violations > 0 {
 		return 1
 	}
@@ -180,6 +181,16 @@ func startServer(bin, logFile string, args ...string) (*proc.Process, error) {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	return p, nil
+}
+
+// loadAverage is the machine's one-minute load average, for the reader of
+// figures measured on a shared machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // row is one attack's line of the report.
