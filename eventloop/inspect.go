@@ -84,6 +84,9 @@ func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]Loc
 			return nil, err
 		}
 	}
+	for i := range locks {
+		dropHolder(&locks[i])
+	}
 	return locks, nil
 }
 
@@ -147,6 +150,7 @@ func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, err
 		}
 		switch {
 		case !r.moved:
+			dropHolder(&r.info)
 			return r.info, r.held, nil
 		case attempt == maxRereads:
 			return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ErrLockMoving)
@@ -154,68 +158,74 @@ func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, err
 	}
 }
 
-// lockReader reads one lock a piece at a time. The holder and the first
-// waiters are read in the first piece; each later piece resumes behind the
-// last waiter read. A waiter that joins meanwhile is listed at the end; one
-// that leaves after its piece was read is still listed. If the lock changes
-// hands, or the waiter the last piece ended at leaves the queue, the reading
-// is marked moved and must start over.
+// lockReader reads one lock a piece at a time: the holder and the first
+// waiters in the first piece, each later piece behind the last waiter read.
+// The queue may move in between. A waiter that joins is listed at the end;
+// one that leaves after its piece was read is still listed, unless it is
+// the holder now (see dropHolder); the holder shown is the one at the last
+// piece. If the waiter a piece ended at leaves the queue, the reading cannot
+// resume: it is marked moved and must start over. A lock that goes idle
+// meanwhile is read as idle.
 type lockReader struct {
-	name   string
-	holder *locktable.Claim[*session]
-	token  uint64
-	last   *locktable.Claim[*session] // the last waiter read
-	info   LockInfo
-	held   bool // the lock had a holder
-	done   bool
-	moved  bool
+	name    string
+	started bool
+	last    *locktable.Claim[*session] // the last waiter read
+	info    LockInfo
+	held    bool // the lock has a holder
+	done    bool
+	moved   bool
 }
 
 // step reads at most budget sessions (at least one) and returns how many it
 // read.
 func (r *lockReader) step(o *owner, budget int) int {
 	holder := o.table.Holder(r.name)
-	var next *locktable.Claim[*session]
-	used := 0
-	switch {
-	case r.holder == nil && holder == nil:
-		r.done = true
+	if holder == nil {
+		r.held, r.done = false, true
 		return 1
-	case r.holder == nil:
-		r.holder, r.token, r.held = holder, holder.Token(), true
-		r.info = o.lockHeader(r.name, holder)
-		used = 1
+	}
+	switch {
+	case !r.started:
+		r.started, r.held = true, true
+		r.info = LockInfo{Name: r.name, Waiters: []WaiterInfo{}}
+	case r.last != nil && (r.last.State() != locktable.Waiting || r.last.Name() != r.name):
+		r.moved, r.done = true, true
+		return 1
+	}
+	r.info.Holder = o.holderInfo(holder)
+	var next *locktable.Claim[*session]
+	if r.last == nil {
 		for c := range o.table.Waiters(r.name) {
 			next = c
 			break
 		}
-	case holder != r.holder || holder.Token() != r.token || r.last.State() != locktable.Waiting || r.last.Name() != r.name:
-		r.moved, r.done = true, true
-		return 1
-	default:
+	} else {
 		next = r.last.NextWaiter()
 	}
+	used := 1
 	for ; next != nil && used < budget; next = next.NextWaiter() {
 		r.info.Waiters = append(r.info.Waiters, o.waiterInfo(next.Value))
 		r.last = next
 		used++
 	}
 	r.done = next == nil
-	return max(used, 1)
+	return used
 }
 
-func (o *owner) lockHeader(name string, holder *locktable.Claim[*session]) LockInfo {
+// dropHolder removes from a lock read in pieces the waiter that has become
+// its holder since its piece was read. It runs off the loop.
+func dropHolder(info *LockInfo) {
+	info.Waiters = slices.DeleteFunc(info.Waiters, func(w WaiterInfo) bool { return w.RemoteAddr == info.Holder.RemoteAddr })
+}
+
+func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	h := holder.Value
-	return LockInfo{
-		Name: name,
-		Holder: HolderInfo{
-			Identity:   h.identity(),
-			RemoteAddr: h.remoteAddr(),
-			Since:      o.wallAt(h.since).UTC(),
-			LeaseMS:    int64(h.leaseMS),
-			Token:      holder.Token(),
-		},
-		Waiters: []WaiterInfo{},
+	return HolderInfo{
+		Identity:   h.identity(),
+		RemoteAddr: h.remoteAddr(),
+		Since:      o.wallAt(h.since).UTC(),
+		LeaseMS:    int64(h.leaseMS),
+		Token:      holder.Token(),
 	}
 }
 

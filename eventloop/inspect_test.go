@@ -88,8 +88,9 @@ func TestRuleLongQueueIsReadInPieces(t *testing.T) {
 }
 
 // Between two pieces the queue moves: a waiter that joins is listed at the
-// end; if the waiter the last piece ended at leaves, or the lock changes
-// hands, the reading starts over and shows the queue as it is then.
+// end; if the lock changes hands, the new holder is shown and not listed as
+// a waiter; if the waiter the last piece ended at leaves, the reading starts
+// over and shows the queue as it is then.
 func TestRuleQueueMovingBetweenPieces(t *testing.T) {
 	t.Run("joins", func(t *testing.T) {
 		r := newLoopRig(t)
@@ -141,6 +142,9 @@ func TestRuleQueueMovingBetweenPieces(t *testing.T) {
 			t.Fatalf("holder %s; want the promoted %v", info.Holder.RemoteAddr, ws[0])
 		}
 		r.expectWaiters(info, ws[1:])
+		if r.calls != 3 { // the holder and 127 waiters a piece: no new start
+			t.Fatalf("the read took %d calls; want 3, resuming across the change of hands", r.calls)
+		}
 	})
 }
 
