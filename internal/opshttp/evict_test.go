@@ -8,7 +8,8 @@ import (
 
 // At the cap, evict closes the connection that has waited for its header
 // the longest among those the server has tried to read; one it has not
-// read yet goes only when no other waits.
+// read yet goes only when no other waits, and only once Accept has given
+// the server its grace to read it.
 func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
 	l := LimitListener(&http.Server{}, nil, 3).(*limitListener)
 	conns := make([]*limitConn, 3)
@@ -23,10 +24,12 @@ func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
 	fresh, slowOld, slowNew := conns[0], conns[1], conns[2] // fresh is the oldest
 	slowOld.tried.Store(true)
 	slowNew.tried.Store(true)
-	evicted := func() *limitConn {
+	evicted := func(untried bool) *limitConn {
 		t.Helper()
 		before := len(l.waiting)
-		l.evict()
+		if !l.evict(untried) {
+			t.Fatalf("evict(%v) closed nothing of %d waiting", untried, before)
+		}
 		for _, c := range conns {
 			if _, ok := l.waiting[c]; !ok && !closed[c] {
 				closed[c] = true
@@ -36,9 +39,15 @@ func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
 		t.Fatalf("evict closed nothing of %d waiting", before)
 		return nil
 	}
-	for i, want := range []*limitConn{slowOld, slowNew, fresh} {
-		if got := evicted(); got != want {
+	for i, want := range []*limitConn{slowOld, slowNew} {
+		if got := evicted(false); got != want {
 			t.Fatalf("eviction %d closed connection %p; want %p", i+1, got, want)
 		}
+	}
+	if l.evict(false) {
+		t.Fatal("a connection not read yet was closed before its grace")
+	}
+	if got := evicted(true); got != fresh {
+		t.Fatalf("after the grace, eviction closed %p; want the fresh %p", got, fresh)
 	}
 }

@@ -115,26 +115,59 @@ type limitListener struct {
 	evictable chan struct{} // cap 1: a connection joined waiting
 }
 
+// untriedGrace is how long a connection held back waits, when every
+// connection without a header is one the server has not read yet, for the
+// server to read some (a burst of arrivals gets ahead of their goroutines)
+// before it closes one of them.
+const untriedGrace = 100 * time.Millisecond
+
 func (l *limitListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	untried := false // may close a connection not read yet
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.wrap(c), nil
 		default:
 		}
-		l.evict()
+		var graceUp <-chan time.Time
+		if !l.evict(untried) && !untried {
+			if grace == nil {
+				grace = time.NewTimer(untriedGrace)
+			}
+			graceUp = grace.C
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.wrap(c), nil
 		case <-l.evictable:
+		case <-graceUp:
+			untried = true
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
 		}
+	}
+}
+
+func (l *limitListener) wrap(c net.Conn) *limitConn {
+	return &limitConn{Conn: c, l: l, release: func() { <-l.slots }}
+}
+
+// signal wakes an Accept waiting for a connection to close.
+func (l *limitListener) signal() {
+	select {
+	case l.evictable <- struct{}{}:
+	default:
 	}
 }
 
@@ -150,20 +183,16 @@ func (l *limitListener) track(c net.Conn, st http.ConnState) {
 	}
 	l.seq++
 	l.waiting[c] = l.seq
-	select {
-	case l.evictable <- struct{}{}:
-	default:
-	}
+	l.signal()
 }
 
 // evict closes the connection that has waited for a request header the
-// longest, if any; its Close frees its slot. Connections the server has
-// already tried to read are preferred: they have had their chance and still
-// have not sent a whole header. One not read yet may be a probe whose
-// header is in its socket, waiting only for the server to get to it; under
-// a storm of reconnecting slow clients it would otherwise soon be the
-// oldest.
-func (l *limitListener) evict() {
+// longest and reports whether there was one; its Close frees its slot.
+// Connections the server has already tried to read are preferred: they have
+// had their chance and still have not sent a whole header. One not read yet
+// may be a probe whose header is in its socket, waiting only for the server
+// to get to it; it is closed only when untried is set and no other waits.
+func (l *limitListener) evict(untried bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var (
@@ -180,10 +209,12 @@ func (l *limitListener) evict() {
 			oldest, since, oldestTried = c, seq, tried
 		}
 	}
-	if oldest != nil {
-		delete(l.waiting, oldest)
-		_ = oldest.Close() // under mu: it cannot turn Active meanwhile
+	if oldest == nil || (!oldestTried && !untried) {
+		return false
 	}
+	delete(l.waiting, oldest)
+	_ = oldest.Close() // under mu, so that track sees it no more
+	return true
 }
 
 func (l *limitListener) Close() error {
@@ -193,13 +224,17 @@ func (l *limitListener) Close() error {
 
 type limitConn struct {
 	net.Conn
+	l       *limitListener
 	once    sync.Once
 	release func()
 	tried   atomic.Bool // the server has begun reading it
 }
 
 func (c *limitConn) Read(b []byte) (int, error) {
-	c.tried.Store(true)
+	if !c.tried.Load() {
+		c.tried.Store(true)
+		c.l.signal() // an Accept may be waiting to close a tried connection
+	}
 	return c.Conn.Read(b)
 }
 
