@@ -7,10 +7,10 @@ import (
 )
 
 // At the cap, evict closes the connection that has waited for its header
-// the longest among those the server has tried to read; one it has not
-// read yet goes only when no other waits, and only once Accept has given
-// the server its grace to read it.
-func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
+// the longest among those that have sent something; one that has sent
+// nothing goes only when no other waits, and only once Accept has given it
+// its grace.
+func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
 	l := LimitListener(&http.Server{}, nil, 3).(*limitListener)
 	conns := make([]*limitConn, 3)
 	closed := map[*limitConn]bool{}
@@ -22,13 +22,13 @@ func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
 		l.track(c, http.StateNew)
 	}
 	fresh, slowOld, slowNew := conns[0], conns[1], conns[2] // fresh is the oldest
-	slowOld.tried.Store(true)
-	slowNew.tried.Store(true)
-	evicted := func(untried bool) *limitConn {
+	slowOld.heard.Store(true)
+	slowNew.heard.Store(true)
+	evicted := func(silent bool) *limitConn {
 		t.Helper()
 		before := len(l.waiting)
-		if !l.evict(untried) {
-			t.Fatalf("evict(%v) closed nothing of %d waiting", untried, before)
+		if !l.evict(silent) {
+			t.Fatalf("evict(%v) closed nothing of %d waiting", silent, before)
 		}
 		for _, c := range conns {
 			if _, ok := l.waiting[c]; !ok && !closed[c] {
@@ -45,7 +45,7 @@ func TestEvictPrefersConnectionsAlreadyRead(t *testing.T) {
 		}
 	}
 	if l.evict(false) {
-		t.Fatal("a connection not read yet was closed before its grace")
+		t.Fatal("a connection that has sent nothing was closed before its grace")
 	}
 	if got := evicted(true); got != fresh {
 		t.Fatalf("after the grace, eviction closed %p; want the fresh %p", got, fresh)

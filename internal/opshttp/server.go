@@ -81,11 +81,11 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // LimitListener serves at most n connections at once for hs. It accepts one
 // more and holds it until there is room, so a burst waits in the kernel's
 // backlog and takes no descriptor of the process. A connection held back
-// makes room by closing, of the connections that have not finished a
-// request's header (new ones, and keep-alive ones between requests), the
-// one that has been so the longest: neither slow clients nor idle ones can
-// lock a probe out, however many there are, since the probe's own header
-// arrives at once and makes it the last to go. Only requests whose header
+// makes room by closing, of the connections that have sent part of a
+// request's header but not all of it, or are idle between requests, the
+// one that has been so the longest (see evict): neither slow clients nor
+// idle ones can lock a probe out, however many there are, since the probe
+// sends its header at once and is never among them. Only requests whose header
 // is in, each bounded by hs's timeouts, make a new connection wait.
 // LimitListener sets hs.ConnState to learn each connection's state.
 func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
@@ -115,11 +115,11 @@ type limitListener struct {
 	evictable chan struct{} // cap 1: a connection joined waiting
 }
 
-// untriedGrace is how long a connection held back waits, when every
-// connection without a header is one the server has not read yet, for the
-// server to read some (a burst of arrivals gets ahead of their goroutines)
-// before it closes one of them.
-const untriedGrace = 100 * time.Millisecond
+// silentGrace is how long a connection held back waits, when every
+// connection without a header has sent nothing yet, for some to send
+// something (a burst of arrivals gets ahead of their clients' requests and
+// of the server's goroutines) before it closes the oldest of them.
+const silentGrace = 100 * time.Millisecond
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -132,7 +132,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			grace.Stop()
 		}
 	}()
-	untried := false // may close a connection not read yet
+	silent := false // may close a connection that has sent nothing
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -140,9 +140,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		default:
 		}
 		var graceUp <-chan time.Time
-		if !l.evict(untried) && !untried {
+		if !l.evict(silent) && !silent {
 			if grace == nil {
-				grace = time.NewTimer(untriedGrace)
+				grace = time.NewTimer(silentGrace)
 			}
 			graceUp = grace.C
 		}
@@ -151,7 +151,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return l.wrap(c), nil
 		case <-l.evictable:
 		case <-graceUp:
-			untried = true
+			silent = true
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
@@ -188,28 +188,28 @@ func (l *limitListener) track(c net.Conn, st http.ConnState) {
 
 // evict closes the connection that has waited for a request header the
 // longest and reports whether there was one; its Close frees its slot.
-// Connections the server has already tried to read are preferred: they have
-// had their chance and still have not sent a whole header. One not read yet
-// may be a probe whose header is in its socket, waiting only for the server
-// to get to it; it is closed only when untried is set and no other waits.
-func (l *limitListener) evict(untried bool) bool {
+// Connections that have sent something are preferred: a slow client that
+// trickles its header, or an idle keep-alive one. One that has sent nothing
+// may be a probe whose request is still on its way or waits for the server
+// to read it; it is closed only when silent is set and no other waits.
+func (l *limitListener) evict(silent bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var (
 		oldest      net.Conn
 		since       uint64
-		oldestTried bool
+		oldestHeard bool
 	)
 	for c, seq := range l.waiting {
-		tried := true
+		heard := true
 		if lc, ok := c.(*limitConn); ok {
-			tried = lc.tried.Load()
+			heard = lc.heard.Load()
 		}
-		if oldest == nil || (tried && !oldestTried) || (tried == oldestTried && seq < since) {
-			oldest, since, oldestTried = c, seq, tried
+		if oldest == nil || (heard && !oldestHeard) || (heard == oldestHeard && seq < since) {
+			oldest, since, oldestHeard = c, seq, heard
 		}
 	}
-	if oldest == nil || (!oldestTried && !untried) {
+	if oldest == nil || (!oldestHeard && !silent) {
 		return false
 	}
 	delete(l.waiting, oldest)
@@ -227,15 +227,16 @@ type limitConn struct {
 	l       *limitListener
 	once    sync.Once
 	release func()
-	tried   atomic.Bool // the server has begun reading it
+	heard   atomic.Bool // the server has read bytes from it
 }
 
 func (c *limitConn) Read(b []byte) (int, error) {
-	if !c.tried.Load() {
-		c.tried.Store(true)
-		c.l.signal() // an Accept may be waiting to close a tried connection
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.heard.Load() {
+		c.heard.Store(true)
+		c.l.signal() // an Accept may be waiting for a connection it may close
 	}
-	return c.Conn.Read(b)
+	return n, err
 }
 
 func (c *limitConn) Close() error {
