@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +267,22 @@ func TestEvictionOrder(t *testing.T) {
 	await(slow, http.StateNew)
 	if _, err := slow.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
 		t.Fatal(err)
+	}
+	// Await the server's read of that half (a slow client is one that has
+	// sent part of a header), not time.
+	for heard, deadline := false, time.Now().Add(safety); !heard; {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never read the slow client's half header")
+		}
+		ll := ln.(*limitListener)
+		ll.mu.Lock()
+		for c := range ll.waiting {
+			if c.RemoteAddr().String() == slow.LocalAddr().String() {
+				heard = c.(*limitConn).heard.Load()
+			}
+		}
+		ll.mu.Unlock()
+		runtime.Gosched()
 	}
 	idle := keepalive.Dial(t, addr)
 	if code := idle.Get(t, "/"); code != http.StatusOK {
