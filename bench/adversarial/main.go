@@ -226,6 +226,20 @@ func (e *env) run(a attack) row {
 	}
 	watched := append(append([]*witnesses(nil), e.watched...), extra...)
 	for _, w := range watched {
+		if err := w.awaitCanary(15 * time.Second); err != nil {
+			r.err = err
+		}
+	}
+	if r.err != nil {
+		if stop != nil {
+			stop()
+		}
+		for _, w := range extra {
+			w.close()
+		}
+		return r
+	}
+	for _, w := range watched {
 		w.take() // the window starts now
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.duration)

@@ -82,16 +82,30 @@ type witnesses struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	seq  atomic.Int64
+
+	holding     chan struct{} // closed once the canary first holds its lock
+	holdingOnce sync.Once
 }
 
 func watch(t target) *witnesses {
-	w := &witnesses{t: t, stop: make(chan struct{})}
+	w := &witnesses{t: t, stop: make(chan struct{}), holding: make(chan struct{})}
 	w.wg.Add(4)
 	go w.memory()
 	go w.canary()
 	go w.prober()
 	go w.readiness()
 	return w
+}
+
+// awaitCanary waits until the canary holds its lock, so that an attack's
+// window never starts before it.
+func (w *witnesses) awaitCanary(timeout time.Duration) error {
+	select {
+	case <-w.holding:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("the canary of the %s server did not get its lock within %v", w.t.name, timeout)
+	}
 }
 
 // take returns what was seen since the last take and starts afresh.
@@ -146,6 +160,7 @@ func (w *witnesses) canary() {
 			}
 			continue
 		}
+		w.holdingOnce.Do(func() { close(w.holding) })
 		err = w.heartbeat(c, tok)
 		_ = c.NC.Close()
 		if err == nil { // stopped
