@@ -94,10 +94,11 @@ func (p *prober) roundTrip(ctx context.Context) error {
 	p.nonce++
 	var msg [8]byte
 	binary.LittleEndian.PutUint64(msg[:], p.nonce)
-	if _, err := p.peer.Write(msg[:]); err != nil {
+	n, err := p.peer.Write(msg[:])
+	p.owed += n // what was written comes back, a part of a nonce too
+	if err != nil {
 		return p.cause(ctx, err)
 	}
-	p.owed += len(msg)
 	want := p.owed // earlier probes' leftovers, then ours
 	if cap(p.buf) < want {
 		p.buf = make([]byte, want)
