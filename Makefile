@@ -98,3 +98,11 @@ bench-peers:
 ## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
 chaos: build
 	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock
+
+# --- adversarial harness (bench/adversarial) ---------------------------------
+
+.PHONY: adversarial
+
+## adversarial: each attack on the loop's fairness against the built server, with a canary, lock probes and /readyz probes (about 2 minutes, loopback only)
+adversarial: build
+	cd bench && $(GO) run ./adversarial -server $(abspath $(BIN))/monolock

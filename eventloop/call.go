@@ -2,14 +2,35 @@ package eventloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // Every other goroutine reaches the owner through call (requests from the
-// admin API, health probes, shutdown) or through tick (the ticker).
+// admin API, health probes, shutdown) or through tick (the ticker). Both go
+// through a queue of ours that the loop serves when the control connection
+// is readable: a socket event like any other. One such event serves the tick
+// and at most callsPerTurn calls; if more wait, the loop writes the control
+// connection a byte and goes back to epoll first, so every socket that is
+// ready meanwhile is served before the next slice of calls.
+//
+// gnet's Execute would not do: its tasks land in a queue that the loop
+// drains, tasks added meanwhile included, before it polls again, so a steady
+// stream of calls (a dashboard polling a busy lock) kept every socket waiting.
+
+// callsPerTurn bounds the calls served between two polls of the sockets.
+// Each call is itself a bounded slice (see snapshotTurn), so one turn of
+// call work takes well under a millisecond.
+const callsPerTurn = 4
+
+// maxQueuedCalls bounds the calls waiting for the loop. Callers are few (the
+// admin and health endpoints cap their connections); the bound keeps a bug
+// or a flood from growing the queue without limit.
+const maxQueuedCalls = 4096
+
+var errCallQueueFull = errors.New("too many requests are waiting for the event loop; retry shortly")
 
 // A loopCall is one function queued for the loop. Its state decides, once,
 // whether it runs or is withdrawn.
@@ -25,6 +46,121 @@ const (
 	callWithdrawn
 )
 
+// callQueue is what other goroutines hand the loop: calls in FIFO order and
+// at most one pending tick.
+type callQueue struct {
+	mu    sync.Mutex
+	calls []*loopCall
+	tick  bool
+	woken bool // a wake-up byte is on its way to the loop
+	gone  bool // the loop has stopped: nothing will be served
+	wake  func()
+
+	stopped chan struct{} // closed with gone, for callers still waiting
+
+	served [callsPerTurn]*loopCall // the loop's batch; only the loop touches it
+}
+
+// push queues c and wakes the loop unless a wake-up is already on its way.
+func (q *callQueue) push(c *loopCall) error {
+	q.mu.Lock()
+	switch {
+	case q.gone:
+		q.mu.Unlock()
+		return errNoLoop
+	case len(q.calls) >= maxQueuedCalls:
+		q.mu.Unlock()
+		return errCallQueueFull
+	}
+	q.calls = append(q.calls, c)
+	wake := q.arm()
+	q.mu.Unlock()
+	if wake {
+		q.wake()
+	}
+	return nil
+}
+
+// pushTick asks the loop for a tick.
+func (q *callQueue) pushTick() error {
+	q.mu.Lock()
+	if q.gone {
+		q.mu.Unlock()
+		return errNoLoop
+	}
+	q.tick = true
+	wake := q.arm()
+	q.mu.Unlock()
+	if wake {
+		q.wake()
+	}
+	return nil
+}
+
+// arm reports whether the caller must send a wake-up; q.mu is held.
+func (q *callQueue) arm() bool {
+	if q.woken {
+		return false
+	}
+	q.woken = true
+	return true
+}
+
+func newCallQueue(wake func()) *callQueue {
+	return &callQueue{wake: wake, stopped: make(chan struct{})}
+}
+
+// stop marks the loop gone: later pushes fail at once, and callers whose
+// calls are still queued give up.
+func (q *callQueue) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.gone {
+		q.gone = true
+		close(q.stopped)
+	}
+}
+
+// turn runs on the loop when the control connection is readable: the tick,
+// if one is pending, then at most callsPerTurn calls. It wakes the loop
+// again when work is left, so the rest is served after the next poll.
+func (q *callQueue) turn(tick func(), run func(*loopCall)) {
+	q.mu.Lock()
+	q.woken = false
+	ticking := q.tick
+	q.tick = false
+	n := 0
+	for n < len(q.served) && len(q.calls) > 0 {
+		c := q.calls[0]
+		q.calls[0] = nil
+		q.calls = q.calls[1:]
+		if c.state.Load() == callWithdrawn { // its caller gave up; costs nothing
+			continue
+		}
+		q.served[n] = c
+		n++
+	}
+	if len(q.calls) == 0 {
+		q.calls = q.calls[:0:0] // let go of a long backing array
+	}
+	q.mu.Unlock()
+
+	if ticking {
+		tick()
+	}
+	for i, c := range q.served[:n] {
+		q.served[i] = nil
+		run(c)
+	}
+
+	q.mu.Lock()
+	wake := (len(q.calls) > 0 || q.tick) && q.arm()
+	q.mu.Unlock()
+	if wake {
+		q.wake()
+	}
+}
+
 // call runs fn on the event loop and waits for it. Either fn runs and call
 // returns nil, or call returns an error and fn never runs: when ctx ends
 // while fn is still queued, fn is withdrawn. Once fn has started, call waits
@@ -36,14 +172,7 @@ func (s *Server) call(ctx context.Context, fn func(*owner)) error {
 		return fmt.Errorf("run on event loop: %w", err)
 	}
 	c := &loopCall{fn: fn, done: make(chan struct{})}
-	run := func(context.Context) error {
-		if c.state.CompareAndSwap(callQueued, callRunning) {
-			c.fn(s.handler.owner)
-			close(c.done)
-		}
-		return nil
-	}
-	if err := s.execute(run); err != nil {
+	if err := s.calls.push(c); err != nil {
 		return fmt.Errorf("run on event loop: %w", err)
 	}
 	select {
@@ -55,17 +184,22 @@ func (s *Server) call(ctx context.Context, fn func(*owner)) error {
 		}
 		<-c.done
 		return nil
+	case <-s.calls.stopped:
+		if c.state.CompareAndSwap(callQueued, callWithdrawn) {
+			return fmt.Errorf("run on event loop: %w", errNoLoop)
+		}
+		<-c.done
+		return nil
 	}
 }
 
-// execute queues run on the loop.
-func (s *Server) execute(run gnet.RunnableFunc) error {
-	loop := s.handler.loop.Load()
-	if loop == nil {
-		return errNoLoop
+// runCall runs a queued call on the loop unless its caller withdrew it.
+func (o *owner) runCall(c *loopCall) {
+	if c.state.CompareAndSwap(callQueued, callRunning) {
+		c.fn(o)
+		close(c.done)
 	}
-	return (*loop).Execute(context.Background(), run)
 }
 
 // tick hands the owner a tick of the timer wheel.
-func (s *Server) tick() error { return s.execute(s.handler.tick) }
+func (s *Server) tick() error { return s.calls.pushTick() }

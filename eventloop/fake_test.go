@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"context"
 	"errors"
 	"net"
 	"testing"
@@ -51,6 +50,15 @@ type fakeConn struct {
 	port      int           // tells the rig's connections apart in RemoteAddr
 	addr      *net.TCPAddr  // made by the first RemoteAddr
 	ctx       any
+
+	kernelQueued int    // bytes the kernel holds for the peer (see kernelQueue)
+	kernelAcked  uint64 // bytes the peer has acknowledged
+	kernelLooks  int    // kernelQueue calls
+}
+
+func (c *fakeConn) kernelQueue() (int, uint64) {
+	c.kernelLooks++
+	return c.kernelQueued, c.kernelAcked
 }
 
 func (c *fakeConn) Peek(int) ([]byte, error) { return c.in, nil }
@@ -197,18 +205,12 @@ func (r *rig) run(d time.Duration) {
 // runTo moves the clock to the owner offset at, ticking on the way.
 func (r *rig) runTo(at time.Duration) { r.run(at - r.o.now()) }
 
-// syncLoop is an event loop that runs what it is given at once, on the
-// caller's goroutine: the rig's owner is driven by the test alone.
-type syncLoop struct{ gnet.EventLoop }
-
-func (syncLoop) Execute(ctx context.Context, r gnet.Runnable) error { return r.Run(ctx) }
-
 // server returns a Server around the rig's owner, so that a test reaches the
 // owner through the Server's own methods (ForceRelease, KickWaiter, Locks),
-// whose calls then run synchronously.
+// whose calls then run synchronously: a wake-up serves the queue at once, on
+// the caller's goroutine, so the rig's owner is driven by the test alone.
 func (r *rig) server() *Server {
-	var loop gnet.EventLoop = syncLoop{}
-	h := &handler{owner: r.o}
-	h.loop.Store(&loop)
-	return &Server{handler: h}
+	s := &Server{handler: &handler{owner: r.o}}
+	s.calls = newCallQueue(func() { s.calls.turn(r.o.advance, r.o.runCall) })
+	return s
 }

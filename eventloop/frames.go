@@ -131,6 +131,7 @@ func (o *owner) send(s *session, frame []byte) {
 		o.replies = append(o.replies, frame...)
 		return
 	}
+	s.unchecked += len(frame)
 	_, _ = s.conn.Write(frame)
 }
 
@@ -144,22 +145,25 @@ func (o *owner) sendError(s *session, code protocol.Code, reason string) {
 // flushReplies writes the collected answers of the session being parsed.
 func (o *owner) flushReplies(s *session) {
 	if len(o.replies) > 0 && !s.closed {
+		s.unchecked += len(o.replies)
 		_, _ = s.conn.Write(o.replies)
 	}
 	o.replies = o.replies[:0]
 }
 
-// noteOutput starts the io-timeout clock for output the peer has not drained.
-// The clock stops only when the output is empty again: replies are a few
-// bytes each, so a peer that keeps some waiting for a whole io-timeout is
-// not keeping up, however slowly it reads.
+// noteOutput starts the io-timeout clock for output the peer has not drained:
+// in gnet's buffer, or in the kernel's send queue, looked at every
+// outputCheck bytes written (see outq.go). Once started, the clock is the
+// timer's to stop (onTimer), which looks at both every stallPoll.
 func (o *owner) noteOutput(s *session, now time.Duration) {
-	pending := s.conn.OutboundBuffered()
-	if pending == 0 {
-		s.stalledSince = 0
+	if s.stalledSince != 0 {
 		return
 	}
-	if s.stalledSince == 0 {
+	pending := s.conn.OutboundBuffered()
+	if pending == 0 && s.unchecked >= outputCheck {
+		pending, _ = s.lookAtKernel()
+	}
+	if pending > 0 {
 		s.stalledSince = now
 		o.armBy(s, now+stallPoll)
 	}

@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -18,7 +17,6 @@ type handler struct {
 	srv   *Server
 
 	loop atomic.Pointer[gnet.EventLoop] // published when the control connection opens
-	tick gnet.RunnableFunc
 }
 
 // control marks the connection that gives the server a handle on the loop.
@@ -27,12 +25,7 @@ type control struct{}
 var errNoLoop = errors.New("the event loop is not running")
 
 func newHandler(o *owner, srv *Server) *handler {
-	h := &handler{owner: o, srv: srv}
-	h.tick = func(context.Context) error {
-		o.advance()
-		return nil
-	}
-	return h
+	return &handler{owner: o, srv: srv}
 }
 
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
@@ -40,6 +33,8 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	case control:
 		loop := c.EventLoop()
 		h.loop.Store(&loop)
+		return nil, gnet.None
+	case probe:
 		return nil, gnet.None
 	case *tlsConn:
 		ctx.join(c)
@@ -64,12 +59,19 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 }
 
 func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
-	s, ok := c.Context().(*session)
-	if !ok {
+	switch ctx := c.Context().(type) {
+	case *session:
+		return h.closing(ctx, h.owner.traffic(ctx))
+	case control: // work queued by other goroutines: serve a slice of it
 		_, _ = c.Discard(-1)
-		return gnet.None
+		h.srv.calls.turn(h.owner.advance, h.owner.runCall)
+	case probe: // the liveness probe: echo
+		b, _ := c.Next(-1)
+		_, _ = c.Write(b)
+	default:
+		_, _ = c.Discard(-1)
 	}
-	return h.closing(s, h.owner.traffic(s))
+	return gnet.None
 }
 
 // closing sends a TLS session's close_notify before gnet closes it.
@@ -92,6 +94,7 @@ func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 // OnShutdown runs when the engine stops. Unless the server is shutting down,
 // the loop has died under it.
 func (h *handler) OnShutdown(gnet.Engine) {
+	h.srv.calls.stop()
 	if !h.srv.stopping() {
 		h.srv.fail(errors.New("the event loop stopped unexpectedly"))
 	}

@@ -2,6 +2,9 @@ package eventloop
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -18,24 +21,28 @@ type (
 	WaiterInfo = admin.WaiterInfo
 )
 
-// snapshotTurn bounds the sessions one turn of a lock listing visits, so
+// snapshotTurn bounds the sessions one call of a lock listing visits, so
 // that a listing of tens of thousands of sessions never holds the loop for
-// more than a fraction of a millisecond at a time.
-const snapshotTurn = 512
+// more than a fraction of a millisecond at a time (a session costs about
+// 2 µs to describe).
+const snapshotTurn = 128
+
+// maxRereads bounds how often one lock is read again because it changed
+// hands, or the waiter a piece ended at left, between two pieces.
+const maxRereads = 3
+
+// ErrLockMoving reports a lock whose queue changed under every attempt to
+// read it in pieces.
+var ErrLockMoving = errors.New("the lock's queue changed while it was being read in pieces; retry")
 
 // Locks returns every lock with a holder whose name match accepts (all of
 // them for a nil match), sorted by name, each with its full queue. The names
-// are read in one turn of the loop and matched here, off the loop; the
-// details are then read in turns of at most snapshotTurn sessions. Each lock
-// is consistent in itself; a lock released between turns is left out.
+// are read in calls of at most namesPerCall (see lockNames) and matched
+// here, off the loop; the details are then read in calls of at most
+// snapshotTurn sessions. Each lock is read as lockReader describes; a lock
+// released between calls is left out.
 func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
-	var names []string
-	err := s.call(ctx, func(o *owner) {
-		names = make([]string, 0, o.table.Held())
-		for name := range o.table.Locks() {
-			names = append(names, name)
-		}
-	})
+	names, err := s.lockNames(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,53 +51,186 @@ func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]Loc
 	}
 	slices.Sort(names)
 	locks := make([]LockInfo, 0, len(names))
-	for rest := names; len(rest) > 0; {
+	var r *lockReader
+	rereads := 0
+	for len(names) > 0 || r != nil {
+		var moved error
 		err := s.call(ctx, func(o *owner) {
-			for visited := 0; len(rest) > 0 && visited < snapshotTurn; rest = rest[1:] {
-				holder := o.table.Holder(rest[0])
-				if holder == nil {
-					continue
+			for budget := snapshotTurn; budget > 0 && (len(names) > 0 || r != nil); {
+				if r == nil {
+					r, names = &lockReader{name: names[0]}, names[1:]
 				}
-				info := o.lockInfo(rest[0], holder)
-				visited += 1 + len(info.Waiters)
-				locks = append(locks, info)
+				budget -= r.step(o, budget)
+				switch {
+				case !r.done:
+				case r.moved && rereads < maxRereads:
+					rereads++
+					r = &lockReader{name: r.name}
+				case r.moved:
+					moved = fmt.Errorf("list lock %q: %w", r.name, ErrLockMoving)
+					return
+				default:
+					if r.held {
+						locks = append(locks, r.info)
+					}
+					r, rereads = nil, 0
+				}
 			}
 		})
+		if err == nil {
+			err = moved
+		}
 		if err != nil {
 			return nil, err
 		}
 	}
+	for i := range locks {
+		dropHolder(&locks[i])
+	}
 	return locks, nil
 }
 
-// Lock returns one lock; ok is false when the lock is idle.
-func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
-	err = s.call(ctx, func(o *owner) {
-		if holder := o.table.Holder(name); holder != nil {
-			info, ok = o.lockInfo(name, holder), true
+// namesPerCall bounds the lock names one call copies: a map step and an
+// append each, so a call takes well under a millisecond.
+const namesPerCall = 4096
+
+// lockNames returns the name of every held lock, read in calls of at most
+// namesPerCall names. The table's map is walked by one iteration suspended
+// between calls (iter.Pull, resumed only on the loop): as with a map range,
+// a lock released before it is reached is left out, and one created
+// meanwhile may or may not be listed.
+func (s *Server) lockNames(ctx context.Context) ([]string, error) {
+	var (
+		names []string
+		next  func() (string, *locktable.Claim[*session], bool)
+		stop  func()
+		done  bool
+	)
+	for !done {
+		err := s.call(ctx, func(o *owner) {
+			if next == nil {
+				names = make([]string, 0, o.table.Held())
+				next, stop = iter.Pull2(o.table.Locks())
+			}
+			for range namesPerCall {
+				name, _, ok := next()
+				if !ok {
+					done = true
+					return
+				}
+				names = append(names, name)
+			}
+		})
+		if err != nil {
+			if next != nil && !done { // the walk must end on the loop, where it runs
+				_ = s.call(context.WithoutCancel(ctx), func(*owner) { stop() })
+			}
+			return nil, err
 		}
-	})
-	return info, ok, err
+	}
+	return names, nil
 }
 
-func (o *owner) lockInfo(name string, holder *locktable.Claim[*session]) LockInfo {
+// Lock returns one lock; ok is false when the lock is idle. Its queue is
+// read in pieces of at most snapshotTurn waiters, one piece per call, so a
+// queue of any length never holds the loop for long. Concurrent reads of the
+// same lock share one reading (see sharedReads).
+func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
+	return s.reads.read(ctx, name, s.readLock)
+}
+
+// readLock reads one lock in pieces, starting over when it moved.
+func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, error) {
+	for attempt := 0; ; attempt++ {
+		r := &lockReader{name: name}
+		for !r.done {
+			if err := s.call(ctx, func(o *owner) { r.step(o, snapshotTurn) }); err != nil {
+				return LockInfo{}, false, err
+			}
+		}
+		switch {
+		case !r.moved:
+			dropHolder(&r.info)
+			return r.info, r.held, nil
+		case attempt == maxRereads:
+			return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ErrLockMoving)
+		}
+	}
+}
+
+// lockReader reads one lock a piece at a time: the holder and the first
+// waiters in the first piece, each later piece behind the last waiter read.
+// The queue may move in between. A waiter that joins is listed at the end;
+// one that leaves after its piece was read is still listed, unless it is
+// the holder now (see dropHolder); the holder shown is the one at the last
+// piece. If the waiter a piece ended at leaves the queue, the reading cannot
+// resume: it is marked moved and must start over. A lock that goes idle
+// meanwhile is read as idle.
+type lockReader struct {
+	name    string
+	started bool
+	last    *locktable.Claim[*session] // the last waiter read
+	info    LockInfo
+	held    bool // the lock has a holder
+	done    bool
+	moved   bool
+}
+
+// step reads at most budget sessions (at least one) and returns how many it
+// read.
+func (r *lockReader) step(o *owner, budget int) int {
+	holder := o.table.Holder(r.name)
+	if holder == nil {
+		r.held, r.done = false, true
+		return 1
+	}
+	switch {
+	case !r.started:
+		r.started, r.held = true, true
+		r.info = LockInfo{Name: r.name, Waiters: []WaiterInfo{}}
+	case r.last != nil && (r.last.State() != locktable.Waiting || r.last.Name() != r.name):
+		r.moved, r.done = true, true
+		return 1
+	}
+	r.info.Holder = o.holderInfo(holder)
+	var next *locktable.Claim[*session]
+	if r.last == nil {
+		for c := range o.table.Waiters(r.name) {
+			next = c
+			break
+		}
+	} else {
+		next = r.last.NextWaiter()
+	}
+	used := 1
+	for ; next != nil && used < budget; next = next.NextWaiter() {
+		r.info.Waiters = append(r.info.Waiters, o.waiterInfo(next.Value))
+		r.last = next
+		used++
+	}
+	r.done = next == nil
+	return used
+}
+
+// dropHolder removes from a lock read in pieces the waiter that has become
+// its holder since its piece was read. It runs off the loop.
+func dropHolder(info *LockInfo) {
+	info.Waiters = slices.DeleteFunc(info.Waiters, func(w WaiterInfo) bool { return w.RemoteAddr == info.Holder.RemoteAddr })
+}
+
+func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	h := holder.Value
-	info := LockInfo{
-		Name: name,
-		Holder: HolderInfo{
-			Identity:   h.identity(),
-			RemoteAddr: h.remoteAddr(),
-			Since:      o.wallAt(h.since).UTC(),
-			LeaseMS:    int64(h.leaseMS),
-			Token:      holder.Token(),
-		},
-		Waiters: []WaiterInfo{},
+	return HolderInfo{
+		Identity:   h.identity(),
+		RemoteAddr: h.remoteAddr(),
+		Since:      o.wallAt(h.since).UTC(),
+		LeaseMS:    int64(h.leaseMS),
+		Token:      holder.Token(),
 	}
-	for c := range o.table.Waiters(name) {
-		w := c.Value
-		info.Waiters = append(info.Waiters, WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()})
-	}
-	return info
+}
+
+func (o *owner) waiterInfo(w *session) WaiterInfo {
+	return WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -124,23 +264,57 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 	if perr != nil || want.String() != remoteAddr {
 		return false, nil
 	}
-	err = s.call(ctx, func(o *owner) {
-		for c := range o.table.Waiters(name) {
-			w := c.Value
-			if !w.hasAddr(want) {
-				continue
+	// The queue is searched kickPerCall waiters a call, resuming behind
+	// the last one looked at; if that one has left meanwhile, the search
+	// starts over.
+	for attempt := 0; ; attempt++ {
+		var last *locktable.Claim[*session]
+		done, moved := false, false
+		for !done {
+			err = s.call(ctx, func(o *owner) {
+				var next *locktable.Claim[*session]
+				switch {
+				case last == nil:
+					for c := range o.table.Waiters(name) {
+						next = c
+						break
+					}
+				case last.State() != locktable.Waiting || last.Name() != name:
+					moved, done = true, true
+					return
+				default:
+					next = last.NextWaiter()
+				}
+				for n := 0; next != nil && n < kickPerCall; n++ {
+					if w := next.Value; w.hasAddr(want) {
+						if o.audit != nil {
+							wall, _ := o.clock()
+							o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
+						}
+						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
+						ok, done = true, true
+						return
+					}
+					last, next = next, next.NextWaiter()
+				}
+				done = next == nil
+			})
+			if err != nil {
+				return false, err
 			}
-			if o.audit != nil {
-				wall, _ := o.clock()
-				o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
-			}
-			o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
-			ok = true
-			return
 		}
-	})
-	return ok, err
+		switch {
+		case !moved:
+			return ok, nil
+		case attempt == maxRereads:
+			return false, fmt.Errorf("kick a waiter of lock %q: %w", name, ErrLockMoving)
+		}
+	}
 }
+
+// kickPerCall bounds the waiters one call of KickWaiter compares, tens of
+// nanoseconds each.
+const kickPerCall = 4096
 
 // closeByAdmin sends ERROR 0x02 and closes the session; closing a holder
 // promotes the next waiter.

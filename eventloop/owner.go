@@ -86,6 +86,7 @@ type owner struct {
 
 	wakeup  wakeup // when the ticker should next hand the owner a tick
 	ticking bool   // inside advance, which plans the next wake-up itself
+	fired   int    // timers run by the tick in progress
 
 	shuttingDown bool
 }
@@ -107,7 +108,7 @@ func newOwner(cfg Config, clk Clock) *owner {
 		authorizer: cfg.Authorizer,
 	}
 	o.wall0, o.mono0 = clk.Now()
-	o.fire = o.onTimer
+	o.fire = o.fireBounded
 	o.wakeup.init()
 	return o
 }

@@ -20,7 +20,10 @@ type Server struct {
 	ln      net.Listener
 	engine  *gnet.Client
 	handler *handler
-	ctlPeer net.Conn // our end of the control connection; keeps it open
+	ctlPeer net.Conn   // our end of the control connection; keeps it open
+	calls   *callQueue // work for the loop from other goroutines
+	reads   sharedReads
+	prober  *prober // the liveness probe's end of its socket pair
 
 	spare      spareDescriptor
 	handshakes *handshakeSlots // TLS handshakes in flight
@@ -69,6 +72,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if cfg.TLS != nil {
 		s.tlsLoop = newTLSLoop()
 	}
+	s.calls = newCallQueue(s.wakeLoop)
 	s.spare.reserve()
 	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
@@ -83,9 +87,15 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if err == nil {
 		err = s.openControl()
 	}
+	if err == nil {
+		err = s.openProbe()
+	}
 	if err != nil {
 		_ = ln.Close()
 		s.spare.release()
+		if s.ctlPeer != nil {
+			_ = s.ctlPeer.Close()
+		}
 		if s.engine != nil {
 			_ = s.engine.Stop()
 		}
@@ -119,6 +129,18 @@ func (s *Server) openControl() error {
 		return errors.New("control connection opened without an event loop")
 	}
 	return nil
+}
+
+// wakeByte is what the control connection carries: its arrival, not its
+// value, tells the loop to serve its call queue.
+var wakeByte = []byte{1}
+
+// wakeLoop makes the control connection readable. At most a byte or two are
+// ever unread (see callQueue.arm), so the write never waits.
+func (s *Server) wakeLoop() {
+	if _, err := s.ctlPeer.Write(wakeByte); err != nil {
+		s.log.Debug().Err(err).Msg("cannot wake the event loop; it has stopped")
+	}
 }
 
 // Addr returns the protocol listener's address.
@@ -179,6 +201,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
 			_ = s.ctlPeer.Close()
+			_ = s.prober.peer.Close()
 			s.spare.mu.Lock()
 			s.spare.release()
 			s.spare.mu.Unlock()
@@ -200,8 +223,7 @@ type Stats struct {
 	Timers   int // armed timers
 }
 
-// Stats reads a consistent snapshot on the event loop. It is also the
-// server's liveness probe: it answers only if the loop is turning.
+// Stats reads a consistent snapshot on the event loop.
 func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	err := s.call(ctx, func(o *owner) {

@@ -21,6 +21,8 @@ type session struct {
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
+	unchecked    int           // bytes written since the kernel's send queue was last looked at
+	acked        uint64        // bytes the peer had acknowledged at that look (see lookAtKernel)
 	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
 

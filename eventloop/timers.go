@@ -29,9 +29,29 @@ func (o *owner) schedule(s *session, at time.Duration) {
 	}
 }
 
+// firesPerTick bounds the timers one tick runs. A mass expiry (thousands of
+// connections accepted at once that never send their ACQUIRE) closes a
+// socket per timer, some microseconds each; past the bound the rest wait for
+// the next tick, a wheel tick later, and the loop serves its sockets in
+// between. Deadlines are never early, and late by at most a tick per
+// firesPerTick timers due at once.
+const firesPerTick = 128
+
+// fireBounded runs a due timer, or defers it to the next tick once this
+// tick has run firesPerTick.
+func (o *owner) fireBounded(t *timerwheel.Timer[*session]) {
+	if o.fired >= firesPerTick {
+		o.wheel.Schedule(t, 0) // a deadline reached: the next Advance
+		return
+	}
+	o.fired++
+	o.onTimer(t)
+}
+
 // advance runs the timer wheel up to the present and plans the next tick.
 func (o *owner) advance() {
 	o.ticking = true
+	o.fired = 0
 	o.wheel.Advance(o.now(), o.fire)
 	o.ticking = false
 	o.wakeup.set(o.wheel.NextDue())
@@ -56,7 +76,18 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 		return
 	}
 	if s.stalledSince != 0 {
+		// gnet's buffer stops the clock only once empty: replies are a few
+		// bytes each, so a peer that keeps some waiting there for a whole
+		// io-timeout is not keeping up, however slowly it reads. What the
+		// kernel holds (at most its send buffer) is in flight as long as
+		// the peer acknowledges some of it.
 		pending := s.conn.OutboundBuffered()
+		if pending == 0 {
+			var progressed bool
+			if pending, progressed = s.lookAtKernel(); pending > 0 && progressed {
+				s.stalledSince = now
+			}
+		}
 		switch {
 		case pending == 0:
 			s.stalledSince = 0

@@ -133,10 +133,7 @@ func (d *daemon) open(f files) (err error) {
 		}
 		return err
 	}
-	d.health.Live = func(ctx context.Context) error {
-		_, err := d.srv.Stats(ctx)
-		return err
-	}
+	d.health.Live = d.srv.Probe
 	if d.audit != nil {
 		d.health.Ready = d.audit.Health
 	}

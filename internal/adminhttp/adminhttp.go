@@ -24,7 +24,8 @@
 //
 // The JSON bodies are declared in protocol/admin. Errors are JSON objects
 // {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
-// do, with status 400 (bad request), 404 (no such lock, waiter or path),
+// do, with status 400 (bad request, or a ?match= pattern too costly for
+// MatchBudget), 404 (no such lock, waiter or path),
 // 405 (wrong method, with an Allow header) or 503 (the server did not
 // answer).
 package adminhttp
@@ -37,6 +38,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +84,15 @@ type Info struct {
 	IOTimeout time.Duration
 }
 
+// MatchBudget bounds the work of one ?match= filter: the sum, over the
+// names it is tried on, of the pattern's glob Cost, each step a byte
+// comparison of about a nanosecond, so a filter takes at most a few tens of
+// milliseconds of one core. An ordinary filter ("nightly/*", "*import*")
+// costs a few hundred steps per name and stays far below it for every lock
+// a server can hold; only '?' between two '*' multiplies the cost by the
+// name's length.
+const MatchBudget = 64 << 20
+
 // CallTimeout bounds each backend call beyond the request's own context, so
 // a wedged or stopping server answers 503 instead of hanging the client.
 const CallTimeout = 10 * time.Second
@@ -91,7 +102,7 @@ func New(b Backend, info Info) http.Handler {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
-	h := &handler{b: b, info: info, mux: http.NewServeMux()}
+	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings())}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in
 	// {name} and "%2E%2E" is the name "..", not a step up.
@@ -104,10 +115,16 @@ func New(b Backend, info Info) http.Handler {
 }
 
 type handler struct {
-	b    Backend
-	info Info
-	mux  *http.ServeMux
+	b        Backend
+	info     Info
+	mux      *http.ServeMux
+	listings chan struct{} // a token per lock listing in progress
 }
+
+// maxListings bounds the lock listings served at once: matching, sorting
+// and encoding thousands of locks each keep a core busy, and the event loop
+// needs one. Half the cores, and at least one; more wait their turn.
+func maxListings() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
@@ -237,7 +254,12 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed query string (%v): percent-encode the match pattern (curl -G --data-urlencode 'match=nightly/*')", err))
 		return
 	}
-	var match func(string) bool
+	var (
+		match      func(string) bool
+		names      int
+		cost       int
+		overBudget bool
+	)
 	if ms := q["match"]; len(ms) > 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("match is given %d times: give one pattern, or make one request per pattern", len(ms)))
 		return
@@ -247,13 +269,31 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (or leave out match= to list every lock)", err))
 			return
 		}
-		match = p.Match
+		// Each name is charged the pattern's worst case before it is
+		// tried; once the budget is spent, no more are tried.
+		match = func(name string) bool {
+			names++
+			cost += p.Cost(len(name))
+			overBudget = overBudget || cost > MatchBudget
+			return !overBudget && p.Match(name)
+		}
 	}
 	ctx, cancel := callContext(r)
 	defer cancel()
+	select {
+	case h.listings <- struct{}{}:
+		defer func() { <-h.listings }()
+	case <-ctx.Done():
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d lock listings are in progress, the most served at once: retry shortly, or name the lock (GET /api/locks/{name})", cap(h.listings)))
+		return
+	}
 	locks, err := h.b.Locks(ctx, match)
 	if err != nil {
 		backendError(w, err)
+		return
+	}
+	if overBudget {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
 		return
 	}
 	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) })

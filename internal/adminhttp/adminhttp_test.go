@@ -5,18 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/adminhttp"
+	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
@@ -489,9 +494,25 @@ type fake struct {
 	addr     string
 	deadline bool
 	matched  bool // Locks was given a match function
+
+	// With gate set, Locks reports that it entered and waits for gate.
+	gate, entered chan struct{}
+	inside        atomic.Int64
+	mu            sync.Mutex
+	maxInside     int64 // the most Locks calls in progress at once
 }
 
 func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.LockInfo, error) {
+	if f.gate != nil {
+		in := f.inside.Add(1)
+		f.mu.Lock()
+		f.maxInside = max(f.maxInside, in)
+		f.mu.Unlock()
+		f.entered <- struct{}{}
+		<-f.gate
+		f.inside.Add(-1)
+		return nil, nil
+	}
 	_, f.deadline = ctx.Deadline()
 	f.matched = match != nil
 	locks := slices.Clone(f.locks)
@@ -736,6 +757,89 @@ func TestMalformedQuery(t *testing.T) {
 		msg := do(t, "GET", api.URL+"/api/locks?"+q).wantError(t, 400)
 		if !strings.Contains(msg, "match") {
 			t.Errorf("?%s: error %q should name the match parameter", q, msg)
+		}
+	}
+}
+
+// TestMatchBudget: a pattern is charged its worst case on every name it is
+// tried on; the request whose charges pass MatchBudget is a 400 that says
+// what to change, one name short of it is served.
+func TestMatchBudget(t *testing.T) {
+	t.Parallel()
+	const pattern = "*" + "????????????????????????????????????????????????????????????????????????????????????????????????????" + "b*"
+	name := strings.Repeat("a", protocol.MaxNameLen)
+	per := glob.MustCompile(pattern).Cost(len(name))
+	fits := adminhttp.MatchBudget / per
+	for _, c := range []struct {
+		names  int
+		status int
+	}{{fits, 200}, {fits + 1, 400}} {
+		var locks []admin.LockInfo
+		for i := range c.names {
+			locks = append(locks, admin.LockInfo{Name: fmt.Sprintf("%s%06d", name[6:], i), Waiters: []admin.WaiterInfo{}})
+		}
+		api := httptest.NewServer(adminhttp.New(&fake{locks: locks}, adminhttp.Info{}))
+		r := do(t, "GET", api.URL+"/api/locks?match="+url.QueryEscape(pattern))
+		api.Close()
+		if c.status == 200 {
+			var got admin.LockList
+			r.decode(t, 200, &got)
+			continue
+		}
+		msg := r.wantError(t, c.status)
+		for _, want := range []string{"too costly", fmt.Sprint(c.names, " held locks"), "'?'", "prefix"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%d names: error %q should say %q", c.names, msg, want)
+			}
+		}
+	}
+	// An ordinary filter over as many names is nowhere near the budget.
+	var locks []admin.LockInfo
+	for i := range 20 * fits {
+		locks = append(locks, admin.LockInfo{Name: fmt.Sprintf("%s%06d", name[6:], i), Waiters: []admin.WaiterInfo{}})
+	}
+	api := httptest.NewServer(adminhttp.New(&fake{locks: locks}, adminhttp.Info{}))
+	defer api.Close()
+	var got admin.LockList
+	do(t, "GET", api.URL+"/api/locks?match="+url.QueryEscape("*000001")).decode(t, 200, &got)
+	if len(got.Locks) != 1 {
+		t.Fatalf("*000001 matched %d locks, want 1", len(got.Locks))
+	}
+}
+
+// TestListingsTakeTurns: at most half the cores' worth of listings run at
+// once; the others wait for a turn and are then served.
+func TestListingsTakeTurns(t *testing.T) {
+	t.Parallel()
+	limit := max(1, runtime.GOMAXPROCS(0)/2)
+	f := &fake{gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+	api := httptest.NewServer(adminhttp.New(f, adminhttp.Info{}))
+	defer api.Close()
+	done := make(chan int, limit+2)
+	for range limit + 2 {
+		go func() {
+			resp, err := http.Get(api.URL + "/api/locks")
+			if err != nil {
+				done <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	for range limit + 2 {
+		<-f.entered // one more listing in progress
+		f.mu.Lock()
+		most := f.maxInside
+		f.mu.Unlock()
+		if most > int64(limit) {
+			t.Fatalf("%d listings ran at once; at most %d may", most, limit)
+		}
+		f.gate <- struct{}{}
+	}
+	for range limit + 2 {
+		if code := <-done; code != 200 {
+			t.Fatalf("a listing that waited its turn: status %d", code)
 		}
 	}
 }

@@ -27,8 +27,9 @@ const DefaultLiveTimeout = time.Second
 // 503 at once when shutdown begins (Drain), so that load balancers stop
 // sending clients while the sessions are being closed.
 type Health struct {
-	// Live makes a round trip through the event loop: it returns nil once the
-	// loop has run it, or ctx's error. nil counts as alive.
+	// Live makes a round trip through the event loop's socket path: it
+	// returns nil once the loop has served it as it serves a client, or ctx's
+	// error. nil counts as alive.
 	Live func(ctx context.Context) error
 	// Ready returns why the server should get no new clients although its
 	// loop lives (the audit log failing), or nil. nil counts as ready.

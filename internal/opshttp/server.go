@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -23,12 +24,13 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits of an HTTP server in a process allowed nofile
-// descriptors. WriteTimeout exceeds the admin API's 10 s wait for the event
-// loop; IdleTimeout outlasts a 15 s scrape interval, so scrapers keep their
-// connection.
+// descriptors. A request header has 2 s: probes and scrapers send theirs in
+// one segment, so only a client trickling it runs out. WriteTimeout exceeds
+// the admin API's 10 s wait for the event loop; IdleTimeout outlasts a 15 s
+// scrape interval, so scrapers keep their connection.
 func DefaultLimits(nofile uint64) Limits {
 	return Limits{
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       30 * time.Second,
@@ -79,14 +81,17 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // LimitListener serves at most n connections at once for hs. It accepts one
 // more and holds it until there is room, so a burst waits in the kernel's
 // backlog and takes no descriptor of the process. A connection held back
-// makes room by closing the connection idle the longest: idle keep-alive
-// connections must not lock a probe out. Only requests in progress, each
-// bounded by hs's timeouts, make a new one wait. LimitListener sets
-// hs.ConnState to learn which connections are idle.
+// makes room by closing, of the connections that have sent part of a
+// request's header but not all of it, or are idle between requests, the
+// one that has been so the longest (see evict): neither slow clients nor
+// idle ones can lock a probe out, however many there are, since the probe
+// sends its header at once and is never among them. Only requests whose header
+// is in, each bounded by hs's timeouts, make a new connection wait.
+// LimitListener sets hs.ConnState to learn each connection's state.
 func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1),
+		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -104,27 +109,49 @@ type limitListener struct {
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	idle     map[net.Conn]time.Time // keep-alive connections between requests, and since when
-	wentIdle chan struct{}          // cap 1: a connection became idle
+	mu        sync.Mutex
+	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)
+	seq       uint64
+	evictable chan struct{} // cap 1: a connection joined waiting
 }
+
+// silentGrace is how long a connection held back waits, when every
+// connection without a header has sent nothing yet, for some to send
+// something (a burst of arrivals gets ahead of their clients' requests and
+// of the server's goroutines) before it closes the oldest of them.
+const silentGrace = 100 * time.Millisecond
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	silent := false // may close a connection that has sent nothing
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.wrap(c), nil
 		default:
 		}
-		l.closeOldestIdle()
+		var graceUp <-chan time.Time
+		if !l.evict(silent) && !silent {
+			if grace == nil {
+				grace = time.NewTimer(silentGrace)
+			}
+			graceUp = grace.C
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-		case <-l.wentIdle:
+			return l.wrap(c), nil
+		case <-l.evictable:
+		case <-graceUp:
+			silent = true
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
@@ -132,38 +159,62 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *limitListener) track(c net.Conn, st http.ConnState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if st != http.StateIdle {
-		delete(l.idle, c)
-		return
-	}
-	l.idle[c] = time.Now()
+func (l *limitListener) wrap(c net.Conn) *limitConn {
+	return &limitConn{Conn: c, l: l, release: func() { <-l.slots }}
+}
+
+// signal wakes an Accept waiting for a connection to close.
+func (l *limitListener) signal() {
 	select {
-	case l.wentIdle <- struct{}{}:
+	case l.evictable <- struct{}{}:
 	default:
 	}
 }
 
-// closeOldestIdle closes the connection idle the longest, if any; its Close
-// frees its slot.
-func (l *limitListener) closeOldestIdle() {
+// track follows a connection through net/http's states. New and Idle
+// connections are reading a request's header (net/http marks one Active
+// only once the header is in).
+func (l *limitListener) track(c net.Conn, st http.ConnState) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st != http.StateNew && st != http.StateIdle {
+		delete(l.waiting, c)
+		return
+	}
+	l.seq++
+	l.waiting[c] = l.seq
+	l.signal()
+}
+
+// evict closes the connection that has waited for a request header the
+// longest and reports whether there was one; its Close frees its slot.
+// Connections that have sent something are preferred: a slow client that
+// trickles its header, or an idle keep-alive one. One that has sent nothing
+// may be a probe whose request is still on its way or waits for the server
+// to read it; it is closed only when silent is set and no other waits.
+func (l *limitListener) evict(silent bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var (
-		oldest net.Conn
-		since  time.Time
+		oldest      net.Conn
+		since       uint64
+		oldestHeard bool
 	)
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	for c, seq := range l.waiting {
+		heard := true
+		if lc, ok := c.(*limitConn); ok {
+			heard = lc.heard.Load()
+		}
+		if oldest == nil || (heard && !oldestHeard) || (heard == oldestHeard && seq < since) {
+			oldest, since, oldestHeard = c, seq, heard
 		}
 	}
-	delete(l.idle, oldest)
-	l.mu.Unlock()
-	if oldest != nil {
-		_ = oldest.Close()
+	if oldest == nil || (!oldestHeard && !silent) {
+		return false
 	}
+	delete(l.waiting, oldest)
+	_ = oldest.Close() // under mu, so that track sees it no more
+	return true
 }
 
 func (l *limitListener) Close() error {
@@ -173,8 +224,19 @@ func (l *limitListener) Close() error {
 
 type limitConn struct {
 	net.Conn
+	l       *limitListener
 	once    sync.Once
 	release func()
+	heard   atomic.Bool // the server has read bytes from it
+}
+
+func (c *limitConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.heard.Load() {
+		c.heard.Store(true)
+		c.l.signal() // an Accept may be waiting for a connection it may close
+	}
+	return n, err
 }
 
 func (c *limitConn) Close() error {

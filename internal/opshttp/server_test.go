@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,102 @@ func TestIdleConnectionsYieldToNewOnes(t *testing.T) {
 	if code := newer.Get(t, "/"); code != http.StatusNotFound {
 		t.Fatalf("the newer idle connection was closed too: status %d", code)
 	}
+}
+
+// TestEvictionOrder: at the cap, a new client is served by closing the
+// connection that has waited for a request header the longest, a slow new
+// one or an idle keep-alive one alike; a request whose header is in is never
+// closed for it.
+func TestEvictionOrder(t *testing.T) {
+	lim := DefaultLimits(1024)
+	lim.ReadHeaderTimeout, lim.IdleTimeout = time.Hour, time.Hour // only the cap may close them
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/block", func(http.ResponseWriter, *http.Request) { <-release })
+	hs := NewServer(mux, lim, zerolog.Nop())
+	type change struct {
+		client string
+		st     http.ConnState
+	}
+	changes := make(chan change, 100)
+	hs.ConnState = func(c net.Conn, st http.ConnState) { changes <- change{c.RemoteAddr().String(), st} }
+	ln := LimitListener(hs, inner, 3)
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	addr := inner.Addr().String()
+	await := func(c *keepalive.Conn, st http.ConnState) {
+		t.Helper()
+		for {
+			select {
+			case ch := <-changes:
+				if ch.client == c.LocalAddr().String() && ch.st == st {
+					return
+				}
+			case <-time.After(safety):
+				t.Fatalf("%s never reached %v", c.LocalAddr(), st)
+			}
+		}
+	}
+	closed := func(c *keepalive.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(safety))
+		_, err := c.R.ReadByte()
+		return err != nil && !strings.Contains(err.Error(), "timeout")
+	}
+
+	slow := keepalive.Dial(t, addr) // sends half a header and stalls
+	await(slow, http.StateNew)
+	if _, err := slow.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Await the server's read of that half (a slow client is one that has
+	// sent part of a header), not time.
+	for heard, deadline := false, time.Now().Add(safety); !heard; {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never read the slow client's half header")
+		}
+		ll := ln.(*limitListener)
+		ll.mu.Lock()
+		for c := range ll.waiting {
+			if c.RemoteAddr().String() == slow.LocalAddr().String() {
+				heard = c.(*limitConn).heard.Load()
+			}
+		}
+		ll.mu.Unlock()
+		runtime.Gosched()
+	}
+	idle := keepalive.Dial(t, addr)
+	if code := idle.Get(t, "/"); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	await(idle, http.StateIdle)
+	busy := keepalive.Dial(t, addr)
+	busy.Send(t, "/block")
+	await(busy, http.StateActive)
+
+	first := keepalive.Dial(t, addr)
+	if code := first.Get(t, "/"); code != http.StatusOK {
+		t.Fatalf("a client at the cap: status %d", code)
+	}
+	if !closed(slow) {
+		t.Fatal("the slow client, waiting for its header the longest, was not the one closed")
+	}
+	await(first, http.StateIdle)
+	second := keepalive.Dial(t, addr)
+	if code := second.Get(t, "/"); code != http.StatusOK {
+		t.Fatalf("a second client at the cap: status %d", code)
+	}
+	if !closed(idle) {
+		t.Fatal("the idle client, then waiting the longest, was not the one closed")
+	}
+	close(release)
+	resp, err := http.ReadResponse(busy.R, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the request in progress: %v, %v; want it answered", resp, err)
+	}
+	_ = resp.Body.Close()
 }
