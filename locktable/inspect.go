@@ -57,6 +57,7 @@ func (t *Table[T]) Waiting() int { return t.waiting }
 
 // LastToken returns the last token issued (0 before the first grant).
 func (t *Table[T]) LastToken() uint64 { return t.last }
+
 // NextWaiter returns the waiter queued right behind c on the same lock, or
 // nil when c is the last waiter or is not waiting. With it a long queue can
 // be read a piece at a time, resuming after the last claim read.
