@@ -44,15 +44,10 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	case *tlsConn:
 		ctx.join(c)
 		if h.owner.shuttingDown {
-			h.owner.refuse(ctx)
-			ctx.closeNotify()
-			return nil, gnet.Close
+			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
-		s := h.owner.open(ctx, ctx.accepted)
-		// Records that came with the handshake's last flight (a client that
-		// sends ACQUIRE at once) are already inside crypto/tls: no OnTraffic
-		// will announce them.
-		return nil, h.closing(s, h.owner.traffic(s))
+		h.owner.open(ctx, 0) // its handshake starts in OnTraffic (handshake.go)
+		return nil, gnet.None
 	default:
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
@@ -69,6 +64,9 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 		_, _ = c.Discard(-1)
 		return gnet.None
 	}
+	if tc, ok := s.conn.(*tlsConn); ok && tc.phase != phaseOpen {
+		return h.handshakeTraffic(s, tc)
+	}
 	return h.closing(s, h.owner.traffic(s))
 }
 
@@ -84,6 +82,9 @@ func (h *handler) closing(s *session, a gnet.Action) gnet.Action {
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
+		if tc, ok := s.conn.(*tlsConn); ok {
+			h.handshakeClosed(tc)
+		}
 		h.owner.onClose(s)
 	}
 	return gnet.None

@@ -179,9 +179,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
 			_ = s.ctlPeer.Close()
-			s.spare.mu.Lock()
-			s.spare.release()
-			s.spare.mu.Unlock()
+			s.spare.release() // the accept loop has returned
 		}()
 	})
 	select {

@@ -311,7 +311,8 @@ func isClosedByPeer(err error) bool {
 }
 
 // A client that connects and never completes its handshake is closed after
-// io-timeout, and its handshake goroutine ends.
+// io-timeout, whether it sent nothing, part of its ClientHello, or all of it
+// and then nothing, and its handshake goroutine ends.
 func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 	ts, pki := startTLSServer(t, 200*time.Millisecond, 0)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
@@ -324,6 +325,16 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		silent[i] = c
+		if i%2 == 1 { // a handshake record declaring 512 bytes, 6 of them sent
+			if _, err := c.Write([]byte{22, 3, 1, 2, 0, 1, 0, 1, 252, 3, 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 5 { // a whole ClientHello, then nothing
+		_, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
+		t.Cleanup(func() { _ = held.Conn.Close() })
+		silent = append(silent, held.Conn)
 	}
 	for _, c := range silent {
 		_ = c.SetReadDeadline(time.Now().Add(safety))
@@ -341,24 +352,41 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 	}
 }
 
-// More silent connects than handshake slots: the slots bound them, and a
-// real client is served once one frees.
-func TestTLSHandshakeSlots(t *testing.T) {
-	ts, pki := startTLSServer(t, 300*time.Millisecond, 2)
+// Stalled handshakes hold no slot that others wait for: silent connects,
+// ClientHellos cut short, and clients that stop after their ClientHello
+// (whose handshake goroutine waits for them), many more than the compute
+// slots, and a well-behaved client is served at once, long before their
+// io-timeout. Only the ones past their ClientHello have a goroutine.
+func TestTLSStalledHandshakesHoldNoSlot(t *testing.T) {
+	ts, pki := startTLSServer(t, time.Hour, 2)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
+	ts.waitStatsFunc(t, "no sessions", func(st eventloop.Stats) bool { return st.Sessions == 0 })
 	before := runtime.NumGoroutine()
-	for range 10 {
+	const silent, partial, stalled = 64, 64, 8
+	for i := range silent + partial {
 		c, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
+		if i >= silent { // a handshake record declaring 512 bytes, 6 of them sent
+			if _, err := c.Write([]byte{22, 3, 1, 2, 0, 1, 0, 1, 252, 3, 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if g := runtime.NumGoroutine(); g > before+2 {
-		t.Errorf("%d goroutines for 10 silent connects with 2 handshake slots", g-before)
+	for range stalled { // the client's last flight never leaves
+		_, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
+		t.Cleanup(func() { _ = held.Conn.Close() })
 	}
-	c := dialTLS(t, ts, pki) // waits in the backlog until the silent ones time out
-	c.Send(protocol.AppendAcquire(nil, longLease, "after-the-flood"))
+	ts.waitStatsFunc(t, "every stalled connection open", func(st eventloop.Stats) bool {
+		return st.Sessions == silent+partial+stalled
+	})
+	if g := runtime.NumGoroutine() - before; g > stalled+2 {
+		t.Errorf("%d goroutines for %d silent, %d partial and %d stalled handshakes; want at most one per stalled one", g, silent, partial, stalled)
+	}
+	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "beside-the-stalled", longLease)
+	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
 }
 

@@ -1,0 +1,382 @@
+package eventloop
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// A TLS connection is enrolled into the loop at accept, like a plain one, and
+// is a session from then on: one io-timeout, counted from the accept, covers
+// its handshake and its ACQUIRE. Its handshake goes through three phases.
+//
+//   - hello: the loop waits until the client's ClientHello has arrived whole.
+//     Until then the connection costs what a silent plain one costs: a
+//     descriptor, a session, a timer, and the bytes of a partial ClientHello
+//     (at most maxHelloBuffered). No goroutine, no slot.
+//   - handshake: crypto/tls cannot suspend a handshake and resume it later,
+//     so the rest runs on a goroutine of its own. The loop copies the
+//     client's later flights to it (at most maxHandshakeInput in all) and
+//     gnet writes what it sends. The goroutine holds a compute slot only
+//     while it has input to work on: waiting for the client holds none, so
+//     stalled clients never keep a well-behaved one waiting.
+//   - open: the handshake is done; the session reads and writes records
+//     through gnet's buffers (tls.go).
+//
+// A refused handshake (its alert sent) lingers a moment before it closes, so
+// that the client reads the alert instead of a reset.
+
+type tlsPhase uint8
+
+const (
+	phaseHello     tlsPhase = iota // waiting for the whole ClientHello, in the loop
+	phaseHandshake                 // a goroutine runs the handshake
+	phaseRefused                   // the handshake failed; the alert is out, input is dropped
+	phaseOpen                      // established; records go through the loop
+)
+
+// Bounds on what a connection may make the server hold before its handshake
+// is done.
+const (
+	// maxHelloMessage is the largest ClientHello accepted. Browsers with
+	// post-quantum key shares send under 2 KiB; 16 KiB leaves room for long
+	// cipher lists and session tickets.
+	maxHelloMessage = 16 << 10
+	// maxHelloBuffered bounds the bytes buffered before the ClientHello is
+	// whole, record headers included (a hello cut into tiny records).
+	maxHelloBuffered = 2 * maxHelloMessage
+	// maxHandshakeInput bounds every byte a client sends before its
+	// handshake is done: the ClientHello, and a client certificate chain
+	// with the rest of its last flight.
+	maxHandshakeInput = 64 << 10
+)
+
+// TLS record and handshake message framing, as far as the hello phase reads it.
+const (
+	recordTypeHandshake = 22
+	maxRecordPlaintext  = 16 << 10
+	typeClientHello     = 1
+	handshakeHeaderLen  = 4
+)
+
+// helloArrived reports whether buf, the first bytes the client sent, holds
+// its whole ClientHello. It also reports true for input that is not a TLS
+// handshake at all, so that crypto/tls answers it as it does any bad
+// handshake; errHelloTooLarge for a ClientHello beyond maxHelloMessage.
+func helloArrived(buf []byte) (bool, error) {
+	var (
+		header [handshakeHeaderLen]byte
+		got    int // handshake bytes seen
+		need   = -1
+	)
+	for pos := 0; ; {
+		if len(buf)-pos < recordHeaderLen {
+			return false, nil
+		}
+		h := buf[pos : pos+recordHeaderLen]
+		n := int(binary.BigEndian.Uint16(h[3:]))
+		if h[0] != recordTypeHandshake || h[1] != 3 || n == 0 || n > maxRecordPlaintext {
+			return true, nil // not a TLS handshake: crypto/tls says what is wrong
+		}
+		pos += recordHeaderLen
+		if len(buf)-pos < n {
+			return false, nil
+		}
+		for i := 0; i < n && got+i < handshakeHeaderLen; i++ {
+			header[got+i] = buf[pos+i]
+		}
+		got += n
+		pos += n
+		if got < handshakeHeaderLen {
+			continue
+		}
+		if need < 0 {
+			if header[0] != typeClientHello {
+				return true, nil
+			}
+			need = handshakeHeaderLen + int(header[1])<<16 | int(header[2])<<8 | int(header[3])
+			if need > handshakeHeaderLen+maxHelloMessage {
+				return false, errHelloTooLarge
+			}
+		}
+		if got >= need {
+			return true, nil
+		}
+	}
+}
+
+var errHelloTooLarge = errors.New("ClientHello larger than the server accepts")
+
+// handshakeInput carries the client's ciphertext from the loop to the
+// handshake goroutine, and the handshake's result back.
+type handshakeInput struct {
+	mu     sync.Mutex
+	buf    []byte // arrived and not yet read by the handshake
+	fed    int    // every byte fed, bounded by maxHandshakeInput
+	closed bool   // the connection closed, or the handshake was cut short
+	done   bool   // the goroutine has finished; err is its result
+	err    error
+	ready  chan struct{} // a token when buf grew or closed was set
+
+	slots   *handshakeSlots
+	holding bool // the goroutine holds a compute slot; only it touches this
+}
+
+func newHandshakeInput(slots *handshakeSlots) *handshakeInput {
+	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots}
+}
+
+// feed appends what the loop received; false when that exceeds the bound.
+func (in *handshakeInput) feed(p []byte) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.fed += len(p)
+	if in.fed > maxHandshakeInput {
+		return false
+	}
+	in.buf = append(in.buf, p...)
+	in.signal()
+	return true
+}
+
+// close makes the goroutine's reads fail: the connection is gone.
+func (in *handshakeInput) close() {
+	in.mu.Lock()
+	in.closed = true
+	in.signal()
+	in.mu.Unlock()
+}
+
+func (in *handshakeInput) signal() {
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Read runs on the handshake goroutine. It gives up its compute slot while
+// it waits for input, and takes one before it works on any.
+func (in *handshakeInput) Read(p []byte) (int, error) {
+	for {
+		in.mu.Lock()
+		n := copy(p, in.buf)
+		in.buf = in.buf[n:]
+		closed := in.closed
+		in.mu.Unlock()
+		switch {
+		case closed:
+			in.release()
+			return 0, net.ErrClosed
+		case n > 0:
+			if !in.holding {
+				in.slots.take() // a wait for the CPU, never for a client
+				in.holding = true
+			}
+			return n, nil
+		}
+		in.release()
+		<-in.ready
+	}
+}
+
+func (in *handshakeInput) release() {
+	if in.holding {
+		in.slots.give()
+		in.holding = false
+	}
+}
+
+// finish records the handshake's result; the goroutine then wakes the loop.
+func (in *handshakeInput) finish(err error) {
+	in.release()
+	in.mu.Lock()
+	in.done, in.err = true, err
+	in.mu.Unlock()
+}
+
+// result is the handshake's result once the goroutine has finished, with
+// what the client sent beyond the handshake (records the session reads
+// first).
+func (in *handshakeInput) result() (done bool, err error, rest []byte) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.done, in.err, in.buf
+}
+
+// handshakeSlots bounds the TLS handshakes computing at once, and lets
+// Shutdown wait for the goroutines in flight and cut them short.
+type handshakeSlots struct {
+	slots  chan struct{}
+	ctx    context.Context // ended by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newHandshakeSlots(n int) *handshakeSlots {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &handshakeSlots{slots: make(chan struct{}, n), ctx: ctx, cancel: cancel}
+}
+
+// take waits for a compute slot. A handshake holds one only while it has
+// input to work on, so the wait is for the CPU, never for a slow client.
+func (h *handshakeSlots) take() { h.slots <- struct{}{} }
+
+func (h *handshakeSlots) give() { <-h.slots }
+
+// stop lets the handshakes in flight finish for up to grace (they join the
+// loop and are then closed with ERROR 0x01 like every session), ends the rest
+// and waits for their goroutines.
+func (h *handshakeSlots) stop(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	h.cancel()
+	<-done
+}
+
+// handshakeTraffic serves a TLS session whose handshake is not done; it runs
+// on the loop, in OnTraffic.
+func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
+	switch c.phase {
+	case phaseHello:
+		buf, _ := c.Conn.Peek(-1)
+		arrived, err := helloArrived(buf)
+		switch {
+		case err != nil || (!arrived && len(buf) > maxHelloBuffered):
+			h.debug(s, "closing a TLS client whose ClientHello is larger than the server accepts")
+			return gnet.Close // OnClose counts the failed handshake
+		case !arrived:
+			return gnet.None // the partial hello stays in gnet's buffer
+		case h.owner.shuttingDown:
+			return gnet.Close
+		}
+		c.tr.hs = newHandshakeInput(h.srv.handshakes)
+		c.tr.hs.feed(buf)
+		_, _ = c.Conn.Discard(len(buf))
+		c.phase = phaseHandshake
+		c.tls = tls.Server(&c.tr, h.srv.cfg.TLS)
+		h.srv.handshakes.wg.Add(1)
+		go h.srv.handshake(c)
+	case phaseHandshake:
+		done, err, rest := c.tr.hs.result()
+		if !done {
+			buf, _ := c.Conn.Peek(-1)
+			_, _ = c.Conn.Discard(len(buf))
+			if !c.tr.hs.feed(buf) {
+				h.debug(s, "closing a TLS client that sent more than its handshake needs")
+				return gnet.Close // OnClose counts the failed handshake and stops the goroutine
+			}
+			return gnet.None
+		}
+		c.tr.hs, c.tr.left = nil, rest
+		if err != nil {
+			return h.handshakeFailed(s, c, err)
+		}
+		c.phase = phaseOpen
+		if h.owner.shuttingDown {
+			h.owner.refuse(c)
+			c.closeNotify()
+			return gnet.Close
+		}
+		// Records that came with the handshake's last flight (a client that
+		// sends ACQUIRE at once) are already inside crypto/tls or left over
+		// from the handshake's input: no OnTraffic will announce them.
+		return h.closing(s, h.owner.traffic(s))
+	case phaseRefused:
+		c.lingered += c.Conn.InboundBuffered()
+		_, _ = c.Conn.Discard(-1)
+		if c.lingered > lingerBytes {
+			return gnet.Close
+		}
+	}
+	return gnet.None
+}
+
+// A refused handshake ends with crypto/tls's alert ("certificate
+// required", "bad certificate", …). The client's last flight, and maybe its
+// first request, may still be unread then, and closing a socket over unread
+// input resets the connection: a client that writes next sees "connection
+// reset by peer" instead of the alert that says what was wrong. So the
+// socket is shut for writing, after the alert, and its input read and
+// dropped until the client closes, for at most lingerBytes and lingerTime,
+// and never past io-timeout from the accept.
+const (
+	lingerBytes = 64 << 10
+	lingerTime  = 250 * time.Millisecond
+)
+
+func (h *handler) debug(s *session, msg string) {
+	if e := h.srv.log.Debug(); e.Enabled() {
+		e.Str("remote", s.remoteAddr()).Msg(msg)
+	}
+}
+
+// handshakeFailed counts and logs a handshake that crypto/tls refused, and
+// lets the client read the alert it sent before the connection closes.
+func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action {
+	h.srv.metrics.TLSHandshakeError()
+	if e := h.srv.log.Debug(); e.Enabled() {
+		e.Err(err).Str("remote", s.remoteAddr()).Msg("TLS handshake failed")
+	}
+	c.phase = phaseRefused
+	if c.Conn.OutboundBuffered() > 0 || h.srv.handshakes.ctx.Err() != nil {
+		return gnet.Close
+	}
+	if unix.Shutdown(c.Conn.Fd(), unix.SHUT_WR) != nil {
+		return gnet.Close
+	}
+	_, _ = c.Conn.Discard(-1)
+	h.owner.closeBy(s, h.owner.now()+lingerTime)
+	return gnet.None
+}
+
+// handshake runs the TLS handshake of one connection once its ClientHello
+// has arrived, and hands the result back to the loop. Shutdown can cut it
+// short; the session's io-timeout, on the loop, closes the connection and so
+// ends it too.
+func (s *Server) handshake(c *tlsConn) {
+	defer s.handshakes.wg.Done()
+	in := c.tr.hs
+	err := c.tls.HandshakeContext(s.handshakes.ctx)
+	if err == nil && s.cfg.Identity != nil {
+		c.identity = s.cfg.Identity(c.tls.ConnectionState())
+	}
+	in.finish(err)
+	// The loop picks the result up in OnTraffic. Wake queues behind the
+	// writes of the handshake's last flight, so they are out first.
+	s.handshakes.wg.Add(1)
+	if c.Conn.Wake(func(gnet.Conn, error) error {
+		s.handshakes.wg.Done()
+		return nil
+	}) != nil {
+		s.handshakes.wg.Done()
+	}
+}
+
+// handshakeClosed runs in OnClose for a session whose handshake never
+// finished: the goroutine, if any, stops waiting for input.
+func (h *handler) handshakeClosed(c *tlsConn) {
+	switch c.phase {
+	case phaseHello:
+		h.srv.metrics.TLSHandshakeError()
+	case phaseHandshake:
+		h.srv.metrics.TLSHandshakeError()
+		c.tr.hs.close()
+	}
+}
