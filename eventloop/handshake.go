@@ -204,10 +204,10 @@ func (in *handshakeInput) finish(err error) {
 // result is the handshake's result once the goroutine has finished, with
 // what the client sent beyond the handshake (records the session reads
 // first).
-func (in *handshakeInput) result() (done bool, err error, rest []byte) {
+func (in *handshakeInput) result() (rest []byte, done bool, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.done, in.err, in.buf
+	return in.buf, in.done, in.err
 }
 
 // handshakeSlots bounds the TLS handshakes computing at once, and lets
@@ -274,7 +274,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		h.srv.handshakes.wg.Add(1)
 		go h.srv.handshake(c)
 	case phaseHandshake:
-		done, err, rest := c.tr.hs.result()
+		rest, done, err := c.tr.hs.result()
 		if !done {
 			buf, _ := c.Conn.Peek(-1)
 			_, _ = c.Conn.Discard(len(buf))
