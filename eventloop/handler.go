@@ -42,7 +42,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		h.loop.Store(&loop)
 		return nil, gnet.None
 	case *tlsConn:
-		ctx.join(c)
+		ctx.join(c, h.owner.now)
 		if h.owner.shuttingDown {
 			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}

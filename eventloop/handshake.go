@@ -289,6 +289,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 			return h.handshakeFailed(s, c, err)
 		}
 		c.phase = phaseOpen
+		c.tr.opened()
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
 			c.closeNotify()

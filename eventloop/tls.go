@@ -27,6 +27,8 @@ type tlsConn struct {
 
 	phase    tlsPhase
 	tls      *tls.Conn // from the ClientHello on
+	now      func() time.Duration // the owner's clock, for the control-record rate
+	control  controlRate
 	identity string    // from the verified client certificate; "" without one
 	scratch  *[]byte   // the loop's plaintext buffer, shared by every session
 	lingered int       // input dropped after a refused handshake
@@ -54,6 +56,14 @@ type tlsTransport struct {
 	recordLeft int                   // bytes of the current record not handed over yet
 	header     [recordHeaderLen]byte // a header being handed over piecemeal
 	headerHave int                   // how much of header has been handed over
+
+	// What the session's bounds count (tlsbounds.go), in the loop.
+	handed     int  // ciphertext bytes handed to crypto/tls
+	records    int  // whole records handed to crypto/tls
+	turnStart  int  // handed when this turn began
+	appAt      int  // handed when application data last came out
+	appRecords int  // records when application data last came out
+	throttled  bool // this turn's ciphertext is used up and more is waiting
 }
 
 // recordHeaderLen is the length of a TLS record header: type, version and a
@@ -79,6 +89,11 @@ const transportChunk = 512
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	p = p[:min(len(p), transportChunk)]
+	if t.hs == nil {
+		if err := t.withinBounds(); err != nil {
+			return 0, err
+		}
+	}
 	if t.recordLeft == 0 && t.headerHave == 0 && t.hs == nil && len(t.left) == 0 {
 		// In the loop the header can be read ahead, so that a record that has
 		// arrived whole is handed over in one piece.
@@ -92,6 +107,7 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		// The handshake's input cannot be read ahead: hand the header over alone and
 		// learn the record's length from it.
 		n, err := t.read(p[:recordHeaderLen-t.headerHave])
+		t.handed += n
 		t.headerHave += copy(t.header[t.headerHave:], p[:n])
 		if t.headerHave == recordHeaderLen {
 			t.recordLeft = int(binary.BigEndian.Uint16(t.header[3:]))
@@ -101,6 +117,10 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 	}
 	n, err := t.read(p[:min(len(p), t.recordLeft)])
 	t.recordLeft -= n
+	t.handed += n
+	if n > 0 && t.recordLeft == 0 {
+		t.records++
+	}
 	return n, err
 }
 
@@ -159,9 +179,10 @@ func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 // loop, in OnOpen, right after the accept.
 // join switches the session from its socket to the loop's connection c. It
 // runs on the loop, in OnOpen.
-func (c *tlsConn) join(gc gnet.Conn) {
+func (c *tlsConn) join(gc gnet.Conn, now func() time.Duration) {
 	c.Conn = gc
 	c.tr.gc = gc
+	c.now = now
 }
 
 // handshaking reports whether the handshake is still running on its
@@ -172,14 +193,28 @@ func (c *tlsConn) handshaking() bool { return c.phase == phaseHandshake }
 // including any a previous turn left. The slice is the loop's scratch buffer
 // and is valid until the next Peek of any session. A non-nil error means the
 // stream has ended after the returned bytes: the client sent close_notify
-// (io.EOF) or something crypto/tls refused.
+// (io.EOF), or something crypto/tls or the session's bounds refused.
+//
+// One turn decrypts at most bytesPerTurn of ciphertext; what is left waits
+// for another turn, after the sessions already waiting.
 func (c *tlsConn) Peek(int) ([]byte, error) {
 	buf := append((*c.scratch)[:0], c.rest...)
+	c.tr.turnStart, c.tr.throttled = c.tr.handed, false
 	var err error
 	for len(buf) < cap(buf) {
 		var n int
+		records := c.tr.records
 		n, err = c.tls.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		control := c.tr.records - records // records that yielded no application data
+		if n > 0 {
+			c.tr.appAt, c.tr.appRecords = c.tr.handed, c.tr.records
+			control = max(control-1, 0)
+		}
+		if control > 0 && !c.control.spend(control, c.now()) {
+			err = errControlRate
+			break
+		}
 		if err != nil || c.tr.drained() {
 			// Drained: tls returned less than it was asked for, so it keeps
 			// no plaintext, and the transport says it keeps no ciphertext.
@@ -188,6 +223,9 @@ func (c *tlsConn) Peek(int) ([]byte, error) {
 	}
 	if errors.Is(err, errNoInput) {
 		err = nil
+	}
+	if c.tr.throttled && err == nil {
+		_ = c.Wake(nil)
 	}
 	c.peek = buf
 	return buf, err

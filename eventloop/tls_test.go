@@ -528,3 +528,57 @@ func TestTLSCloseNotify(t *testing.T) {
 		t.Fatalf("the last record the server sent has type %d, want an alert (21): no close_notify", last)
 	}
 }
+
+// KeyUpdates, each a key derivation for the server, are allowed in a small
+// burst and then at a low rate: a client that sends them faster than any
+// client needs is closed.
+func TestTLSKeyUpdateFlood(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	r := dialRaw(t, ts, pki)
+	for range 8 { // the burst: well within the rate
+		r.send(t, r.keyUpdate(t))
+	}
+	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "updated")))
+	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	r.send(t, r.keyUpdate(t)) // one more at once is over the rate
+	ts.waitStats(t, eventloop.Stats{})
+}
+
+// A record left half-sent is a half-sent frame: the session is closed after
+// io-timeout, though its lease would let it stay.
+func TestTLSHalfSentRecord(t *testing.T) {
+	ts, pki := startTLSServer(t, 300*time.Millisecond, 0)
+	r := dialRaw(t, ts, pki)
+	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-record")))
+	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	hb := r.appData(protocol.AppendHeartbeat(nil))
+	r.send(t, hb[:10])
+	ts.waitStats(t, eventloop.Stats{})
+}
+
+// A handshake message the client begins after the handshake and never
+// finishes (it may declare 64 KiB) is a half-sent frame too, and the server
+// holds at most maxControlBytes of it: more closes the session at once.
+func TestTLSHalfSentHandshakeMessage(t *testing.T) {
+	start := func(t *testing.T, ioTimeout time.Duration) (*testServer, *rawTLS) {
+		ts, pki := startTLSServer(t, ioTimeout, 0)
+		r := dialRaw(t, ts, pki)
+		r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-message")))
+		ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+		return ts, r
+	}
+	part := make([]byte, 1000)
+	t.Run("timeout", func(t *testing.T) {
+		ts, r := start(t, 300*time.Millisecond)
+		r.send(t, r.handshake(append([]byte{24, 0, 0xff, 0xff}, part...)))
+		ts.waitStats(t, eventloop.Stats{})
+	})
+	t.Run("bound", func(t *testing.T) { // no io-timeout within the test
+		ts, r := start(t, time.Hour)
+		r.send(t, r.handshake(append([]byte{24, 0, 0xff, 0xff}, part...)))
+		for range 4 {
+			r.send(t, r.handshake(part))
+		}
+		ts.waitStats(t, eventloop.Stats{})
+	})
+}
