@@ -26,12 +26,12 @@ type tlsConn struct {
 	gnet.Conn // the TCP connection
 
 	phase    tlsPhase
-	tls      *tls.Conn // from the ClientHello on
+	tls      *tls.Conn            // from the ClientHello on
 	now      func() time.Duration // the owner's clock, for the control-record rate
 	control  controlRate
-	identity string    // from the verified client certificate; "" without one
-	scratch  *[]byte   // the loop's plaintext buffer, shared by every session
-	lingered int       // input dropped after a refused handshake
+	identity string  // from the verified client certificate; "" without one
+	scratch  *[]byte // the loop's plaintext buffer, shared by every session
+	lingered int     // input dropped after a refused handshake
 
 	rest []byte // plaintext left unparsed by the last turn (a partial frame); usually nil
 	peek []byte // what the last Peek returned, until Discard
