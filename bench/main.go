@@ -307,6 +307,9 @@ func (b *bench) countSteps(peers int) int {
 			n += 1 + peers
 		}
 	}
+	if b.want("S1") {
+		n += 3 * cycleCPURuns // server CPU per cycle: monolock and both floors
+	}
 	if b.want("S3") {
 		n += 2*b.sz.s3Pairs + 2
 		for _, s := range b.sz.s3Sessions {
@@ -359,6 +362,7 @@ func renderReport(rep *Report) string {
 		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×)\n",
 			groupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio)
 	}
+	s.WriteString(renderCycleCPU(rep.Scenarios))
 	s.WriteString(renderTLSCost(rep.TLS))
 	s.WriteString(renderBookkeeping(rep.Bookkeep))
 	if len(rep.Violations) > 0 {
