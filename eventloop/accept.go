@@ -79,8 +79,14 @@ func (s *Server) stopping() bool {
 // connection needs two; the spare is closed just before, so that a
 // connection accepted at the descriptor limit is never dropped. Only the
 // accept loop uses it while it runs, and Shutdown after it has returned.
+//
+// The spare is a duplicate of one eventfd kept open for the server's life:
+// closing a duplicate only drops a reference and making one only takes a
+// reference, the cheapest pair of calls that free and retake a descriptor
+// (creating and destroying an eventfd each time cost several times more).
 type spareDescriptor struct {
-	fd int // -1 when none could be reserved
+	source int // the eventfd the spare duplicates; -1 when none could be made
+	fd     int // -1 when none is held
 }
 
 // enroll hands an accepted socket to the event loop; ctx becomes the
@@ -92,8 +98,19 @@ func (s *Server) enroll(conn net.Conn, ctx any) error {
 	return err
 }
 
+func (d *spareDescriptor) open() {
+	d.source, d.fd = -1, -1
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC); err == nil {
+		d.source = fd
+	}
+	d.reserve()
+}
+
 func (d *spareDescriptor) reserve() {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // the cheapest descriptor to make
+	if d.source < 0 || d.fd >= 0 {
+		return
+	}
+	fd, err := unix.FcntlInt(uintptr(d.source), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		fd = -1
 	}
@@ -104,5 +121,14 @@ func (d *spareDescriptor) release() {
 	if d.fd >= 0 {
 		_ = unix.Close(d.fd)
 		d.fd = -1
+	}
+}
+
+// close releases the spare and its source for good.
+func (d *spareDescriptor) close() {
+	d.release()
+	if d.source >= 0 {
+		_ = unix.Close(d.source)
+		d.source = -1
 	}
 }

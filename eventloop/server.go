@@ -69,7 +69,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if cfg.TLS != nil {
 		s.tlsLoop = newTLSLoop()
 	}
-	s.spare.reserve()
+	s.spare.open()
 	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
@@ -85,7 +85,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	}
 	if err != nil {
 		_ = ln.Close()
-		s.spare.release()
+		s.spare.close()
 		if s.engine != nil {
 			_ = s.engine.Stop()
 		}
@@ -179,7 +179,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				s.stopErr = fmt.Errorf("stop event loop: %w", err)
 			}
 			_ = s.ctlPeer.Close()
-			s.spare.release() // the accept loop has returned
+			s.spare.close() // the accept loop has returned
 		}()
 	})
 	select {
