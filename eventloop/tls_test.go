@@ -160,9 +160,9 @@ func TestTLSRefusedClientGetsTheAlert(t *testing.T) {
 	}
 }
 
-// A refused client that neither reads nor closes holds its handshake slot
-// only briefly: with one slot, the next client is still served, long before
-// the refused one's io-timeout.
+// A refused client that neither reads nor closes keeps nobody waiting: with
+// one compute slot, the next client is still served, long before the refused
+// one's io-timeout.
 func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	ts, pki := startTLSServer(t, time.Minute, 1)
 	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
@@ -175,7 +175,7 @@ func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	if err := tls.Client(raw, cfg).Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	// The refused client now does nothing. The next one needs the slot.
+	// The refused client now does nothing. The next one needs the slot too.
 	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "after-refusal", longLease)
 	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
