@@ -1,6 +1,7 @@
 package eventloop
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -284,7 +285,10 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 			}
 			return gnet.None
 		}
-		c.tr.hs, c.tr.left = nil, rest
+		c.tr.hs, c.tr.left = nil, nil
+		if len(rest) > 0 { // keep the bytes, not the handshake's whole input buffer
+			c.tr.left = bytes.Clone(rest)
+		}
 		if err != nil {
 			return h.handshakeFailed(s, c, err)
 		}

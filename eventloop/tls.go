@@ -132,6 +132,9 @@ func (t *tlsTransport) read(p []byte) (int, error) {
 	case len(t.left) > 0:
 		n := copy(p, t.left)
 		t.left = t.left[n:]
+		if len(t.left) == 0 {
+			t.left = nil
+		}
 		return n, nil
 	case t.gc.InboundBuffered() == 0:
 		return 0, errNoInput
