@@ -78,7 +78,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		h.srv.handshakes.wg.Add(1)
 		go h.srv.handshake(c)
 	case phaseHandshake:
-		rest, done, err := c.tr.hs.result()
+		rest, identity, done, err := c.tr.hs.result()
 		if !done {
 			buf, _ := c.Conn.Peek(-1)
 			_, _ = c.Conn.Discard(len(buf))
@@ -95,7 +95,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		if err != nil {
 			return h.handshakeFailed(s, c, err)
 		}
-		c.phase = phaseOpen
+		c.phase, c.identity = phaseOpen, identity
 		c.tr.opened()
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
@@ -162,10 +162,11 @@ func (s *Server) handshake(c *tlsConn) {
 	defer s.handshakes.wg.Done()
 	in := c.tr.hs
 	err := c.tls.HandshakeContext(s.handshakes.ctx)
+	identity := ""
 	if err == nil && s.cfg.Identity != nil {
-		c.identity = s.cfg.Identity(c.tls.ConnectionState())
+		identity = s.cfg.Identity(c.tls.ConnectionState())
 	}
-	in.finish(err)
+	in.finish(identity, err)
 	// The loop picks the result up in OnTraffic. Wake queues behind the
 	// writes of the handshake's last flight, so they are out first.
 	s.handshakes.wg.Add(1)

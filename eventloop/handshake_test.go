@@ -102,7 +102,7 @@ func TestHandshakeInputBound(t *testing.T) {
 	if fed > maxHandshakeInput || fed+len(chunk) <= maxHandshakeInput {
 		t.Fatalf("fed %d bytes before the bound of %d", fed, maxHandshakeInput)
 	}
-	in.finish(nil)
+	in.finish("", nil)
 	if len(in.slots.slots) != 0 {
 		t.Fatal("a finished handshake still holds a compute slot")
 	}
@@ -131,7 +131,7 @@ func TestHandshakeInputSlots(t *testing.T) {
 	if err := <-got; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read of a closed handshake: %v", err)
 	}
-	b.finish(nil)
+	b.finish("", nil)
 	if len(slots.slots) != 0 {
 		t.Fatalf("%d slots held after both ended", len(slots.slots))
 	}

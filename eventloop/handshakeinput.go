@@ -10,13 +10,14 @@ import (
 // handshakeInput carries the client's ciphertext from the loop to the
 // handshake goroutine, and the handshake's result back.
 type handshakeInput struct {
-	mu     sync.Mutex
-	buf    []byte // arrived and not yet read by the handshake
-	fed    int    // every byte fed, bounded by maxHandshakeInput
-	closed bool   // the connection closed, or the handshake was cut short
-	done   bool   // the goroutine has finished; err is its result
-	err    error
-	ready  chan struct{} // a token when buf grew or closed was set
+	mu       sync.Mutex
+	buf      []byte // arrived and not yet read by the handshake
+	fed      int    // every byte fed, bounded by maxHandshakeInput
+	closed   bool   // the connection closed, or the handshake was cut short
+	done     bool   // the goroutine has finished; err is its result
+	err      error
+	identity string        // the client's, from its certificate, when err is nil
+	ready    chan struct{} // a token when buf grew or closed was set
 
 	slots   *handshakeSlots
 	holding bool // the goroutine holds a compute slot; only it touches this
@@ -87,20 +88,20 @@ func (in *handshakeInput) release() {
 }
 
 // finish records the handshake's result; the goroutine then wakes the loop.
-func (in *handshakeInput) finish(err error) {
+func (in *handshakeInput) finish(identity string, err error) {
 	in.release()
 	in.mu.Lock()
-	in.done, in.err = true, err
+	in.done, in.identity, in.err = true, identity, err
 	in.mu.Unlock()
 }
 
-// result is the handshake's result once the goroutine has finished, with
-// what the client sent beyond the handshake (records the session reads
-// first).
-func (in *handshakeInput) result() (rest []byte, done bool, err error) {
+// result is the handshake's result once the goroutine has finished: what
+// the client sent beyond the handshake (records the session reads first),
+// and the client's identity.
+func (in *handshakeInput) result() (rest []byte, identity string, done bool, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.buf, in.done, in.err
+	return in.buf, in.identity, in.done, in.err
 }
 
 // handshakeSlots bounds the TLS handshakes computing at once, and lets
