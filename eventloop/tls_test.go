@@ -179,6 +179,12 @@ func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "after-refusal", longLease)
 	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
+	// The server lingers only briefly for the refused one, not for its
+	// io-timeout of a minute: the alert, then the end of the stream.
+	_ = raw.SetReadDeadline(time.Now().Add(safety))
+	if _, err := io.ReadAll(raw); err != nil {
+		t.Fatalf("the refused client was not closed: %v", err)
+	}
 }
 
 // The transport hands crypto/tls one record at a time and the loop stops
