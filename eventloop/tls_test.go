@@ -115,9 +115,11 @@ func dialHeldAs(t *testing.T, ts *testServer, pki *certstest.PKI, name string) (
 	cfg := pki.ClientTLS(name)
 	cfg.MinVersion = tls.VersionTLS13
 	tc := tls.Client(held, cfg)
+	_ = raw.SetDeadline(time.Now().Add(safety)) // a server that never answers fails the test
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
+	_ = raw.SetDeadline(time.Time{})
 	return tc, held
 }
 
