@@ -48,6 +48,14 @@ func (s *servers) floor(tag string) (*proc.Process, error) {
 	return proc.Start(s.selfBin, o)
 }
 
+// floorGoAccept starts the bare gnet server that accepts the EMFILE-safe way
+// (a Go listener and EnrollContext), the floor of monolock's accept path.
+func (s *servers) floorGoAccept(tag string) (*proc.Process, error) {
+	o := serverOptions(sysFloorSafe, s.logPath("floor-go-accept-"+tag), []string{"floor-server", "-go-accept", "-listen", "127.0.0.1:0"})
+	o.StartLine = floorStarted
+	return proc.Start(s.selfBin, o)
+}
+
 // serverOptions are the harness's settings for the servers it measures.
 func serverOptions(name, logPath string, args []string) proc.Options {
 	return proc.Options{Name: name, Args: args, LogFile: logPath, StartTimeout: 15 * time.Second, StopGrace: 5 * time.Second}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -31,9 +34,13 @@ type floorHandler struct {
 	gnet.BuiltinEventEngine
 	out    []byte
 	stderr io.Writer
+	quiet  bool // the start line is not OnBoot's to print (a client engine has no listener)
 }
 
 func (h *floorHandler) OnBoot(eng gnet.Engine) gnet.Action {
+	if h.quiet {
+		return gnet.None
+	}
 	addr := "?"
 	if fd, err := eng.Dup(); err == nil {
 		if sa, err := unix.Getsockname(fd); err == nil {
@@ -68,6 +75,7 @@ func floorServerMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("floor-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on")
+	goAccept := fs.Bool("go-accept", false, "accept with a Go listener and enroll each connection (the EMFILE-safe way monolock accepts), not with gnet's acceptor")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,6 +86,9 @@ func floorServerMain(args []string, stderr io.Writer) int {
 		<-sig
 		os.Exit(0)
 	}()
+	if *goAccept {
+		return floorGoAccept(h, *listen, stderr)
+	}
 	err := gnet.Run(h, "tcp://"+*listen,
 		gnet.WithMulticore(false),
 		gnet.WithNumEventLoop(1),
@@ -89,6 +100,44 @@ func floorServerMain(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// floorGoAccept is the floor of an EMFILE-safe server: a Go listener (no
+// keep-alive, like monolock's) whose accept goroutine enrolls every
+// connection into a one-loop gnet client engine. gnet's own acceptor stops
+// its loop when accept(2) fails with EMFILE; this one would back off. Only
+// that is left out: it is the least an EMFILE-safe gnet server pays per
+// connection.
+func floorGoAccept(h *floorHandler, listen string, stderr io.Writer) int {
+	h.quiet = true
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "floor-server: %v\n", err)
+		return 1
+	}
+	cli, err := gnet.NewClient(h,
+		gnet.WithMulticore(false),
+		gnet.WithNumEventLoop(1),
+		gnet.WithTCPNoDelay(gnet.TCPDelay), // Go's accept set TCP_NODELAY already
+		gnet.WithLogger(floorLogger{stderr}),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "floor-server: %v\n", err)
+		return 1
+	}
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, "listen": ln.Addr().String()})
+	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		_, _ = cli.EnrollContext(c, nil)
+	}
 }
 
 // floorLogger drops gnet's chatter and keeps its warnings and errors.

@@ -307,6 +307,9 @@ func (b *bench) countSteps(peers int) int {
 			n += 1 + peers
 		}
 	}
+	if b.want("S1") {
+		n += 3 * cycleCPURuns // server CPU per cycle: monolock and both floors
+	}
 	if b.want("S3") {
 		n += 2*b.sz.s3Pairs + 2
 		for _, s := range b.sz.s3Sessions {
@@ -363,6 +366,7 @@ func renderReport(rep *Report) string {
 			s.WriteString("  (the targets are set for 10,000 sessions, as in the full run; at a quick run's size the fixed overhead dominates RSS per session)\n")
 		}
 	}
+	s.WriteString(renderCycleCPU(rep.Scenarios))
 	s.WriteString(renderTLSCost(rep.TLS))
 	s.WriteString(renderBookkeeping(rep.Bookkeep))
 	if len(rep.Violations) > 0 {

@@ -181,7 +181,7 @@ func computeRatios(scs []*Scenario) {
 	}
 }
 
-func isFloorSystem(s string) bool { return s == sysFloor || s == sysBareGnet }
+func isFloorSystem(s string) bool { return s == sysFloor || s == sysBareGnet || s == sysFloorSafe }
 
 // Failed reports whether the run must exit non-zero.
 func (r *Report) Failed() bool { return len(r.Violations) > 0 || len(r.Errors) > 0 }

@@ -9,6 +9,9 @@ import (
 const (
 	sysFloor    = "floor"     // S0: the bare gnet server
 	sysBareGnet = "bare gnet" // S3: the same server under the heartbeat load
+	// sysFloorSafe is the bare gnet server fed by a Go listener and
+	// EnrollContext: the least an EMFILE-safe accept path costs (S1).
+	sysFloorSafe = "bare gnet, Go accept"
 )
 
 // Row keys that tie figures across scenarios.
@@ -203,6 +206,7 @@ func (b *bench) s1() *Scenario {
 			return res, ""
 		},
 		func(p peer, win window, chk *Checker) loadResult { return peerCycle(p, sz.workers, win, chk) })
+	b.cycleCPURows(sc)
 	sc.Note("×floor: against S0 connect+request+close at the same C (monolock's cycle is that plus the lock)")
 	sc.Note("monolock opens a TCP connection per cycle (a connection is the claim); the peers keep one connection per worker")
 	sc.Note("Redis: SET NX PX + compare-and-delete script; etcd: concurrency.Mutex on a long-lived session; PostgreSQL: pg_advisory_lock/unlock(hashtext(name))")

@@ -1,10 +1,8 @@
 package eventloop
 
 import (
-	"context"
 	"errors"
 	"net"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,12 +15,17 @@ const (
 	maxAcceptBackoff = time.Second
 )
 
-// acceptLoop accepts connections and enrolls them into the event loop; with
-// TLS it hands each to a handshake goroutine first, at most
-// Config.MaxTLSHandshakes at a time (the rest wait in the kernel's backlog).
-// An accept error never ends it: descriptor exhaustion (EMFILE, ENFILE)
-// leaves the connection queued in the kernel's backlog, so the loop backs off
-// and tries again, and serves the queue as descriptors free up.
+// acceptLoop accepts connections and enrolls them into the event loop, TLS
+// ones too: their handshake starts in the loop (see handshake.go), so a
+// client that never sends its ClientHello costs a descriptor and a timer,
+// like a silent plain one. An accept error never ends it: descriptor
+// exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's
+// backlog, so the loop backs off and tries again, and serves the queue as
+// descriptors free up.
+//
+// This goroutine is the only one that takes descriptors for connections
+// (accept, and gnet's dup inside enroll), so the spare descriptor freed for
+// a dup cannot be taken by an accept running meanwhile.
 func (s *Server) acceptLoop() {
 	defer s.accepting.Done()
 	var (
@@ -30,17 +33,13 @@ func (s *Server) acceptLoop() {
 		failed  int
 	)
 	for {
-		if s.cfg.TLS != nil && !s.handshakes.take(s.stopAccept) {
-			return
-		}
 		conn, err := s.ln.Accept()
-		if err == nil && s.cfg.TLS != nil {
-			wall, mono := s.handler.owner.clock()
-			go s.handshake(conn, mono, wall)
-		} else if err == nil {
-			err = s.enroll(conn, nil)
-		} else if s.cfg.TLS != nil {
-			s.handshakes.done()
+		if err == nil {
+			var ctx any
+			if s.cfg.TLS != nil {
+				ctx = &tlsConn{scratch: &s.tlsLoop.scratch}
+			}
+			err = s.enroll(conn, ctx)
 		}
 		if err == nil {
 			if failed > 0 {
@@ -78,26 +77,40 @@ func (s *Server) stopping() bool {
 // spareDescriptor holds one descriptor for the next enrollment. gnet dups
 // the accepted descriptor before it closes ours, so for a moment a
 // connection needs two; the spare is closed just before, so that a
-// connection accepted at the descriptor limit is never dropped. The accept
-// loop and the TLS handshakes share it.
+// connection accepted at the descriptor limit is never dropped. Only the
+// accept loop uses it while it runs, and Shutdown after it has returned.
+//
+// The spare is a duplicate of one eventfd kept open for the server's life:
+// closing a duplicate only drops a reference and making one only takes a
+// reference, the cheapest pair of calls that free and retake a descriptor
+// (creating and destroying an eventfd each time cost several times more).
 type spareDescriptor struct {
-	mu sync.Mutex
-	fd int // -1 when none could be reserved
+	source int // the eventfd the spare duplicates; -1 when none could be made
+	fd     int // -1 when none is held
 }
 
 // enroll hands an accepted socket to the event loop; ctx becomes the
 // connection's context (nil for plain TCP, the *tlsConn for TLS).
 func (s *Server) enroll(conn net.Conn, ctx any) error {
-	s.spare.mu.Lock()
-	defer s.spare.mu.Unlock()
 	s.spare.release()
 	_, err := s.engine.EnrollContext(conn, ctx)
 	s.spare.reserve()
 	return err
 }
 
+func (d *spareDescriptor) open() {
+	d.source, d.fd = -1, -1
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC); err == nil {
+		d.source = fd
+	}
+	d.reserve()
+}
+
 func (d *spareDescriptor) reserve() {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // the cheapest descriptor to make
+	if d.source < 0 || d.fd >= 0 {
+		return
+	}
+	fd, err := unix.FcntlInt(uintptr(d.source), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		fd = -1
 	}
@@ -111,54 +124,11 @@ func (d *spareDescriptor) release() {
 	}
 }
 
-// handshakeSlots bounds the TLS handshakes in flight, so that a flood of
-// connects that never finish their handshake costs bounded memory, and lets
-// Shutdown cut the ones in flight short.
-type handshakeSlots struct {
-	slots  chan struct{}
-	ctx    context.Context // ended by Shutdown
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func newHandshakeSlots(n int) *handshakeSlots {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &handshakeSlots{slots: make(chan struct{}, n), ctx: ctx, cancel: cancel}
-}
-
-// take waits for a free slot; false when stop closed first.
-func (h *handshakeSlots) take(stop <-chan struct{}) bool {
-	select {
-	case h.slots <- struct{}{}:
-		h.wg.Add(1)
-		return true
-	case <-stop:
-		return false
+// close releases the spare and its source for good.
+func (d *spareDescriptor) close() {
+	d.release()
+	if d.source >= 0 {
+		_ = unix.Close(d.source)
+		d.source = -1
 	}
-}
-
-// done frees a slot.
-func (h *handshakeSlots) done() {
-	<-h.slots
-	h.wg.Done()
-}
-
-// stop lets the handshakes in flight finish for up to grace (they join the
-// loop and are then closed with ERROR 0x01 like every session), ends the rest
-// and waits for their goroutines.
-func (h *handshakeSlots) stop(grace time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		h.wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-		return
-	case <-t.C:
-	}
-	h.cancel()
-	<-done
 }

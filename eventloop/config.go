@@ -36,15 +36,15 @@ type Config struct {
 	Identity IdentityFunc
 	// Authorizer, if set, decides which identity may ACQUIRE which lock.
 	Authorizer Authorizer
-	// MaxTLSHandshakes bounds the TLS handshakes in flight; further
-	// connections wait in the kernel's accept backlog. It bounds the memory
-	// a flood of connects that never finish their handshake can take.
+	// MaxTLSHandshakes bounds the TLS handshakes computing at once. A
+	// handshake holds a slot only while it has the client's input to work
+	// on, never while it waits for the client, so the bound shares the CPU
+	// among a crowd reconnecting at once and no slow client holds one.
 	MaxTLSHandshakes int
 }
 
-// DefaultMaxTLSHandshakes is the default bound on TLS handshakes in flight:
-// enough to keep both cores busy with handshakes from a crowd reconnecting at
-// once, while a flood of silent connects holds at most a few MiB.
+// DefaultMaxTLSHandshakes is the default bound on TLS handshakes computing
+// at once: more than enough to keep every core busy.
 const DefaultMaxTLSHandshakes = 64
 
 // DefaultListenAddress is where the server listens unless told otherwise.

@@ -65,8 +65,13 @@ func (o *owner) traffic(s *session) gnet.Action {
 	if used > 0 { // gnet's Discard(0) discards everything, the partial frame too
 		_, _ = c.Discard(used)
 	}
-	switch rest := len(buf) - used; {
-	case rest == 0:
+	rest := len(buf) - used
+	half := rest > 0 // a frame, or for TLS a record or handshake message, is half-sent
+	if tc, ok := c.(*tlsConn); ok && !half {
+		half = tc.halfRecord()
+	}
+	switch {
+	case !half:
 		s.partialSince = 0
 	case s.backlogged && rest > inboundLimit, rest > maxUnparsed:
 		if e := o.log.Debug(); e.Enabled() {

@@ -37,17 +37,12 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	case probe:
 		return nil, gnet.None
 	case *tlsConn:
-		ctx.join(c)
+		ctx.join(c, h.owner.now)
 		if h.owner.shuttingDown {
-			h.owner.refuse(ctx)
-			ctx.closeNotify()
-			return nil, gnet.Close
+			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
-		s := h.owner.open(ctx, ctx.accepted)
-		// Records that came with the handshake's last flight (a client that
-		// sends ACQUIRE at once) are already inside crypto/tls: no OnTraffic
-		// will announce them.
-		return nil, h.closing(s, h.owner.traffic(s))
+		h.owner.open(ctx, 0) // its handshake starts in OnTraffic (handshake.go)
+		return nil, gnet.None
 	default:
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
@@ -61,6 +56,9 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	switch ctx := c.Context().(type) {
 	case *session:
+		if tc, ok := ctx.conn.(*tlsConn); ok && tc.phase != phaseOpen {
+			return h.handshakeTraffic(ctx, tc)
+		}
 		return h.closing(ctx, h.owner.traffic(ctx))
 	case control: // work queued by other goroutines: serve a slice of it
 		_, _ = c.Discard(-1)
@@ -86,6 +84,9 @@ func (h *handler) closing(s *session, a gnet.Action) gnet.Action {
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
+		if tc, ok := s.conn.(*tlsConn); ok {
+			h.handshakeClosed(tc)
+		}
 		h.owner.onClose(s)
 	}
 	return gnet.None

@@ -73,7 +73,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		s.tlsLoop = newTLSLoop()
 	}
 	s.calls = newCallQueue(s.wakeLoop)
-	s.spare.reserve()
+	s.spare.open()
 	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
@@ -92,7 +92,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	}
 	if err != nil {
 		_ = ln.Close()
-		s.spare.release()
+		s.spare.close()
 		if s.ctlPeer != nil {
 			_ = s.ctlPeer.Close()
 		}
@@ -202,9 +202,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			_ = s.ctlPeer.Close()
 			_ = s.prober.peer.Close()
-			s.spare.mu.Lock()
-			s.spare.release()
-			s.spare.mu.Unlock()
+			s.spare.close() // the accept loop has returned
 		}()
 	})
 	select {

@@ -11,6 +11,10 @@ func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
+		if tc, ok := s.conn.(*tlsConn); ok && tc.handshaking() {
+			s = next // told once its handshake finishes (handshake.go)
+			continue
+		}
 		s.closing, s.closeReason = true, ReleaseShutdown // also if the write fails
 		o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
 		if !s.closed {

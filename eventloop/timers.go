@@ -121,3 +121,12 @@ func (o *owner) rearm(s *session, now time.Duration) {
 	}
 	o.schedule(s, at)
 }
+
+// closeBy makes an unregistered session's io-timeout end at at, if that is
+// sooner: a refused TLS client gets a moment to read the alert, not more.
+func (o *owner) closeBy(s *session, at time.Duration) {
+	if at < s.since+o.ioTimeout {
+		s.since = at - o.ioTimeout
+	}
+	o.armBy(s, at)
+}

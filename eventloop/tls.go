@@ -1,7 +1,6 @@
 package eventloop
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -14,21 +13,25 @@ import (
 
 // A TLS session lives in the event loop like a plain one: one descriptor, no
 // goroutine. Only its handshake, which crypto/tls cannot suspend and resume,
-// runs on a goroutine of its own, on the accepted socket; then the socket is
-// enrolled into the loop and the tls.Conn's transport switches from the
-// socket to gnet's buffers. crypto/tls keeps a connection usable when its
-// transport reports a temporary error, so "no more ciphertext yet" is simply
-// that error, and the next OnTraffic carries on where this one stopped.
+// runs on a goroutine of its own (handshake.go); then the tls.Conn's
+// transport switches to gnet's buffers. crypto/tls keeps a connection usable
+// when its transport reports a temporary error, so "no more ciphertext yet"
+// is simply that error, and the next OnTraffic carries on where this one
+// stopped.
 
-// tlsConn is an established TLS session as the owner sees it: the conn
-// interface over plaintext, built on the gnet.Conn that carries ciphertext.
+// tlsConn is a TLS session as the owner sees it: the conn interface over
+// plaintext, built on the gnet.Conn that carries ciphertext. Until its
+// handshake is done (phase), it reads and writes nothing for the owner.
 type tlsConn struct {
-	gnet.Conn // the TCP connection, once the session has joined the loop
+	gnet.Conn // the TCP connection
 
-	tls      *tls.Conn
-	identity string        // from the verified client certificate; "" without one
-	accepted time.Duration // when the socket was accepted, on the owner's clock
-	scratch  *[]byte       // the loop's plaintext buffer, shared by every session
+	phase    tlsPhase
+	tls      *tls.Conn            // from the ClientHello on
+	now      func() time.Duration // the owner's clock, for the control-record rate
+	control  controlRate
+	identity string  // from the verified client certificate; "" without one
+	scratch  *[]byte // the loop's plaintext buffer, shared by every session
+	lingered int     // input dropped after a refused handshake
 
 	rest []byte // plaintext left unparsed by the last turn (a partial frame); usually nil
 	peek []byte // what the last Peek returned, until Discard
@@ -36,8 +39,9 @@ type tlsConn struct {
 	tr tlsTransport // tls's transport; kept inline to save an allocation
 }
 
-// tlsTransport is the net.Conn under the tls.Conn: the accepted socket during
-// the handshake, gnet's buffers afterwards.
+// tlsTransport is the net.Conn under the tls.Conn: during the handshake, the
+// input the loop copies to the handshake goroutine, and gnet's AsyncWrite;
+// afterwards gnet's buffers.
 //
 // It hands crypto/tls at most one record at a time, reading the record
 // headers as they pass. So once tls has returned a record's plaintext it
@@ -45,12 +49,21 @@ type tlsConn struct {
 // the loop need not ask tls for more: that question, answered "no more input
 // yet", costs crypto/tls an allocation every time.
 type tlsTransport struct {
-	sock net.Conn  // during the handshake; nil once joined
-	gc   gnet.Conn // once joined
+	gc   gnet.Conn
+	hs   *handshakeInput // during the handshake
+	left []byte          // input the handshake did not read: the session's first records
 
 	recordLeft int                   // bytes of the current record not handed over yet
 	header     [recordHeaderLen]byte // a header being handed over piecemeal
 	headerHave int                   // how much of header has been handed over
+
+	// What the session's bounds count (tlsbounds.go), in the loop.
+	handed     int  // ciphertext bytes handed to crypto/tls
+	records    int  // whole records handed to crypto/tls
+	turnStart  int  // handed when this turn began
+	appAt      int  // handed when application data last came out
+	appRecords int  // records when application data last came out
+	throttled  bool // this turn's ciphertext is used up and more is waiting
 }
 
 // recordHeaderLen is the length of a TLS record header: type, version and a
@@ -76,7 +89,12 @@ const transportChunk = 512
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	p = p[:min(len(p), transportChunk)]
-	if t.recordLeft == 0 && t.headerHave == 0 && t.gc != nil {
+	if t.hs == nil {
+		if err := t.withinBounds(); err != nil {
+			return 0, err
+		}
+	}
+	if t.recordLeft == 0 && t.headerHave == 0 && t.hs == nil && len(t.left) == 0 {
 		// In the loop the header can be read ahead, so that a record that has
 		// arrived whole is handed over in one piece.
 		h, err := t.gc.Peek(recordHeaderLen)
@@ -86,9 +104,10 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		t.recordLeft = recordHeaderLen + int(binary.BigEndian.Uint16(h[3:]))
 	}
 	if t.recordLeft == 0 {
-		// The socket cannot be read ahead: hand the header over alone and
+		// The handshake's input cannot be read ahead: hand the header over alone and
 		// learn the record's length from it.
 		n, err := t.read(p[:recordHeaderLen-t.headerHave])
+		t.handed += n
 		t.headerHave += copy(t.header[t.headerHave:], p[:n])
 		if t.headerHave == recordHeaderLen {
 			t.recordLeft = int(binary.BigEndian.Uint16(t.header[3:]))
@@ -98,15 +117,26 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 	}
 	n, err := t.read(p[:min(len(p), t.recordLeft)])
 	t.recordLeft -= n
+	t.handed += n
+	if n > 0 && t.recordLeft == 0 {
+		t.records++
+	}
 	return n, err
 }
 
-// read reads from the socket or, once joined, from gnet's buffers.
+// read reads the handshake's input, then what it left, then gnet's buffers.
 func (t *tlsTransport) read(p []byte) (int, error) {
-	if t.gc == nil {
-		return t.sock.Read(p)
-	}
-	if t.gc.InboundBuffered() == 0 {
+	switch {
+	case t.hs != nil:
+		return t.hs.Read(p)
+	case len(t.left) > 0:
+		n := copy(p, t.left)
+		t.left = t.left[n:]
+		if len(t.left) == 0 {
+			t.left = nil
+		}
+		return n, nil
+	case t.gc.InboundBuffered() == 0:
 		return 0, errNoInput
 	}
 	return t.gc.Read(p)
@@ -115,81 +145,79 @@ func (t *tlsTransport) read(p []byte) (int, error) {
 // drained reports whether every byte that has arrived has been decrypted:
 // gnet holds none and the last record handed to crypto/tls was whole.
 func (t *tlsTransport) drained() bool {
-	return t.recordLeft == 0 && t.headerHave == 0 && t.gc.InboundBuffered() == 0
+	return t.recordLeft == 0 && t.headerHave == 0 && len(t.left) == 0 && t.gc.InboundBuffered() == 0
 }
 
+// Write hands the handshake's flights to gnet from the handshake goroutine
+// (AsyncWrite; crypto/tls reuses p), and records to gnet directly in the loop.
 func (t *tlsTransport) Write(p []byte) (int, error) {
-	if t.gc == nil {
-		return t.sock.Write(p)
+	if t.hs != nil {
+		if err := t.gc.AsyncWrite(append([]byte(nil), p...), nil); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	return t.gc.Write(p)
 }
 
-// Close closes the socket during the handshake (crypto/tls does that when
-// the handshake's context ends); afterwards the owner closes the connection.
+// Close stops the handshake (crypto/tls closes its transport when the
+// handshake's context ends); afterwards the owner closes the connection.
 func (t *tlsTransport) Close() error {
-	if t.gc == nil {
-		return t.sock.Close()
+	if t.hs != nil {
+		t.hs.close()
 	}
 	return nil
 }
 
-func (t *tlsTransport) LocalAddr() net.Addr {
-	if t.gc == nil {
-		return t.sock.LocalAddr()
-	}
-	return t.gc.LocalAddr()
-}
+func (t *tlsTransport) LocalAddr() net.Addr  { return t.gc.LocalAddr() }
+func (t *tlsTransport) RemoteAddr() net.Addr { return t.gc.RemoteAddr() }
 
-func (t *tlsTransport) RemoteAddr() net.Addr {
-	if t.gc == nil {
-		return t.sock.RemoteAddr()
-	}
-	return t.gc.RemoteAddr()
-}
+// Deadlines do nothing: the session's io-timeout, on the loop, bounds the
+// handshake, and in the loop nothing blocks.
+func (t *tlsTransport) SetDeadline(time.Time) error      { return nil }
+func (t *tlsTransport) SetReadDeadline(time.Time) error  { return nil }
+func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 
-// Deadlines apply to the socket during the handshake. In the loop nothing
-// blocks, and the owner's timers bound every wait.
-func (t *tlsTransport) SetDeadline(d time.Time) error {
-	if t.gc == nil {
-		return t.sock.SetDeadline(d)
-	}
-	return nil
-}
-
-func (t *tlsTransport) SetReadDeadline(d time.Time) error {
-	if t.gc == nil {
-		return t.sock.SetReadDeadline(d)
-	}
-	return nil
-}
-
-func (t *tlsTransport) SetWriteDeadline(d time.Time) error {
-	if t.gc == nil {
-		return t.sock.SetWriteDeadline(d)
-	}
-	return nil
-}
-
+// join attaches the session to the loop's connection gc. It runs on the
+// loop, in OnOpen, right after the accept.
 // join switches the session from its socket to the loop's connection c. It
 // runs on the loop, in OnOpen.
-func (c *tlsConn) join(gc gnet.Conn) {
+func (c *tlsConn) join(gc gnet.Conn, now func() time.Duration) {
 	c.Conn = gc
-	c.tr.gc, c.tr.sock = gc, nil
+	c.tr.gc = gc
+	c.now = now
 }
+
+// handshaking reports whether the handshake is still running on its
+// goroutine; the session then waits for it to finish, even at shutdown.
+func (c *tlsConn) handshaking() bool { return c.phase == phaseHandshake }
 
 // Peek decrypts what has arrived and returns the plaintext not yet parsed,
 // including any a previous turn left. The slice is the loop's scratch buffer
 // and is valid until the next Peek of any session. A non-nil error means the
 // stream has ended after the returned bytes: the client sent close_notify
-// (io.EOF) or something crypto/tls refused.
+// (io.EOF), or something crypto/tls or the session's bounds refused.
+//
+// One turn decrypts at most bytesPerTurn of ciphertext; what is left waits
+// for another turn, after the sessions already waiting.
 func (c *tlsConn) Peek(int) ([]byte, error) {
 	buf := append((*c.scratch)[:0], c.rest...)
+	c.tr.turnStart, c.tr.throttled = c.tr.handed, false
 	var err error
 	for len(buf) < cap(buf) {
 		var n int
+		records := c.tr.records
 		n, err = c.tls.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		control := c.tr.records - records // records that yielded no application data
+		if n > 0 {
+			c.tr.appAt, c.tr.appRecords = c.tr.handed, c.tr.records
+			control = max(control-1, 0)
+		}
+		if control > 0 && !c.control.spend(control, c.now()) {
+			err = errControlRate
+			break
+		}
 		if err != nil || c.tr.drained() {
 			// Drained: tls returned less than it was asked for, so it keeps
 			// no plaintext, and the transport says it keeps no ciphertext.
@@ -198,6 +226,9 @@ func (c *tlsConn) Peek(int) ([]byte, error) {
 	}
 	if errors.Is(err, errNoInput) {
 		err = nil
+	}
+	if c.tr.throttled && err == nil {
+		_ = c.Wake(nil)
 	}
 	c.peek = buf
 	return buf, err
@@ -218,8 +249,12 @@ func (c *tlsConn) Discard(n int) (int, error) {
 	return n, nil
 }
 
-// Write encrypts p into one record and hands it to gnet.
+// Write encrypts p into one record and hands it to gnet. Before the
+// handshake is done there is no session to write to, and p is dropped.
 func (c *tlsConn) Write(p []byte) (int, error) {
+	if c.phase != phaseOpen {
+		return len(p), nil
+	}
 	if _, err := c.tls.Write(p); err != nil {
 		return 0, err
 	}
@@ -228,7 +263,11 @@ func (c *tlsConn) Write(p []byte) (int, error) {
 
 // closeNotify tells the client the session ends, so that it can tell a
 // deliberate close from a cut connection.
-func (c *tlsConn) closeNotify() { _ = c.tls.CloseWrite() }
+func (c *tlsConn) closeNotify() {
+	if c.phase == phaseOpen {
+		_ = c.tls.CloseWrite()
+	}
+}
 
 // closeNow sends close_notify and closes the connection at once; onClose has
 // run when it returns.
@@ -246,69 +285,6 @@ func newTLSLoop() *tlsLoop {
 	// One turn parses at most bytesPerTurn; one more record's plaintext on top
 	// lets a turn that stops there know that more is waiting.
 	return &tlsLoop{scratch: make([]byte, 0, bytesPerTurn+16<<10)}
-}
-
-// handshake runs the TLS handshake of one accepted socket, bounded by the
-// io-timeout that began at accept and by Shutdown, and then enrolls the
-// socket into the loop. It runs on its own goroutine, holding one of the
-// handshake slots.
-func (s *Server) handshake(sock net.Conn, accepted time.Duration, acceptedAt time.Time) {
-	defer s.handshakes.done()
-	c := &tlsConn{accepted: accepted, scratch: &s.tlsLoop.scratch}
-	c.tr.sock = sock
-	c.tls = tls.Server(&c.tr, s.cfg.TLS)
-	deadline := acceptedAt.Add(s.cfg.IOTimeout)
-	_ = sock.SetDeadline(deadline)
-	ctx, cancel := context.WithDeadline(s.handshakes.ctx, deadline)
-	err := c.tls.HandshakeContext(ctx)
-	cut := ctx.Err() != nil // out of time, or shut down
-	cancel()
-	if err != nil {
-		s.metrics.TLSHandshakeError()
-		if e := s.log.Debug(); e.Enabled() {
-			e.Err(err).Stringer("remote", sock.RemoteAddr()).Msg("TLS handshake failed")
-		}
-		if !cut {
-			closeAfterAlert(sock, deadline)
-		}
-		_ = sock.Close()
-		return
-	}
-	_ = sock.SetDeadline(time.Time{})
-	if s.cfg.Identity != nil {
-		c.identity = s.cfg.Identity(c.tls.ConnectionState())
-	}
-	if err := s.enroll(sock, c); err != nil {
-		s.metrics.AcceptError()
-		s.log.Error().Err(err).Msg("cannot enroll a TLS connection into the event loop; closing it")
-		_ = sock.Close()
-	}
-}
-
-// A refused handshake ends with crypto/tls's alert ("certificate
-// required", "bad certificate", …). The client's last flight, and maybe its
-// first request, may still be unread then, and closing a socket over unread
-// input resets the connection: a client that writes next sees "connection
-// reset by peer" instead of the alert that says what was wrong. So the
-// socket is shut for writing, after the alert, and its input read and
-// dropped until the client closes, for at most lingerBytes and lingerTime,
-// and never past the handshake's deadline.
-const (
-	lingerBytes = 64 << 10
-	lingerTime  = 250 * time.Millisecond
-)
-
-func closeAfterAlert(sock net.Conn, deadline time.Time) {
-	tc, ok := sock.(*net.TCPConn)
-	if !ok {
-		return
-	}
-	_ = tc.CloseWrite()
-	if until := time.Now().Add(lingerTime); until.Before(deadline) {
-		deadline = until
-	}
-	_ = tc.SetReadDeadline(deadline)
-	_, _ = io.Copy(io.Discard, io.LimitReader(tc, lingerBytes))
 }
 
 // isEOF reports whether a Peek error is the client's orderly end.

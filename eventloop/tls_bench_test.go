@@ -42,3 +42,19 @@ func BenchmarkTLSHeartbeat(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTLSSetup is one mutual-TLS connection from dial to ACQUIRED,
+// then closed: the handshake's hand-offs between the loop and its goroutine
+// included.
+func BenchmarkTLSSetup(b *testing.B) {
+	ts, pki := startTLSServer(b, 0, 0)
+	cfg := pki.ClientTLS(certstest.ClientURI)
+	acquire := protocol.AppendAcquire(nil, longLease, "setup")
+	b.ResetTimer()
+	for range b.N {
+		c := wire.MustDial(b, ts.Addr().String(), wire.Options{TLS: cfg, Safety: safety})
+		c.Send(acquire)
+		c.Expect(protocol.TypeAcquired)
+		_ = c.NC.Close()
+	}
+}

@@ -115,9 +115,11 @@ func dialHeldAs(t *testing.T, ts *testServer, pki *certstest.PKI, name string) (
 	cfg := pki.ClientTLS(name)
 	cfg.MinVersion = tls.VersionTLS13
 	tc := tls.Client(held, cfg)
+	_ = raw.SetDeadline(time.Now().Add(safety)) // a server that never answers fails the test
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
+	_ = raw.SetDeadline(time.Time{})
 	return tc, held
 }
 
@@ -160,9 +162,9 @@ func TestTLSRefusedClientGetsTheAlert(t *testing.T) {
 	}
 }
 
-// A refused client that neither reads nor closes holds its handshake slot
-// only briefly: with one slot, the next client is still served, long before
-// the refused one's io-timeout.
+// A refused client that neither reads nor closes keeps nobody waiting: with
+// one compute slot, the next client is still served, long before the refused
+// one's io-timeout.
 func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	ts, pki := startTLSServer(t, time.Minute, 1)
 	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
@@ -175,10 +177,13 @@ func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	if err := tls.Client(raw, cfg).Handshake(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	// The refused client now does nothing. The next one needs the slot.
+	// The refused client now does nothing. The next one needs the slot too.
 	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "after-refusal", longLease)
 	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
+	// The server lingers only briefly for the refused one, not for its
+	// io-timeout of a minute: only the holder's session is left.
+	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
 }
 
 // The transport hands crypto/tls one record at a time and the loop stops
@@ -311,7 +316,8 @@ func isClosedByPeer(err error) bool {
 }
 
 // A client that connects and never completes its handshake is closed after
-// io-timeout, and its handshake goroutine ends.
+// io-timeout, whether it sent nothing, part of its ClientHello, or all of it
+// and then nothing, and its handshake goroutine ends.
 func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 	ts, pki := startTLSServer(t, 200*time.Millisecond, 0)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
@@ -324,6 +330,16 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		silent[i] = c
+		if i%2 == 1 { // a handshake record declaring 512 bytes, 6 of them sent
+			if _, err := c.Write([]byte{22, 3, 1, 2, 0, 1, 0, 1, 252, 3, 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 5 { // a whole ClientHello, then nothing
+		_, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
+		t.Cleanup(func() { _ = held.Conn.Close() })
+		silent = append(silent, held.Conn)
 	}
 	for _, c := range silent {
 		_ = c.SetReadDeadline(time.Now().Add(safety))
@@ -341,24 +357,41 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 	}
 }
 
-// More silent connects than handshake slots: the slots bound them, and a
-// real client is served once one frees.
-func TestTLSHandshakeSlots(t *testing.T) {
-	ts, pki := startTLSServer(t, 300*time.Millisecond, 2)
+// Stalled handshakes hold no slot that others wait for: silent connects,
+// ClientHellos cut short, and clients that stop after their ClientHello
+// (whose handshake goroutine waits for them), many more than the compute
+// slots, and a well-behaved client is served at once, long before their
+// io-timeout. Only the ones past their ClientHello have a goroutine.
+func TestTLSStalledHandshakesHoldNoSlot(t *testing.T) {
+	ts, pki := startTLSServer(t, time.Hour, 2)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
+	ts.waitStatsFunc(t, "no sessions", func(st eventloop.Stats) bool { return st.Sessions == 0 })
 	before := runtime.NumGoroutine()
-	for range 10 {
+	const silent, partial, stalled = 64, 64, 8
+	for i := range silent + partial {
 		c, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
+		if i >= silent { // a handshake record declaring 512 bytes, 6 of them sent
+			if _, err := c.Write([]byte{22, 3, 1, 2, 0, 1, 0, 1, 252, 3, 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if g := runtime.NumGoroutine(); g > before+2 {
-		t.Errorf("%d goroutines for 10 silent connects with 2 handshake slots", g-before)
+	for range stalled { // the client's last flight never leaves
+		_, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
+		t.Cleanup(func() { _ = held.Conn.Close() })
 	}
-	c := dialTLS(t, ts, pki) // waits in the backlog until the silent ones time out
-	c.Send(protocol.AppendAcquire(nil, longLease, "after-the-flood"))
+	ts.waitStatsFunc(t, "every stalled connection open", func(st eventloop.Stats) bool {
+		return st.Sessions == silent+partial+stalled
+	})
+	if g := runtime.NumGoroutine() - before; g > stalled+2 {
+		t.Errorf("%d goroutines for %d silent, %d partial and %d stalled handshakes; want at most one per stalled one", g, silent, partial, stalled)
+	}
+	c, _ := wire.Holder(t, ts.Addr().String(), wire.Options{TLS: pki.ClientTLS(certstest.ClientURI), Safety: safety}, "beside-the-stalled", longLease)
+	c.SendHeartbeat()
 	c.Expect(protocol.TypeAcquired)
 }
 
@@ -499,4 +532,58 @@ func TestTLSCloseNotify(t *testing.T) {
 	if last != 21 {
 		t.Fatalf("the last record the server sent has type %d, want an alert (21): no close_notify", last)
 	}
+}
+
+// KeyUpdates, each a key derivation for the server, are allowed in a small
+// burst and then at a low rate: a client that sends them faster than any
+// client needs is closed.
+func TestTLSKeyUpdateFlood(t *testing.T) {
+	ts, pki := startTLSServer(t, 0, 0)
+	r := dialRaw(t, ts, pki)
+	for range 8 { // the burst: well within the rate
+		r.send(t, r.keyUpdate(t))
+	}
+	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "updated")))
+	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	r.send(t, r.keyUpdate(t)) // one more at once is over the rate
+	ts.waitStats(t, eventloop.Stats{})
+}
+
+// A record left half-sent is a half-sent frame: the session is closed after
+// io-timeout, though its lease would let it stay.
+func TestTLSHalfSentRecord(t *testing.T) {
+	ts, pki := startTLSServer(t, 300*time.Millisecond, 0)
+	r := dialRaw(t, ts, pki)
+	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-record")))
+	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	hb := r.appData(protocol.AppendHeartbeat(nil))
+	r.send(t, hb[:10])
+	ts.waitStats(t, eventloop.Stats{})
+}
+
+// A handshake message the client begins after the handshake and never
+// finishes (it may declare 64 KiB) is a half-sent frame too, and the server
+// holds at most maxControlBytes of it: more closes the session at once.
+func TestTLSHalfSentHandshakeMessage(t *testing.T) {
+	start := func(t *testing.T, ioTimeout time.Duration) (*testServer, *rawTLS) {
+		ts, pki := startTLSServer(t, ioTimeout, 0)
+		r := dialRaw(t, ts, pki)
+		r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-message")))
+		ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+		return ts, r
+	}
+	part := make([]byte, 1000)
+	t.Run("timeout", func(t *testing.T) {
+		ts, r := start(t, 300*time.Millisecond)
+		r.send(t, r.handshake(append([]byte{24, 0, 0xff, 0xff}, part...)))
+		ts.waitStats(t, eventloop.Stats{})
+	})
+	t.Run("bound", func(t *testing.T) { // no io-timeout within the test
+		ts, r := start(t, time.Hour)
+		r.send(t, r.handshake(append([]byte{24, 0, 0xff, 0xff}, part...)))
+		for range 4 {
+			r.send(t, r.handshake(part))
+		}
+		ts.waitStats(t, eventloop.Stats{})
+	})
 }

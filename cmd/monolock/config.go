@@ -77,7 +77,7 @@ var table = []setting{
 		func(s *settings, v string) error { s.tlsClientCA = v; return nil }},
 	{"acl-file", "MONOLOCK_ACL_FILE", "", "JSON access-control list of identity and lock patterns; needs -tls-client-ca",
 		func(s *settings, v string) error { s.aclFile = v; return nil }},
-	{"tls-handshakes", "MONOLOCK_TLS_HANDSHAKES", strconv.Itoa(eventloop.DefaultMaxTLSHandshakes), "TLS handshakes in flight at most; more connections wait in the kernel's backlog",
+	{"tls-handshakes", "MONOLOCK_TLS_HANDSHAKES", strconv.Itoa(eventloop.DefaultMaxTLSHandshakes), "TLS handshakes computing at once; a handshake waiting for its client holds no slot",
 		func(s *settings, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {

@@ -1,0 +1,138 @@
+package eventloop
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"net"
+	"testing"
+)
+
+// clientHello returns the first flight of a crypto/tls client: one record
+// holding its ClientHello.
+func clientHello(t *testing.T) []byte {
+	t.Helper()
+	client, server := net.Pipe()
+	defer server.Close()
+	go func() {
+		_ = tls.Client(client, &tls.Config{ServerName: "monolock.test", InsecureSkipVerify: true}).Handshake()
+		client.Close()
+	}()
+	hdr := make([]byte, recordHeaderLen)
+	if _, err := ioReadFull(server, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint16(hdr[3:]))
+	if _, err := ioReadFull(server, body); err != nil {
+		t.Fatal(err)
+	}
+	return append(hdr, body...)
+}
+
+func ioReadFull(c net.Conn, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := c.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reframe cuts a record's handshake bytes into records of at most size bytes.
+func reframe(rec []byte, size int) []byte {
+	var out []byte
+	for body := rec[recordHeaderLen:]; len(body) > 0; {
+		n := min(size, len(body))
+		out = append(out, rec[0], rec[1], rec[2], byte(n>>8), byte(n))
+		out = append(out, body[:n]...)
+		body = body[n:]
+	}
+	return out
+}
+
+func TestHelloArrived(t *testing.T) {
+	hello := clientHello(t)
+	for _, flight := range [][]byte{hello, reframe(hello, 1), reframe(hello, 3), reframe(hello, 100)} {
+		for n := range len(flight) {
+			if ok, err := helloArrived(flight[:n]); ok || err != nil {
+				t.Fatalf("%d of %d bytes: arrived %v, %v; want not yet", n, len(flight), ok, err)
+			}
+		}
+		if ok, err := helloArrived(flight); !ok || err != nil {
+			t.Fatalf("whole flight of %d bytes: arrived %v, %v", len(flight), ok, err)
+		}
+		// What follows the hello (a client's early records) changes nothing.
+		if ok, err := helloArrived(append(bytes.Clone(flight), 23, 3, 3, 0)); !ok || err != nil {
+			t.Fatalf("hello and more: arrived %v, %v", ok, err)
+		}
+	}
+	// Not a TLS handshake: handed to crypto/tls at once, which refuses it.
+	for _, notTLS := range []string{"GET / HTTP/1.1\r\n", "\x17\x03\x03\x00\x10", "\x16\x03\x01\x00\x00", "\x16\x03\x01\x00\x04\x02\x00\x00\x00"} {
+		if ok, err := helloArrived([]byte(notTLS)); !ok || err != nil {
+			t.Errorf("%q: arrived %v, %v; want true so that crypto/tls answers it", notTLS, ok, err)
+		}
+	}
+	// A ClientHello declaring more than the bound is refused from its header.
+	big := []byte{22, 3, 1, 0, 4, typeClientHello, 0, byte((maxHelloMessage + 1) >> 8), byte((maxHelloMessage + 1) & 0xff)}
+	if _, err := helloArrived(big); !errors.Is(err, errHelloTooLarge) {
+		t.Errorf("a ClientHello of %d bytes: %v; want errHelloTooLarge", maxHelloMessage+1, err)
+	}
+	limit := []byte{22, 3, 1, 0, 4, typeClientHello, 0, byte(maxHelloMessage >> 8), byte(maxHelloMessage & 0xff)}
+	if ok, err := helloArrived(limit); ok || err != nil {
+		t.Errorf("a ClientHello of %d bytes, its header sent: %v, %v; want not yet", maxHelloMessage, ok, err)
+	}
+}
+
+// The handshake's input is bounded in total, however the client spreads it.
+func TestHandshakeInputBound(t *testing.T) {
+	in := newHandshakeInput(newHandshakeSlots(1))
+	chunk := make([]byte, 1000)
+	fed := 0
+	for in.feed(chunk) {
+		fed += len(chunk)
+		buf := make([]byte, len(chunk))
+		if n, err := in.Read(buf); n != len(chunk) || err != nil { // consumed as it comes
+			t.Fatalf("read %d, %v", n, err)
+		}
+	}
+	if fed > maxHandshakeInput || fed+len(chunk) <= maxHandshakeInput {
+		t.Fatalf("fed %d bytes before the bound of %d", fed, maxHandshakeInput)
+	}
+	in.finish("", nil)
+	if len(in.slots.slots) != 0 {
+		t.Fatal("a finished handshake still holds a compute slot")
+	}
+}
+
+// A handshake waiting for input holds no compute slot; a closed one's read
+// fails at once.
+func TestHandshakeInputSlots(t *testing.T) {
+	slots := newHandshakeSlots(1)
+	a, b := newHandshakeInput(slots), newHandshakeInput(slots)
+	a.feed([]byte{1})
+	if _, err := a.Read(make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	// a holds the slot now; a read with nothing to read gives it back.
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.Read(make([]byte, 8))
+		got <- err
+	}()
+	b.feed([]byte{2})
+	if _, err := b.Read(make([]byte, 8)); err != nil { // takes the slot a gave back
+		t.Fatal(err)
+	}
+	a.close()
+	if err := <-got; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read of a closed handshake: %v", err)
+	}
+	b.finish("", nil)
+	if len(slots.slots) != 0 {
+		t.Fatalf("%d slots held after both ended", len(slots.slots))
+	}
+}

@@ -1,0 +1,145 @@
+package eventloop
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// handshakeInput carries the client's ciphertext from the loop to the
+// handshake goroutine, and the handshake's result back.
+type handshakeInput struct {
+	mu       sync.Mutex
+	buf      []byte // arrived and not yet read by the handshake
+	fed      int    // every byte fed, bounded by maxHandshakeInput
+	closed   bool   // the connection closed, or the handshake was cut short
+	done     bool   // the goroutine has finished; err is its result
+	err      error
+	identity string        // the client's, from its certificate, when err is nil
+	ready    chan struct{} // a token when buf grew or closed was set
+
+	slots   *handshakeSlots
+	holding bool // the goroutine holds a compute slot; only it touches this
+}
+
+func newHandshakeInput(slots *handshakeSlots) *handshakeInput {
+	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots}
+}
+
+// feed appends what the loop received; false when that exceeds the bound.
+func (in *handshakeInput) feed(p []byte) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.fed += len(p)
+	if in.fed > maxHandshakeInput {
+		return false
+	}
+	in.buf = append(in.buf, p...)
+	in.signal()
+	return true
+}
+
+// close makes the goroutine's reads fail: the connection is gone.
+func (in *handshakeInput) close() {
+	in.mu.Lock()
+	in.closed = true
+	in.signal()
+	in.mu.Unlock()
+}
+
+func (in *handshakeInput) signal() {
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Read runs on the handshake goroutine. It gives up its compute slot while
+// it waits for input, and takes one before it works on any.
+func (in *handshakeInput) Read(p []byte) (int, error) {
+	for {
+		in.mu.Lock()
+		n := copy(p, in.buf)
+		in.buf = in.buf[n:]
+		closed := in.closed
+		in.mu.Unlock()
+		switch {
+		case closed:
+			in.release()
+			return 0, net.ErrClosed
+		case n > 0:
+			if !in.holding {
+				in.slots.take() // a wait for the CPU, never for a client
+				in.holding = true
+			}
+			return n, nil
+		}
+		in.release()
+		<-in.ready
+	}
+}
+
+func (in *handshakeInput) release() {
+	if in.holding {
+		in.slots.give()
+		in.holding = false
+	}
+}
+
+// finish records the handshake's result; the goroutine then wakes the loop.
+func (in *handshakeInput) finish(identity string, err error) {
+	in.release()
+	in.mu.Lock()
+	in.done, in.identity, in.err = true, identity, err
+	in.mu.Unlock()
+}
+
+// result is the handshake's result once the goroutine has finished: what
+// the client sent beyond the handshake (records the session reads first),
+// and the client's identity.
+func (in *handshakeInput) result() (rest []byte, identity string, done bool, err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.buf, in.identity, in.done, in.err
+}
+
+// handshakeSlots bounds the TLS handshakes computing at once, and lets
+// Shutdown wait for the goroutines in flight and cut them short.
+type handshakeSlots struct {
+	slots  chan struct{}
+	ctx    context.Context // ended by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newHandshakeSlots(n int) *handshakeSlots {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &handshakeSlots{slots: make(chan struct{}, n), ctx: ctx, cancel: cancel}
+}
+
+// take waits for a compute slot. A handshake holds one only while it has
+// input to work on, so the wait is for the CPU, never for a slow client.
+func (h *handshakeSlots) take() { h.slots <- struct{}{} }
+
+func (h *handshakeSlots) give() { <-h.slots }
+
+// stop lets the handshakes in flight finish for up to grace (they join the
+// loop and are then closed with ERROR 0x01 like every session), ends the rest
+// and waits for their goroutines.
+func (h *handshakeSlots) stop(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	h.cancel()
+	<-done
+}
