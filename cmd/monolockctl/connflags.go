@@ -63,6 +63,10 @@ func (a addrFlag) Set(s string) error {
 func checkAddress(s string) error {
 	_, port, err := net.SplitHostPort(s)
 	switch {
+	case strings.TrimSpace(s) != s:
+		// Either end: a host with a leading space would fail only at the
+		// lookup, and look like an unreachable server.
+		return fmt.Errorf("%q has white space around it; remove it", s)
 	case err != nil || port == "":
 		return fmt.Errorf("want host:port, such as 127.0.0.1:7070, got %q", s)
 	case strings.TrimLeft(port, "0123456789") == "":

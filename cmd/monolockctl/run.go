@@ -7,6 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 const runUsage = `Usage: monolockctl run [FLAGS] NAME -- COMMAND [ARGS...]
@@ -108,6 +110,10 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 		return nil, usageError(e, "run", "-wait and -no-wait exclude each other"), false
 	case r.wait < 0:
 		return nil, usageError(e, "run", "-wait must not be negative"), false
+	case r.lease < time.Millisecond:
+		return nil, usageError(e, "run", "-lease %v is shorter than the minimum lease of 1ms", r.lease), false
+	case r.lease > protocol.MaxLease:
+		return nil, usageError(e, "run", "-lease %v is longer than the maximum lease of %v", r.lease, protocol.MaxLease), false
 	case len(rest) == 0:
 		return nil, usageError(e, "run", "missing NAME"), false
 	case len(rest) < 2 || rest[1] != "--":
