@@ -93,8 +93,9 @@ func scenarios() []scenario {
 		{name: "run, stderr a closed pipe (SIGPIPE), link frozen", kind: ctlHolder, proxy: true, closedStderr: true, fault: freeze(faultproxy.Both)},
 		{name: "run, SIGHUP to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGHUP)},
 		{name: "run, SIGKILL to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGKILL)},
-		{name: "run, COMMAND backgrounds its writer and exits", kind: ctlHolder, command: "%s & exit 0", writeFlags: []string{"-for", "300ms"}, fault: noFault},
+		{name: "run, COMMAND backgrounds its writer and exits", kind: ctlHolder, command: "%s & exit 0", writeFlags: []string{"-for", "1s"}, fault: noFault},
 		{name: "run, force release (admin API)", kind: ctlHolder, forced: true, fault: forceRelease},
+		{name: "run, force release, COMMAND ignores SIGTERM", kind: ctlHolder, forced: true, writeFlags: []string{"-ignore-term"}, fault: forceRelease},
 	}
 }
 
