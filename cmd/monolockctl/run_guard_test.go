@@ -207,7 +207,9 @@ func TestRunLostWithinTheLease(t *testing.T) {
 	}
 	defer proxy.Close()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "1s", "frozen", "--", "sh", "-c",
+	// A 2 s lease: SIGKILL goes 0.1 × lease = 200 ms before the server's
+	// expiry, room for a loaded machine.
+	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "2s", "frozen", "--", "sh", "-c",
 		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
 	pgid := readPID(t, pidFile)
 	killGroupAtEnd(t, pgid)
