@@ -8,7 +8,8 @@
 // scenario uses a lock of its own: an old holder takes the lock and writes
 // every 5 ms, a next holder queues behind it, then the scenario's fault hits
 // the old holder: a link frozen one way or both (internal/testsupport/
-// faultproxy), a SIGSTOP of its process, a force release through the admin
+// faultproxy), a SIGSTOP of its process (the Go holder, or monolockctl), a
+// force release through the admin
 // API, SIGHUP or SIGKILL to monolockctl, a closed stderr (SIGPIPE), a COMMAND
 // that ignores SIGTERM, or one that leaves its writer in the background. The
 // next holder writes for 100 ms and releases.

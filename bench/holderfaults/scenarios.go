@@ -91,6 +91,7 @@ func scenarios() []scenario {
 		{name: "run, server→client frozen", kind: ctlHolder, proxy: true, fault: freeze(faultproxy.ServerToClient)},
 		{name: "run, COMMAND ignores SIGTERM, link frozen", kind: ctlHolder, proxy: true, writeFlags: []string{"-ignore-term"}, fault: freeze(faultproxy.Both)},
 		{name: "run, stderr a closed pipe (SIGPIPE), link frozen", kind: ctlHolder, proxy: true, closedStderr: true, fault: freeze(faultproxy.Both)},
+		{name: "run, monolockctl SIGSTOPped for 3 leases", kind: ctlHolder, fault: stopFor},
 		{name: "run, SIGHUP to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGHUP)},
 		{name: "run, SIGKILL to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGKILL)},
 		{name: "run, COMMAND backgrounds its writer and exits", kind: ctlHolder, command: "%s & exit 0", writeFlags: []string{"-for", "1s"}, fault: noFault},
