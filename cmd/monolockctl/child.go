@@ -148,8 +148,7 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 		hold = "release-on-exit"
 	}
 	args := append([]string{guardCommand, strconv.Itoa(os.Getpid()), hold, "--"}, r.argv...)
-	// /proc/self/exe: this very binary, even if its file was replaced since.
-	guard = exec.Command("/proc/self/exe", args...)
+	guard = exec.Command(selfPath(), args...)
 	guard.Args[0] = os.Args[0]
 	guard.Stdin, guard.Stdout, guard.Stderr = e.stdin, e.stdout, e.stderr
 	guard.Env = append(os.Environ(),
@@ -161,7 +160,7 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 	// The parent-death signal follows the forking thread, so this goroutine
 	// keeps its thread from here on.
 	runtime.LockOSThread()
-	guard.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+	guard.SysProcAttr = guardAttr()
 	err = guard.Start()
 	for _, f := range files {
 		_ = f.Close()
@@ -180,6 +179,19 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 		return nil, 0, nil, exitStatus(guard.ProcessState), false
 	}
 	return guard, group, watchW, 0, true
+}
+
+// selfPath is this very binary: /proc/self/exe, which works even when the
+// file was replaced since monolockctl started, where there is one.
+func selfPath() string {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self
+	}
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return os.Args[0]
 }
 
 // connCopy duplicates the lock connection's descriptor for the guard, or

@@ -95,8 +95,8 @@ func guardMain(args []string, e *env) int {
 	// Orphans of COMMAND's group become the guard's children, so it reaps
 	// them at once: a zombie would keep the group alive until the system's
 	// init got round to it (seconds, on some).
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		fmt.Fprintf(e.stderr, "monolockctl run: cannot become the reaper of COMMAND's processes: %v\n", errno)
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(e.stderr, "monolockctl run: cannot become the reaper of COMMAND's processes: %v\n", err)
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -105,7 +105,7 @@ func guardMain(args []string, e *env) int {
 	// keeps its thread for the guard's life, so that only the guard's death
 	// sends it.
 	runtime.LockOSThread()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
 		_ = report.Close()
@@ -187,9 +187,6 @@ func parentStopped(pid int) bool {
 	// ('t') sends monolockctl no SIGCONT to continue the group with.
 	return b[i+2] == 'T'
 }
-
-// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
-const prSetChildSubreaper = 36
 
 // reap waits for every child of the guard, COMMAND and the orphans of its
 // processes, and reports COMMAND's own status. It ends when no child is left.
