@@ -18,7 +18,8 @@ func (writeOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 // TestHeartbeatCycleDoesNotAllocate: a heartbeat's send, its reply's decoding
 // and its acknowledgement allocate nothing, so a long hold creates no garbage.
 func TestHeartbeatCycleDoesNotAllocate(t *testing.T) {
-	s := newSession(&Lock{}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s.deadline = time.Now().Add(time.Hour)
 	s.lossTimer, s.hbTimer = time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	defer s.lossTimer.Stop()
 	defer s.hbTimer.Stop()
@@ -52,4 +53,18 @@ func (r repeatReader) Read(p []byte) (int, error) {
 		n += copy(p[n:], r)
 	}
 	return n, nil
+}
+
+// TestValidDoesNotAllocate: Valid is meant to be called before every side
+// effect.
+func TestValidDoesNotAllocate(t *testing.T) {
+	l := &Lock{start: time.Now()}
+	l.setValidUntil(time.Now().Add(time.Hour))
+	if allocs := testing.AllocsPerRun(1000, func() {
+		if !l.Valid() {
+			t.Fatal("not valid")
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per Valid", allocs)
+	}
 }

@@ -34,7 +34,7 @@ func Example() {
 	c := client.New(client.Config{Address: addr})
 	err := c.Do(context.Background(), "nightly-import", 2*time.Second,
 		func(ctx context.Context, token uint64) error {
-			// ctx is cancelled the moment ownership is no longer confirmed.
+			// ctx is cancelled as soon as ownership is no longer confirmed.
 			fmt.Println("importing with fencing token > 0:", token > 0)
 			return nil
 		})
@@ -125,4 +125,31 @@ func ExampleServerError() {
 	// temporary: true
 	// shutting down: true
 	// monolock: server error 0x01: server shutting down
+}
+
+// LockFromContext gives Do's function its Lock; Valid checks, without
+// waiting for any goroutine, that ownership is still confirmed, right before
+// each side effect.
+func ExampleLockFromContext() {
+	addr, stop := startServer()
+	defer stop()
+
+	c := client.New(client.Config{Address: addr})
+	err := c.Do(context.Background(), "batch", 2*time.Second,
+		func(ctx context.Context, token uint64) error {
+			lock := client.LockFromContext(ctx)
+			for i := range 3 {
+				if !lock.Valid() {
+					return context.Cause(ctx) // stop: ownership is not confirmed
+				}
+				fmt.Println("write", i, "with a token:", token > 0)
+			}
+			return nil
+		})
+	fmt.Println("err:", err)
+	// Output:
+	// write 0 with a token: true
+	// write 1 with a token: true
+	// write 2 with a token: true
+	// err: <nil>
 }
