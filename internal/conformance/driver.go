@@ -231,4 +231,3 @@ func (p *Process) Diagnostics() string {
 	}
 	return b.String()
 }
-
