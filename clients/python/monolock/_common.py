@@ -35,7 +35,7 @@ def wait_seconds(wait: Wait) -> Optional[float]:
         return None
     if wait is False:
         return 0.0
-    if isinstance(wait, (int, float)) and wait >= 0:
+    if isinstance(wait, (int, float)) and wait >= 0:  # pyright: ignore[reportUnnecessaryIsInstance]
         return float(wait)
     raise InvalidInput(f"monolock: wait must be True, False or a number of seconds >= 0, not {wait!r}")
 

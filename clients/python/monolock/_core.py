@@ -13,7 +13,7 @@ language", cited by number.
 from __future__ import annotations
 
 import enum
-from typing import Optional
+from typing import List, Optional
 
 from . import _wire
 from ._schedule import HeartbeatSchedule, client_timeout
@@ -102,7 +102,7 @@ class Session:
 
     def next_wakeup(self) -> Optional[float]:
         """When tick() or close_due() next has something to do."""
-        times = []
+        times: List[float] = []
         if not self.ended:
             times.append(self.deadline)
             if self._hb_due is not None and not self._in_flight:

@@ -28,7 +28,7 @@ def lease_ms(lease: float) -> int:
     """The lease in whole milliseconds, a fraction rounded up so the server
     never drops a session earlier than asked. The lease is first taken to the
     nanosecond, so a binary float such as 0.3 s is 300 ms, not 301."""
-    if isinstance(lease, bool) or not isinstance(lease, (int, float)):
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise InvalidInput(f"monolock: lease must be a number of seconds, not {type(lease).__name__}")
     if not math.isfinite(lease) or lease <= 0:
         raise InvalidInput(f"monolock: lease must be positive (got {lease!r}): give it in seconds, for example lease=2.0")
@@ -48,7 +48,7 @@ def name_bytes(name: Union[str, bytes]) -> bytes:
             raw = name.encode("utf-8")
         except UnicodeEncodeError as e:
             raise InvalidInput(f"monolock: lock name {name!r} is not valid UTF-8 ({e.reason}): use text without lone surrogates") from None
-    elif isinstance(name, (bytes, bytearray)):
+    elif isinstance(name, (bytes, bytearray)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raw = bytes(name)
         try:
             raw.decode("utf-8")

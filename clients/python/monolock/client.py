@@ -31,7 +31,7 @@ class Lock:
     (``None`` after a plain release).
     """
 
-    def __init__(self, name: str, sock: socket.socket, session: Session) -> None:
+    def __init__(self, name: str, sock: socket.socket, session: Session, wait: Optional[float]) -> None:
         self.name = name
         self._sock = sock
         self._session = session
@@ -42,6 +42,24 @@ class Lock:
         self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name=f"monolock {name}", daemon=True)
         self._thread.start()
+        self._await_grant(wait)
+
+    def _await_grant(self, limit: Optional[float]) -> None:
+        """Returns once the lock is granted; raises (and closes) when it is
+        not within limit seconds (None: forever, 0: queued is busy) or the
+        session failed."""
+        s = self._session
+        if not self._wait(lambda: s.answered, None):
+            self.release()
+            raise s.error or Unavailable("monolock: connection ended before the server answered")
+        if limit == 0.0 and not s.granted:
+            self.release()
+            raise Busy(f"monolock: lock {self.name!r} is held by someone else")
+        if not self._wait(lambda: s.granted, limit):
+            self.release()
+            if s.error is not None:
+                raise s.error
+            raise Busy(f"monolock: lock {self.name!r} still held by someone else after {limit}s")
 
     @property
     def token(self) -> int:
@@ -190,21 +208,7 @@ class Client:
         limit = wait_seconds(wait)
         raw = _wire.name_bytes(name)
         ms = _wire.lease_ms(lease)
-        sock = self._connect()
-        lock = Lock(name, sock, Session(raw, lease, ms))
-        s = lock._session
-        if not lock._wait(lambda: s.answered, None):
-            lock.release()
-            raise s.error or Unavailable("monolock: connection ended before the server answered")
-        if limit == 0.0 and not s.granted:
-            lock.release()
-            raise Busy(f"monolock: lock {name!r} is held by someone else")
-        if not lock._wait(lambda: s.granted, limit):
-            lock.release()
-            if s.error is not None:
-                raise s.error
-            raise Busy(f"monolock: lock {name!r} still held by someone else after {limit}s")
-        return lock
+        return Lock(name, self._connect(), Session(raw, lease, ms), limit)
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
         """``with client.lock(name) as lock:`` acquires on entry and releases
