@@ -130,24 +130,23 @@ func forceRelease(e *Env) {
 	e.expect("rule 7", again, "released", safety)
 }
 
-// sigtermRestart: a reference holder and the judged client waiting in run
-// mode. SIGTERM: the holder reports lost with code 1; the judged client must
-// not report acquired before the new server (same port) is up, and then gets
-// a token larger than the holder's.
+// sigtermRestart: the judged client holds (acquire mode) and, in a second
+// session, waits in run mode. SIGTERM: the holder reports lost with code 1;
+// the waiter must not report acquired before the new server (same port) is
+// up, and then gets a token larger than the holder's.
 func sigtermRestart(e *Env) {
 	srv := e.Server("-admin-listen", "127.0.0.1:0")
 	const name = "sigterm-restart"
-	ref := e.cfg.Drivers[0]
-	holder := e.Start(ref, ref.Name+" holder", NewRequest(srv.Addr, name, e2eLease))
+	holder := e.Start(e.cfg.Judge, e.cfg.Judge.Name+" holder", NewRequest(srv.Addr, name, e2eLease))
 	held := e.expect("grant", holder, "acquired", safety)
 	req := NewRequest(srv.Addr, name, e2eLease)
 	req.Mode = ModeRun
-	waiter := e.StartJudged(req)
+	waiter := e.Start(e.cfg.Judge, e.cfg.Judge.Name+" waiter", req)
 	e.awaitWaiters(srv.AdminAddr, name, 1)
 	e.must("kit", srv.Signal(syscall.SIGTERM))
 	lost := e.expect("rule 8 (ERROR 0x01 is a loss)", holder, "lost", safety)
 	if lost.Code == nil || *lost.Code != 1 {
-		e.Failf("rule 8 (ERROR 0x01 is a loss, with its code)", "the reference holder printed %s, want code 1", lost)
+		e.Failf("rule 8 (ERROR 0x01 is a loss, with its code)", "the holder printed %s, want code 1", lost)
 	}
 	if !srv.WaitExit(safety) {
 		e.Failf("kit", "the server did not exit within %v of SIGTERM", safety)
