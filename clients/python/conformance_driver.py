@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The conformance kit's driver for the Python client (docs/conformance.md).
 
-Reads the request line on stdin, calls the public API of ``monolock`` and
-prints what it reported, one JSON object a line.
+Reads the request line on stdin, calls the public API of ``monolock`` (with
+``--aio``: of ``monolock.aio``) and prints what it reported, one JSON object
+a line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -18,6 +20,7 @@ from typing import Any, Dict, Optional
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import monolock  # noqa: E402
+import monolock.aio  # noqa: E402
 
 _out = threading.Lock()
 
@@ -51,8 +54,21 @@ def lost(err: Optional[monolock.MonolockError]) -> None:
     emit("lost", **fields)
 
 
+def request_args(req: Dict[str, Any]) -> "tuple[str, float, monolock.client.Wait, int]":
+    raw = bytes.fromhex(req["name_hex"])
+    # Python strings cannot hold invalid UTF-8 bytes; surrogateescape turns
+    # them into lone surrogates, which the client must refuse.
+    name = req["name"] if "name" in req else raw.decode("utf-8", "surrogateescape")
+    wait_ms = req["wait_ms"]
+    wait: monolock.client.Wait = True if wait_ms < 0 else (False if wait_ms == 0 else wait_ms / 1000)
+    return name, req["lease_us"] / 1_000_000, wait, req.get("work_stop_ms", 0)
+
+
 def main() -> None:
     req = json.loads(sys.stdin.readline())
+    if "--aio" in sys.argv[1:]:
+        asyncio.run(amain(req))
+        return
     cmds: "queue.Queue[Optional[str]]" = queue.Queue()
 
     def read_commands() -> None:
@@ -65,14 +81,7 @@ def main() -> None:
 
     threading.Thread(target=read_commands, daemon=True).start()
 
-    raw = bytes.fromhex(req["name_hex"])
-    # Python strings cannot hold invalid UTF-8 bytes; surrogateescape turns
-    # them into lone surrogates, which the client must refuse.
-    name = req["name"] if "name" in req else raw.decode("utf-8", "surrogateescape")
-    lease = req["lease_us"] / 1_000_000
-    wait_ms = req["wait_ms"]
-    wait: monolock.client.Wait = True if wait_ms < 0 else (False if wait_ms == 0 else wait_ms / 1000)
-    work_stop_ms = req.get("work_stop_ms", 0)
+    name, lease, wait, work_stop_ms = request_args(req)
     client = monolock.Client(req["address"])
 
     def hold(lock: monolock.Lock) -> bool:
@@ -147,6 +156,89 @@ def main() -> None:
     else:
         print(f"conformance_driver: unknown mode {req['mode']!r}", file=sys.stderr)
         sys.exit(2)
+
+
+async def amain(req: Dict[str, Any]) -> None:
+    """The same life as main(), with the asyncio client."""
+    loop = asyncio.get_running_loop()
+    cmds: "asyncio.Queue[Optional[str]]" = asyncio.Queue()
+
+    def read_commands() -> None:
+        for line in sys.stdin:
+            try:
+                cmd = json.loads(line).get("cmd")
+            except ValueError:
+                continue
+            loop.call_soon_threadsafe(cmds.put_nowait, cmd)
+        loop.call_soon_threadsafe(cmds.put_nowait, None)
+
+    threading.Thread(target=read_commands, daemon=True).start()
+    name, lease, wait, work_stop_ms = request_args(req)
+    client = monolock.aio.Client(req["address"])
+
+    async def hold(lock: monolock.aio.Lock) -> bool:
+        lost_wait = asyncio.ensure_future(lock.lost.wait())
+        while True:
+            get = asyncio.ensure_future(cmds.get())
+            done, _ = await asyncio.wait({get, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                cmd = get.result()
+                if cmd == "release" or cmd is None:
+                    lost_wait.cancel()
+                    return cmd == "release"
+                continue
+            get.cancel()
+            break
+        lost(lock.error)
+        if work_stop_ms < 0:
+            cmd = await cmds.get()
+            emit("work-stopped")
+            return cmd == "release"
+        await asyncio.sleep(work_stop_ms / 1000)
+        emit("work-stopped")
+        return False
+
+    async def drain(lock: Optional[monolock.aio.Lock]) -> None:
+        while True:
+            cmd = await cmds.get()
+            if cmd is None:
+                return
+            if cmd == "release":
+                if lock is not None:
+                    await lock.release()
+                emit("released")
+
+    if req["mode"] == "acquire":
+        try:
+            lock = await client.acquire(name, lease=lease, wait=wait)
+        except monolock.MonolockError as e:
+            report(e)
+            await drain(None)
+            return
+        emit("acquired", token=str(lock.token))
+        asked = await hold(lock)
+        await lock.release()
+        if asked:
+            emit("released")
+        await drain(lock)
+        return
+    state = {"called": False, "released": False}
+
+    async def work(lock: monolock.aio.Lock) -> None:
+        state["called"] = True
+        emit("acquired", token=str(lock.token))
+        state["released"] = await hold(lock)
+
+    try:
+        await client.run(name, work, lease=lease, wait=wait)
+    except monolock.LockLost:
+        pass
+    except monolock.MonolockError as e:
+        if not state["called"]:
+            report(e)
+    if state["released"]:
+        emit("released")
+    await drain(None)
 
 
 if __name__ == "__main__":

@@ -33,20 +33,34 @@ var clientDrivers = []clientDriver{
 		},
 	},
 	{
-		name: "python",
+		name:    "python",
+		command: func(_ *testing.T, root string) []string { return python(root) },
+		install: "apt-get install -y python3 (3.9 or later)",
+	},
+	{
+		name: "python-aio",
 		command: func(t *testing.T, root string) []string {
-			py, err := exec.LookPath("python3")
-			if err != nil {
+			argv := python(root)
+			if argv == nil {
 				return nil
 			}
-			// The client supports Python 3.9 and later.
-			if exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 9))").Run() != nil {
-				return nil
-			}
-			return []string{py, filepath.Join(root, "clients", "python", "conformance_driver.py")}
+			return append(argv, "--aio")
 		},
 		install: "apt-get install -y python3 (3.9 or later)",
 	},
+}
+
+// python is the Python driver's command, nil when no python3 of 3.9 or
+// later is installed.
+func python(root string) []string {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil
+	}
+	if exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 9))").Run() != nil {
+		return nil
+	}
+	return []string{py, filepath.Join(root, "clients", "python", "conformance_driver.py")}
 }
 
 // drivers returns every driver whose runtime is installed, the reference
@@ -74,10 +88,10 @@ func drivers(t *testing.T) []conformance.Driver {
 func TestConformance(t *testing.T) {
 	all := drivers(t)
 	server := proc.MustBinary(t, "./cmd/monolock")
+	if len(all) == 0 || all[0].Name != "go" {
+		t.Fatal("the Go driver must come first: it is the reference")
+	}
 	for _, judge := range all {
-		if judge.Name != "go" && len(all) > 0 && all[0].Name != "go" {
-			t.Fatal("the Go driver must come first: it is the reference")
-		}
 		t.Run(judge.Name, func(t *testing.T) {
 			t.Parallel()
 			cfg := conformance.Config{Drivers: all, Judge: judge, Server: server}
