@@ -49,17 +49,19 @@ class Lock:
         not within limit seconds (None: forever, 0: queued is busy) or the
         session failed."""
         s = self._session
-        if not self._wait(lambda: s.answered, None):
+        try:
+            if not self._wait(lambda: s.answered, None):
+                raise s.error or Unavailable("monolock: connection ended before the server answered")
+            if limit == 0.0 and not s.granted:
+                raise Busy(f"monolock: lock {self.name!r} is held by someone else")
+            if not self._wait(lambda: s.granted, limit):
+                if s.error is not None:
+                    raise s.error
+                raise Busy(f"monolock: lock {self.name!r} still held by someone else after {limit}s")
+        except BaseException:
+            # Also on KeyboardInterrupt: leave the queue, do not leak the connection.
             self.release()
-            raise s.error or Unavailable("monolock: connection ended before the server answered")
-        if limit == 0.0 and not s.granted:
-            self.release()
-            raise Busy(f"monolock: lock {self.name!r} is held by someone else")
-        if not self._wait(lambda: s.granted, limit):
-            self.release()
-            if s.error is not None:
-                raise s.error
-            raise Busy(f"monolock: lock {self.name!r} still held by someone else after {limit}s")
+            raise
 
     @property
     def token(self) -> int:

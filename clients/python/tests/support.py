@@ -95,10 +95,10 @@ def server_binary(test: unittest.TestCase) -> str:
 class Server:
     """The real server on a free port, with the admin API."""
 
-    def __init__(self, test: unittest.TestCase) -> None:
+    def __init__(self, test: unittest.TestCase, *args: str) -> None:
         binary = server_binary(test)
         self.proc = subprocess.Popen(
-            [binary, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"],
+            [binary, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json", *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
