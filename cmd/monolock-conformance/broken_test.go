@@ -9,7 +9,8 @@ import (
 )
 
 // TestBrokenDriverFails shows that the kit can fail a client: a client that
-// heartbeats every lease/2, and one that never gives up, each fail the
+// heartbeats every lease/2, one that never gives up, and one that closes the
+// connection at the give-up while its work still runs, each fail the
 // scenario of the rule they break, through the command line as a user runs
 // it, and the failure names the rule.
 func TestBrokenDriverFails(t *testing.T) {
@@ -19,6 +20,7 @@ func TestBrokenDriverFails(t *testing.T) {
 	}{
 		{"slow-heartbeat", "heartbeat-fast", "rule 3 (heartbeat every lease/4)"},
 		{"never-give-up", "give-up-holding", "rule 8 (give up on silence)"},
+		{"close-at-give-up", "give-up-holding", "give-up (closed only once the work has stopped)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.fault, func(t *testing.T) {

@@ -3,8 +3,11 @@
 // and naming the rule it broke. It speaks the wire protocol itself and
 // breaks one rule, chosen with -fault:
 //
-//	slow-heartbeat   heartbeats every lease/2 instead of lease/4
-//	never-give-up    keeps the lock and heartbeats however long answers take
+//	slow-heartbeat    heartbeats every lease/2 instead of lease/4
+//	never-give-up     keeps the lock and heartbeats however long answers take
+//	close-at-give-up  gives up on time but closes the connection at once,
+//	                  while the work still runs (the rule before the give-up
+//	                  rule kept the connection open)
 package main
 
 import (
@@ -17,22 +20,24 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/monolock/monolock/protocol"
 )
 
 func main() {
-	fault := flag.String("fault", "slow-heartbeat", "the rule to break: slow-heartbeat or never-give-up")
+	fault := flag.String("fault", "slow-heartbeat", "the rule to break: slow-heartbeat, never-give-up or close-at-give-up")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {
 		os.Exit(2)
 	}
 	var req struct {
-		Address string `json:"address"`
-		NameHex string `json:"name_hex"`
-		LeaseUS int64  `json:"lease_us"`
+		Address    string `json:"address"`
+		NameHex    string `json:"name_hex"`
+		LeaseUS    int64  `json:"lease_us"`
+		WorkStopMS int64  `json:"work_stop_ms"`
 	}
 	if err := json.Unmarshal(in.Bytes(), &req); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,8 +55,27 @@ func main() {
 		return
 	}
 	leaseMS, _ := protocol.LeaseMS(lease)
+	var mu sync.Mutex
+	lastSend := time.Now()
+	answeredSend := lastSend // send time of the newest answered request
 	_, _ = conn.Write(protocol.AppendAcquire(nil, leaseMS, string(name)))
 	answers := make(chan struct{}, 16)
+	if *fault == "close-at-give-up" {
+		go func() {
+			for range time.Tick(5 * time.Millisecond) {
+				mu.Lock()
+				late := time.Since(answeredSend) > lease*4/5
+				mu.Unlock()
+				if late {
+					fmt.Println(`{"event":"lost","reason":"no answer within 0.8 x lease"}`)
+					_ = conn.Close() // at once: the work still runs
+					time.Sleep(time.Duration(req.WorkStopMS) * time.Millisecond)
+					fmt.Println(`{"event":"work-stopped"}`)
+					return
+				}
+			}
+		}()
+	}
 	go func() {
 		var buf protocol.FrameBuffer
 		var f protocol.Frame
@@ -62,6 +86,9 @@ func main() {
 				granted = true
 				fmt.Printf("{\"event\":\"acquired\",\"token\":\"%s\"}\n", strconv.FormatUint(f.Token, 10))
 			}
+			mu.Lock()
+			answeredSend = lastSend
+			mu.Unlock()
 			answers <- struct{}{}
 		}
 	}()
@@ -70,6 +97,9 @@ func main() {
 		// never gives up, however long an answer takes.
 		for range answers {
 			time.Sleep(interval)
+			mu.Lock()
+			lastSend = time.Now()
+			mu.Unlock()
 			if _, err := conn.Write([]byte{byte(protocol.TypeHeartbeat)}); err != nil {
 				return
 			}
