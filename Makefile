@@ -113,7 +113,11 @@ bench-peers:
 
 # --- chaos harness (bench/chaos) ---------------------------------------------
 
-.PHONY: chaos
+.PHONY: chaos holder-faults
+
+## holder-faults: does the old holder stop before the next starts? Freezes, SIGSTOP, signals to monolockctl, force release; 20 rounds each (about 2-3 minutes)
+holder-faults: build
+	cd bench && $(GO) run ./holderfaults -server $(abspath $(BIN))/monolock -ctl $(abspath $(BIN))/monolockctl
 
 ## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
 chaos: build

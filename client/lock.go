@@ -30,6 +30,8 @@ type Lock struct {
 	// confirmedUntil is the last give-up deadline while held; it survives the
 	// end of the session, for ValidUntil.
 	confirmedUntil atomic.Int64
+	// maxRTT is the longest round trip measured, in nanoseconds.
+	maxRTT atomic.Int64
 	// expired is set by the first Valid that sees the deadline pass; the
 	// session then treats the lock as lost even if a late answer arrives, so
 	// Valid never turns true again.
@@ -173,6 +175,12 @@ func (l *Lock) ValidUntil() time.Time {
 	}
 	return l.start.Add(time.Duration(d))
 }
+
+// MaxRTT returns the longest round trip measured on the lock's connection so
+// far (ACQUIRE or a heartbeat to its answer). A lock can be held only while
+// the round trip stays below 0.4 × lease; MaxRTT lets a caller warn before a
+// slow link costs it the lock.
+func (l *Lock) MaxRTT() time.Duration { return time.Duration(l.maxRTT.Load()) }
 
 // Granted is closed when the server grants the lock (at once, or by promotion
 // while queued).

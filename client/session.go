@@ -191,6 +191,9 @@ func (s *session) acknowledged(at time.Time) error {
 	}
 	rtt := at.Sub(s.lastSend)
 	s.schedule.observe(rtt)
+	if int64(rtt) > s.lock.maxRTT.Load() {
+		s.lock.maxRTT.Store(int64(rtt))
+	}
 	s.inFlight = false
 	s.deadline = s.lastSend.Add(s.timeout)
 	if s.state == stateHeld {

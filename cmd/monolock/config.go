@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -62,7 +63,15 @@ type setting struct {
 
 var table = []setting{
 	{"listen", "MONOLOCK_LISTEN_ADDRESS", eventloop.DefaultListenAddress, "protocol listen address (host:port)",
-		func(s *settings, v string) error { s.listen = v; return nil }},
+		func(s *settings, v string) error {
+			// An empty address would bind every interface on the default
+			// port: never what an empty value was meant to say.
+			if strings.TrimSpace(v) == "" {
+				return errors.New(`want host:port, such as 127.0.0.1:7070 (":7070" listens on every address), got an empty value`)
+			}
+			s.listen = v
+			return nil
+		}},
 	{"ops-listen", "MONOLOCK_OPS_LISTEN_ADDRESS", "", "HTTP address for /metrics, /healthz, /readyz (empty: off)",
 		func(s *settings, v string) error { s.opsListen = v; return nil }},
 	{"admin-listen", "MONOLOCK_ADMIN_LISTEN_ADDRESS", "", "HTTP address of the admin API, unauthenticated: bind to loopback (empty: off)",

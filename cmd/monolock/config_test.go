@@ -42,6 +42,8 @@ func TestBadSettingsExit2(t *testing.T) {
 		want string
 	}{
 		{[]string{"-io-timeout", "soon"}, "", "invalid -io-timeout"},
+		{[]string{"-listen", ""}, "", `invalid -listen: want host:port, such as 127.0.0.1:7070 (":7070" listens on every address), got an empty value`},
+		{[]string{"-listen", " "}, "", "invalid -listen"},
 		{[]string{"-io-timeout", "-1s"}, "", "invalid -io-timeout"},
 		{nil, "MONOLOCK_IO_TIMEOUT=0s", "invalid MONOLOCK_IO_TIMEOUT"},
 		{[]string{"-tls-handshakes", "0"}, "", "invalid -tls-handshakes"},

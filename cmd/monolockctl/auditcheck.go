@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,19 +24,26 @@ normal for a running server. A server that died without a clean shutdown
 leaves its holders unreleased, so its successor's first grants of those locks
 show up as two holders.
 
-Prints a report: line and event counts, locks, the time range, the largest
-token, the locks still held, and every violation with its line number.
+A line that is not an audit event (a partial line left by a crash or a full
+disk, say) is reported with its number and skipped; the check goes on. The
+check keeps only the locks held at a time, so its memory does not grow with the
+number of lock names in the file; it lists the first %d violations and bad
+lines and counts the rest.
+
+Prints a report: line and event counts, the most locks held at once, the time
+range, the largest token, the locks still held, the bad lines, and every
+violation with its line number.
 
 Flags:
 %s
 The connection flags are accepted like on every command and not used.
 
 Exit status:
-  0   no violations
-  1   violations, listed in the report
+  0   no violations, no bad lines
+  1   violations, listed in the report (whether or not there are bad lines)
   2   usage error
-  65  a line is not an audit event (not JSON, or a known event lacks a
-      field); the report covers the lines before it
+  65  no violations, but some lines are not audit events (not JSON, or a
+      known event lacks a field); what they recorded was not checked
   66  FILE cannot be opened or read
 
 Examples:
@@ -48,7 +54,7 @@ Examples:
 func auditCheckMain(args []string, e *env) int {
 	fs := flag.NewFlagSet("audit-check", flag.ContinueOnError)
 	addConnFlags(fs, e.getenv)
-	setUsage(fs, func(flags string) string { return fmt.Sprintf(auditCheckUsage, flags) })
+	setUsage(fs, func(flags string) string { return fmt.Sprintf(auditCheckUsage, auditcheck.MaxListed, flags) })
 	if status, ok := parseFlags(fs, args, e); !ok {
 		return status
 	}
@@ -74,17 +80,20 @@ func auditCheckMain(args []string, e *env) int {
 	}
 	rep, err := auditcheck.Check(in)
 	fmt.Fprint(e.stdout, rep)
-	var lineErr *auditcheck.LineError
-	switch {
-	case errors.As(err, &lineErr):
-		fmt.Fprintf(e.stderr, "monolockctl audit-check: %s: %v\n", path, err)
-		return exitDataErr
-	case err != nil:
+	if err != nil {
 		fmt.Fprintf(e.stderr, "monolockctl audit-check: reading %s: %v\n", path, err)
 		return exitNoInput
+	}
+	if rep.BadLineCount > 0 {
+		fmt.Fprintf(e.stderr, "monolockctl audit-check: %s: %d lines are not audit events (first: %v); they were skipped\n",
+			path, rep.BadLineCount, &rep.BadLines[0])
+	}
+	switch {
 	case !rep.OK():
-		fmt.Fprintf(e.stderr, "monolockctl audit-check: %s: %d violations\n", path, len(rep.Violations))
+		fmt.Fprintf(e.stderr, "monolockctl audit-check: %s: %d violations\n", path, rep.ViolationCount)
 		return exitFailed
+	case rep.BadLineCount > 0:
+		return exitDataErr
 	}
 	return 0
 }

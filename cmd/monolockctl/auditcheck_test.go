@@ -45,7 +45,8 @@ func TestAuditCheckEndToEnd(t *testing.T) {
 		!strings.Contains(out, "still held: 0") || !strings.Contains(out, fmt.Sprint(tokC)) {
 		t.Fatalf("audit-check: status %d, stderr %q:\n%s", status, stderr, out)
 	}
-	lines := strings.Count(readFile(t, path), "\n")
+	clean := readFile(t, path)
+	lines := strings.Count(clean, "\n")
 
 	// The same through stdin.
 	f, err := os.Open(path)
@@ -68,11 +69,26 @@ func TestAuditCheckEndToEnd(t *testing.T) {
 		t.Fatalf("forged line: status %d, stderr %q, want %d and %q in:\n%s", status, stderr, exitFailed, want, out)
 	}
 
-	// A line that is not an event.
+	// A line that is not an event, with the violation before it: the
+	// violation decides the status, the bad line is reported.
 	appendLine(t, path, `{"time":`)
 	status, _, stderr = runCtl(t, "", nil, "audit-check", path)
-	if status != exitDataErr || !strings.Contains(stderr, fmt.Sprintf("line %d: not a JSON audit event", lines+2)) {
-		t.Fatalf("malformed line: status %d, stderr %q; want %d naming line %d", status, stderr, exitDataErr, lines+2)
+	if status != exitFailed || !strings.Contains(stderr, fmt.Sprintf("line %d: not a JSON audit event", lines+2)) {
+		t.Fatalf("malformed line after a violation: status %d, stderr %q; want %d naming line %d", status, stderr, exitFailed, lines+2)
+	}
+
+	// A partial line alone, then a forged grant after it: the check goes on
+	// past the bad line and finds the forgery.
+	if err := os.WriteFile(path, []byte(clean+`{"time":"2026-01-01T00:00:00Z","ev`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status, out, stderr = runCtl(t, "", nil, "audit-check", path)
+	if status != exitDataErr || !strings.Contains(out, "bad lines:  1") || !strings.Contains(stderr, fmt.Sprintf("line %d: not a JSON audit event", lines+1)) {
+		t.Fatalf("partial line: status %d, stderr %q; want %d naming line %d:\n%s", status, stderr, exitDataErr, lines+1, out)
+	}
+	appendLine(t, path, forged)
+	if status, out, _ = runCtl(t, "", nil, "audit-check", path); status != exitFailed || !strings.Contains(out, "violations: 1") {
+		t.Fatalf("forged line after a bad line: status %d, want %d:\n%s", status, exitFailed, out)
 	}
 
 	if status, _, stderr := runCtl(t, "", nil, "audit-check", path+".missing"); status != exitNoInput {

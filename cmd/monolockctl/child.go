@@ -1,46 +1,49 @@
 package main
 
 import (
-	"errors"
+	"bufio"
 	"fmt"
-	"io/fs"
+	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/monolock/monolock/client"
 )
 
+// rttWarnFraction is how near the slow-link limit (RTT < 0.4 × lease) the
+// longest measured round trip may come before 'run' warns: at 0.3 × lease.
+const (
+	rttWarnNum = 3
+	rttWarnDen = 10
+)
+
 // runHolding runs the command while lock is held and returns the exit status.
-// It forwards signals to the command, stops it when the lock is lost, and
-// releases the lock when it exits.
-func (r *runArgs) runHolding(lock *client.Lock, sigs <-chan os.Signal, e *env) int {
+// It forwards signals to the command's group, stops the group when the lock
+// is lost, and releases the lock when the group is gone. conn is the lock's
+// connection, for the guard to hold (nil: not available).
+func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Signal, e *env) int {
 	defer lock.Close()
-	cmd := exec.Command(r.argv[0], r.argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
-	cmd.Env = append(os.Environ(),
-		"MONOLOCK_LOCK="+r.name,
-		"MONOLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10))
-	// Its own process group, so that a stop reaches the command's children.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitCannotExec
+	guard, group, watch, status, ok := r.startGuard(lock, conn, e)
+	if !ok {
+		return status
 	}
+	// The guard's watch pipe stays open until monolockctl is done.
+	defer watch.Close()
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait() // the status is read from cmd.ProcessState
+		_ = guard.Wait() // the status is read from guard.ProcessState
 		close(exited)
 	}()
 
-	group := -cmd.Process.Pid
 	lost := lock.Lost()
 	var kill <-chan time.Time
+	rttCheck := time.NewTicker(max(r.lease/4, time.Millisecond))
+	defer rttCheck.Stop()
 	for {
 		select {
 		case <-exited:
@@ -48,18 +51,137 @@ func (r *runArgs) runHolding(lock *client.Lock, sigs <-chan os.Signal, e *env) i
 				r.report(e, "lock lost while the command ran: %v", err)
 				return exitLost
 			}
-			return exitStatus(cmd.ProcessState)
+			return exitStatus(guard.ProcessState)
 		case sig := <-sigs:
-			_ = syscall.Kill(group, sig.(syscall.Signal))
+			_ = syscall.Kill(-group, sig.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			r.report(e, "lock lost (%v); stopping the command", lock.Err())
-			_ = syscall.Kill(group, syscall.SIGTERM)
-			kill = time.After(stopGrace)
+			// The group first, then words: nothing may delay the stop.
+			_ = syscall.Kill(-group, syscall.SIGTERM)
+			grace := r.stopGrace(lock)
+			if grace <= 0 {
+				_ = syscall.Kill(-group, syscall.SIGKILL)
+			} else {
+				kill = time.After(grace)
+			}
+			r.report(e, "lock lost (%v); stopping the command (SIGKILL in %v)", lock.Err(), max(grace, 0).Round(time.Millisecond))
 		case <-kill:
-			_ = syscall.Kill(group, syscall.SIGKILL)
+			kill = nil
+			_ = syscall.Kill(-group, syscall.SIGKILL)
+		case <-rttCheck.C:
+			if rtt := lock.MaxRTT(); rtt*rttWarnDen >= r.lease*rttWarnNum {
+				rttCheck.Stop()
+				r.report(e, "warning: a round trip to the server took %v; with -lease %v the lock is lost when one takes 0.4 × lease (%v): use a lease of at least 2.5 × the worst round trip",
+					rtt.Round(time.Millisecond), r.lease, r.lease*4/10)
+			}
 		}
 	}
+}
+
+// stopGrace is how long the group has between SIGTERM and SIGKILL after a
+// loss: at most stopGrace, and never past the moment the server could hand
+// the lock on by expiry. That moment is the newest answered send plus the
+// lease, 0.2 × lease after the give-up deadline; SIGKILL goes at half that
+// margin, leaving the other half for the processes to die and for timers
+// that fire late. After a force release or a shutdown the server has let go
+// already; the same bound applies, and the fencing token is what protects
+// the resource then.
+func (r *runArgs) stopGrace(lock *client.Lock) time.Duration {
+	killAt := lock.ValidUntil().Add(r.lease / 10)
+	return min(stopGrace, time.Until(killAt))
+}
+
+// startGuard starts the guard (see guard.go), which starts COMMAND, and
+// returns the guard's process and COMMAND's process group.
+//
+// The returned watch pipe must stay open, unused, while monolockctl runs: its
+// close by the kernel is how the guard learns that monolockctl is gone.
+func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *exec.Cmd, group int, watch *os.File, status int, ok bool) {
+	watchR, watchW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
+		return nil, 0, nil, exitCannotExec, false
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		_, _ = watchR.Close(), watchW.Close()
+		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
+		return nil, 0, nil, exitCannotExec, false
+	}
+	defer reportR.Close()
+	files := []*os.File{watchR, reportW}
+	if f := connCopy(conn); f != nil {
+		files = append(files, f)
+	}
+
+	hold := "hold-group"
+	if r.releaseOnExit {
+		hold = "release-on-exit"
+	}
+	args := append([]string{guardCommand, strconv.Itoa(os.Getpid()), hold, "--"}, r.argv...)
+	// /proc/self/exe: this very binary, even if its file was replaced since.
+	guard = exec.Command("/proc/self/exe", args...)
+	guard.Args[0] = os.Args[0]
+	guard.Stdin, guard.Stdout, guard.Stderr = e.stdin, e.stdout, e.stderr
+	guard.Env = append(os.Environ(),
+		"MONOLOCK_LOCK="+r.name,
+		"MONOLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10))
+	guard.ExtraFiles = files
+	// A group of its own keeps the terminal's signals away from the guard;
+	// SIGUSR1 on monolockctl's death is confirmed by the guard (see guard.go).
+	// The parent-death signal follows the forking thread, so this goroutine
+	// keeps its thread from here on.
+	runtime.LockOSThread()
+	guard.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+	err = guard.Start()
+	for _, f := range files {
+		_ = f.Close()
+	}
+	if err != nil {
+		_ = watchW.Close()
+		fmt.Fprintf(e.stderr, "monolockctl run: starting the command: %v\n", err)
+		return nil, 0, nil, exitCannotExec, false
+	}
+	line, _ := bufio.NewReader(reportR).ReadString('\n')
+	group, err = strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		// COMMAND did not start; the guard said why and exits 126 or 127.
+		_ = guard.Wait()
+		_ = watchW.Close()
+		return nil, 0, nil, exitStatus(guard.ProcessState), false
+	}
+	return guard, group, watchW, 0, true
+}
+
+// connCopy duplicates the lock connection's descriptor for the guard, or
+// returns nil when it cannot. The copy is made by hand, not with
+// (*net.TCPConn).File, whose descriptor would switch the shared socket to
+// blocking mode when handed to a child.
+func connCopy(conn net.Conn) *os.File {
+	if conn == nil {
+		return nil
+	}
+	if u, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		conn = u.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	dup := -1
+	if err := raw.Control(func(fd uintptr) {
+		if nfd, err := syscall.Dup(int(fd)); err == nil {
+			syscall.CloseOnExec(nfd)
+			dup = nfd
+		}
+	}); err != nil || dup < 0 {
+		return nil
+	}
+	return os.NewFile(uintptr(dup), "lock connection")
 }
 
 // exitStatus is the command's exit status as a shell reports it.

@@ -76,6 +76,9 @@ func execute(args []string, e *env) int {
 			return c.run(args[1:], e)
 		}
 	}
+	if args[0] == guardCommand { // internal to run, not listed
+		return guardMain(args[1:], e)
+	}
 	return unknownCommand(args[0], e)
 }
 

@@ -63,6 +63,10 @@ func (a addrFlag) Set(s string) error {
 func checkAddress(s string) error {
 	_, port, err := net.SplitHostPort(s)
 	switch {
+	case strings.TrimSpace(s) != s:
+		// Either end: a host with a leading space would fail only at the
+		// lookup, and look like an unreachable server.
+		return fmt.Errorf("%q has white space around it; remove it", s)
 	case err != nil || port == "":
 		return fmt.Errorf("want host:port, such as 127.0.0.1:7070, got %q", s)
 	case strings.TrimLeft(port, "0123456789") == "":
@@ -84,14 +88,18 @@ func envOr(getenv func(string) string, key, fallback string) string {
 	return fallback
 }
 
-// client builds the protocol client the flags describe.
-func (c *connFlags) client() (*client.Client, error) {
+// client builds the protocol client the flags describe. wrap, when given,
+// wraps the dialer (run uses it to see the lock's connection).
+func (c *connFlags) client(wrap ...func(client.Dialer) client.Dialer) (*client.Client, error) {
 	if err := checkAddress(c.addr); err != nil { // from MONOLOCK_ADDRESS; -addr is checked when parsed
 		return nil, fmt.Errorf("MONOLOCK_ADDRESS: %w", err)
 	}
 	d, err := c.dialer()
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range wrap {
+		d = w(d)
 	}
 	return client.New(client.Config{Address: c.addr, Dialer: d}), nil
 }

@@ -7,7 +7,7 @@ const (
 	exitFailed      = 1   // admin API error; audit-check found violations
 	exitUsage       = 2   // bad flags or arguments, invalid name or lease, TLS files, server error ≥ 0x10
 	exitNoSuch      = 3   // admin: no such lock (idle) or waiter
-	exitDataErr     = 65  // EX_DATAERR: audit-check read a line that is not an audit event
+	exitDataErr     = 65  // EX_DATAERR: audit-check skipped lines that are not audit events
 	exitNoInput     = 66  // EX_NOINPUT: audit-check cannot open or read its file
 	exitUnavailable = 69  // EX_UNAVAILABLE: no connection, or it ended before the grant; admin API unreachable or 503
 	exitBusy        = 75  // EX_TEMPFAIL: -no-wait found the lock held, or -wait elapsed

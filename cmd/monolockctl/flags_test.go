@@ -28,6 +28,12 @@ func TestUsageMistakesAreOneLine(t *testing.T) {
 		{[]string{"info", "-addr", "nonsense"}, nil, `invalid value "nonsense" for flag -addr`},
 		{[]string{"run", "x", "--", "true"}, []string{"MONOLOCK_ADDRESS=nonsense"},
 			`monolockctl run: MONOLOCK_ADDRESS: want host:port, such as 127.0.0.1:7070, got "nonsense"`},
+		// White space at either end is the same mistake, whichever end.
+		{[]string{"run", "x", "--", "true"}, []string{"MONOLOCK_ADDRESS= 127.0.0.1:7070"},
+			`monolockctl run: MONOLOCK_ADDRESS: " 127.0.0.1:7070" has white space around it; remove it`},
+		{[]string{"run", "x", "--", "true"}, []string{"MONOLOCK_ADDRESS=127.0.0.1:7070 "},
+			`monolockctl run: MONOLOCK_ADDRESS: "127.0.0.1:7070 " has white space around it; remove it`},
+		{[]string{"run", "-addr", " 127.0.0.1:7070", "x", "--", "true"}, nil, "has white space around it"},
 	} {
 		status, stdout, stderr := runCtl(t, "", tc.env, tc.args...)
 		if status != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
@@ -43,7 +49,7 @@ func TestCheckAddress(t *testing.T) {
 			t.Errorf("checkAddress(%q) = %v, want nil", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "nonsense", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "::1:7070", "host:no-such-service"} {
+	for _, bad := range []string{"", "nonsense", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "::1:7070", "host:no-such-service", " 127.0.0.1:7070", "127.0.0.1:7070 ", "\t:7070"} {
 		if err := checkAddress(bad); err == nil {
 			t.Errorf("checkAddress(%q) = nil, want an error", bad)
 		}

@@ -1,43 +1,68 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/client"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 const runUsage = `Usage: monolockctl run [FLAGS] NAME -- COMMAND [ARGS...]
 
 Waits for the lock NAME, runs COMMAND while holding it, and releases the lock
-when COMMAND exits: flock(1) for a fleet. COMMAND finds the lock's name in
-MONOLOCK_LOCK and the grant's fencing token (decimal) in MONOLOCK_TOKEN; hand
-the token to whatever COMMAND writes to, so that writes from a stale holder can
-be rejected. SIGINT and SIGTERM are forwarded to COMMAND.
+when COMMAND's whole process group has exited: flock(1) for a fleet.
+COMMAND finds the lock's name in MONOLOCK_LOCK and the grant's fencing token
+(decimal) in MONOLOCK_TOKEN; hand the token to whatever COMMAND writes to, so
+that writes from a stale holder can be rejected. SIGINT, SIGTERM, SIGHUP and
+SIGQUIT are forwarded to COMMAND's group; SIGPIPE does not stop monolockctl.
 
 COMMAND runs in its own process group, so that stopping it reaches its children
-too (it therefore cannot read from a terminal). If the lock is lost while it
-runs (no confirmation from the server within 0.8 × lease, connection lost,
-server error), the group gets SIGTERM, then SIGKILL after %v.
+too (it therefore cannot read from a terminal). The lock is held until every
+process of that group has exited, also those COMMAND left running in the
+background (-release-on-exit: only until COMMAND itself exits). If
+monolockctl dies, even by SIGKILL, the group is killed, and the lock is
+released once it is gone.
+
+If the lock is lost while COMMAND runs (no confirmation from the server within
+0.8 × lease, connection lost, server error), the group gets SIGTERM at once,
+before anything is printed, then SIGKILL after at most %v, and never later
+than half-way between the loss and the moment the server could hand the lock
+on (the newest answered heartbeat plus the lease). A lock can be held only
+while the round trip to the server stays below 0.4 × lease; run warns once
+when one takes 0.3 × lease or more. Choose a lease of at least 2.5 × the worst
+round trip.
 
 Flags:
 %s
 Exit status:
-  N      COMMAND's own status when it finished holding the lock
-         (128+N when COMMAND was killed by signal N)
-  2      usage or client error: bad flags or arguments, invalid NAME or lease,
-         unusable TLS files, a server error 0x10 or higher (such as 0x18, not
-         authorized); the error is printed
+  N      COMMAND's own status when it finished holding the lock, once its
+         whole group has exited (128+N when COMMAND was killed by signal N,
+         also by a forwarded one)
+  2      usage or client error: bad flags or arguments, invalid NAME or lease
+         (1ms at least), unusable TLS files, a server certificate that does not
+         verify, a server error 0x10 or higher (such as 0x18, not authorized);
+         the error is printed
   69     server unavailable: no connection (connect timeout %v), or the
          connection ended before the lock was granted (server shutting down,
          closed by an administrator, no confirmation, protocol violation)
   75     lock busy: -no-wait found it held, or -wait elapsed
-  76     lock lost while COMMAND ran; COMMAND was stopped
+  76     lock lost while COMMAND ran; COMMAND's group was stopped (also after
+         a force release, a server shutdown or a lost connection)
   126    COMMAND could not be executed
   127    COMMAND was not found
-  128+N  monolockctl received signal N while waiting for the lock
+  128+N  monolockctl received signal N while waiting for the lock (INT, TERM,
+         HUP or QUIT; nothing was run)
+When monolockctl itself is killed (SIGKILL), its caller sees 137 and
+COMMAND's group is killed with it.
 The statuses of monolockctl and of COMMAND share one range; a COMMAND that
 exits with 75, say, looks busy.
 
@@ -63,8 +88,11 @@ type runArgs struct {
 	lease  time.Duration
 	wait   time.Duration // 0: wait as long as it takes
 	noWait bool
-	name   string
-	argv   []string // COMMAND and its arguments
+	// releaseOnExit releases the lock when COMMAND's main process exits,
+	// though processes it started may still run.
+	releaseOnExit bool
+	name          string
+	argv          []string // COMMAND and its arguments
 }
 
 func runMain(args []string, e *env) int {
@@ -72,23 +100,68 @@ func runMain(args []string, e *env) int {
 	if !ok {
 		return status
 	}
-	c, err := r.conn.client()
+	dialed := &keptConn{}
+	c, err := r.conn.client(dialed.wrap)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
 		return exitUsage
 	}
 
 	// Signals are caught from the start: while waiting they abort the wait,
-	// while COMMAND runs they are forwarded to it.
+	// while COMMAND runs they are forwarded to its group. A hang-up (the
+	// terminal or the ssh session went away) and SIGQUIT are forwarded too:
+	// COMMAND's group is not the terminal's, so it would not get them.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, forwardedSignals()...)
 	defer signal.Stop(sigs)
+	// With SIGPIPE caught, a write to a closed stdout or stderr fails with
+	// EPIPE instead of killing monolockctl before it has stopped COMMAND. A
+	// caught signal, unlike an ignored one, is reset for COMMAND on exec.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	lock, status, ok := r.waitForLock(c, sigs, e)
 	if !ok {
 		return status
 	}
-	return r.runHolding(lock, sigs, e)
+	return r.runHolding(lock, dialed.get(), sigs, e)
+}
+
+// forwardedSignals end the wait for the lock, and are forwarded to COMMAND's
+// group while it runs.
+func forwardedSignals() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+}
+
+// keptConn remembers the connection the client dialed, so that the guard can
+// hold a copy of it.
+type keptConn struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (k *keptConn) wrap(d client.Dialer) client.Dialer { return keepDialer{d, k} }
+
+func (k *keptConn) get() net.Conn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.conn
+}
+
+type keepDialer struct {
+	client.Dialer
+	kept *keptConn
+}
+
+func (d keepDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := d.Dialer.DialContext(ctx, network, addr)
+	if err == nil {
+		d.kept.mu.Lock()
+		d.kept.conn = conn
+		d.kept.mu.Unlock()
+	}
+	return conn, err
 }
 
 func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
@@ -98,6 +171,8 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 		"how long the server keeps the lock after the last heartbeat it got; more for slow or unreliable links")
 	fs.DurationVar(&r.wait, "wait", 0, "give up (exit 75) when the lock is not granted within this `duration`; 0 waits as long as it takes")
 	fs.BoolVar(&r.noWait, "no-wait", false, "exit 75 at once when the lock is held")
+	fs.BoolVar(&r.releaseOnExit, "release-on-exit", false,
+		"release the lock when COMMAND itself exits, even while processes it started in the background still run (by default the lock is held until COMMAND's whole process group is gone)")
 	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, flags, connectTimeout) })
 	if status, ok := parseFlags(fs, args, e); !ok {
 		return nil, status, false
@@ -108,6 +183,10 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 		return nil, usageError(e, "run", "-wait and -no-wait exclude each other"), false
 	case r.wait < 0:
 		return nil, usageError(e, "run", "-wait must not be negative"), false
+	case r.lease < time.Millisecond:
+		return nil, usageError(e, "run", "-lease %v is shorter than the minimum lease of 1ms", r.lease), false
+	case r.lease > protocol.MaxLease:
+		return nil, usageError(e, "run", "-lease %v is longer than the maximum lease of %v", r.lease, protocol.MaxLease), false
 	case len(rest) == 0:
 		return nil, usageError(e, "run", "missing NAME"), false
 	case len(rest) < 2 || rest[1] != "--":

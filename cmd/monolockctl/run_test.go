@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 // End-to-end tests: the built monolockctl binary against an in-process server.
@@ -203,8 +205,40 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "x", "true"}, exitUsage, "expected --"},
 		{[]string{"run", "x", "--"}, exitUsage, "missing COMMAND"},
 		{[]string{"run", "-no-wait", "-wait", "1s", "x", "--", "true"}, exitUsage, "exclude each other"},
-		{[]string{"run", "-lease", "0s", "x", "--", "true"}, exitUsage, "lease must be positive"},
+		{[]string{"run", "-lease", "0s", "x", "--", "true"}, exitUsage, "-lease 0s is shorter than the minimum lease of 1ms"},
+		{[]string{"run", "-lease", "1ns", "x", "--", "true"}, exitUsage, "-lease 1ns is shorter than the minimum lease of 1ms"},
+		{[]string{"run", "-lease", "2000h", "x", "--", "true"}, exitUsage, "longer than the maximum lease"},
 		{[]string{"run", "-bogus", "x", "--", "true"}, exitUsage, "flag provided but not defined"},
 		{[]string{"run", "-tls-ca", "/nonexistent.pem", "x", "--", "true"}, exitUsage, "-tls-ca"},
 	})
+}
+
+// TestRunUntrustedServerIsAClientError: a server whose certificate does not
+// verify against -tls-ca is a setup mistake on this side (exit 2), not an
+// unavailable server, and retrying would not help.
+func TestRunUntrustedServerIsAClientError(t *testing.T) {
+	p := certstest.NewPKI(t, t.TempDir())
+	srvCert, err := tls.LoadX509KeyPair(p.Server.Cert, p.Server.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{srvCert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			_ = c.Close()
+		}
+	}()
+	status, _, stderr := runCtl(t, ln.Addr().String(), nil, "run", "-tls-ca", p.OtherCA, "x", "--", "true")
+	if status != exitUsage || !strings.Contains(stderr, "certificate") {
+		t.Fatalf("status %d, stderr %q; want %d and the verification error", status, stderr, exitUsage)
+	}
 }

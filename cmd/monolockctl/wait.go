@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -78,9 +79,12 @@ func (r *runArgs) acquire(ctx context.Context, c *client.Client) (*client.Lock, 
 func acquireStatus(err error) int {
 	var serverErr *client.ServerError
 	var protoErr *protocol.Error
+	var verifyErr *tls.CertificateVerificationError
 	switch {
 	case errors.Is(err, client.ErrBusy):
 		return exitBusy
+	case errors.As(err, &verifyErr):
+		return exitUsage // the server's certificate does not verify: -tls-ca or -addr is wrong
 	case errors.As(err, &serverErr):
 		if serverErr.Temporary() {
 			return exitUnavailable

@@ -129,7 +129,35 @@ func openFile(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
+	if err := endLine(f, path); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
 	return f, nil
+}
+
+// endLine appends a newline when the file does not end in one. A write cut
+// short (a full disk, a crash) leaves a partial last line; without the newline
+// the next process would glue its first event onto it and spoil both lines
+// for every reader. A file that cannot be read back is left as it is.
+func endLine(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	var last [1]byte
+	if _, err := r.ReadAt(last[:], fi.Size()-1); err != nil || last[0] == '\n' {
+		return nil
+	}
+	if _, err := f.Write([]byte{'\n'}); err != nil {
+		return fmt.Errorf("ending the partial last line of %s: %w", path, err)
+	}
+	return nil
 }
 
 // Write appends encoded lines, one event per call. It never blocks on the

@@ -459,3 +459,50 @@ func TestFullDiskDoesNotBlockWrite(t *testing.T) {
 		t.Errorf("pending %d bytes, dropped %d events; want at most %d and at least %d", l.PendingBytes(), l.DroppedEvents(), MaxPending, n-MaxPending/100)
 	}
 }
+
+// TestPartialLastLineIsEnded: a previous process cut off mid-line (a full
+// disk, a crash) leaves no newline at the end; the next one ends that line
+// before its first event, on Open and on Reopen, and adds nothing to a file
+// that ends properly.
+func TestPartialLastLineIsEnded(t *testing.T) {
+	for _, tc := range []struct{ name, before, want string }{
+		{"partial last line", `{"event":"granted","lo`, "{\"event\":\"granted\",\"lo\n"},
+		{"complete last line", "{\"event\":\"granted\"}\n", "{\"event\":\"granted\"}\n"},
+		{"empty file", "", ""},
+	} {
+		for _, reopen := range []bool{false, true} {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			var l *Log
+			var err error
+			if reopen {
+				if l, err = Open(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(path, []byte(tc.before), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if reopen {
+				err = l.Reopen()
+			} else {
+				l, err = Open(path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Write(event(1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.want + string(event(1)); string(got) != want {
+				t.Errorf("%s (reopen %v): file %q, want %q", tc.name, reopen, got, want)
+			}
+		}
+	}
+}

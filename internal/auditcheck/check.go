@@ -14,20 +14,31 @@ import (
 	"time"
 )
 
-// MaxLineLen is the longest audit line Check reads. Real lines are a few
-// hundred bytes (lock names are at most 255 bytes).
+// MaxLineLen is the longest audit line Check reads; a longer one is reported
+// as a bad line. Real lines are a few hundred bytes (lock names are at most
+// 255 bytes).
 const MaxLineLen = 1 << 20
+
+// MaxListed is how many violations, and how many bad lines, a Report lists;
+// the rest are counted. It keeps the memory of a check of a badly broken file
+// bounded.
+const MaxListed = 1000
 
 // Report is what Check found in an audit stream.
 type Report struct {
-	Lines      int            // event lines read (blank lines are skipped)
+	Lines      int            // event lines read (blank and bad lines are not counted)
 	Events     map[string]int // count per event name, unknown events included
-	Locks      int            // distinct lock names in any event
+	MaxHeld    int            // the most locks held at the same time
 	First      time.Time      // time of the earliest event (zero without events)
 	Last       time.Time      // time of the latest event
 	MaxToken   uint64         // largest token granted
 	StillHeld  []Holding      // holders without a release at the end, by lock name
-	Violations []Violation    // in line order
+	Violations []Violation    // in line order, the first MaxListed
+	// ViolationCount counts every violation, also those beyond MaxListed.
+	ViolationCount int
+	BadLines       []LineError // lines that are not audit events, the first MaxListed
+	// BadLineCount counts every bad line, also those beyond MaxListed.
+	BadLineCount int
 }
 
 // Holding is a grant that had not been released at the end of the stream.
@@ -60,8 +71,9 @@ type LineError struct {
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
 
-// OK reports whether the history has no violations.
-func (r Report) OK() bool { return len(r.Violations) == 0 }
+// OK reports whether the history has no violations. Bad lines are reported
+// apart (BadLineCount): what they held was not checked.
+func (r Report) OK() bool { return r.ViolationCount == 0 }
 
 // knownEvents is the order String lists the event counts in; unknown events
 // follow, sorted by name.
@@ -86,7 +98,7 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "%s %d", name, r.Events[name])
 	}
 	b.WriteString(")\n")
-	fmt.Fprintf(&b, "locks:      %d\n", r.Locks)
+	fmt.Fprintf(&b, "most held:  %d locks at the same time\n", r.MaxHeld)
 	if r.Lines > 0 {
 		fmt.Fprintf(&b, "time:       %s .. %s\n", r.First.Format(time.RFC3339Nano), r.Last.Format(time.RFC3339Nano))
 	}
@@ -97,13 +109,25 @@ func (r Report) String() string {
 	for _, h := range r.StillHeld {
 		fmt.Fprintf(&b, "  lock %q: token %d to %s (granted on line %d)\n", h.Lock, h.Token, h.RemoteAddr, h.Line)
 	}
+	if r.BadLineCount > 0 {
+		fmt.Fprintf(&b, "bad lines:  %d (not audit events, not checked)\n", r.BadLineCount)
+		for _, e := range r.BadLines {
+			fmt.Fprintf(&b, "  %v\n", &e)
+		}
+		if more := r.BadLineCount - len(r.BadLines); more > 0 {
+			fmt.Fprintf(&b, "  ... and %d more\n", more)
+		}
+	}
 	if r.OK() {
 		b.WriteString("violations: none\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "violations: %d\n", len(r.Violations))
+	fmt.Fprintf(&b, "violations: %d\n", r.ViolationCount)
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	if more := r.ViolationCount - len(r.Violations); more > 0 {
+		fmt.Fprintf(&b, "  ... and %d more\n", more)
 	}
 	return b.String()
 }
@@ -117,9 +141,10 @@ type line struct {
 	Token      *uint64 `json:"token"` // decoded exactly: tokens are about 2^62
 }
 
-// lockState is one lock's holder while Check reads.
+// lockState is one held lock's holder while Check reads. A lock that is not
+// held has no entry: the checker's memory grows with the locks held at the
+// same time, not with every name the file mentions.
 type lockState struct {
-	held       bool
 	token      uint64
 	remoteAddr string
 	line       int
@@ -135,28 +160,48 @@ type lockState struct {
 //   - tokens strictly increase across all grants in the stream (also across
 //     server restarts, whose tokens start higher).
 //
+// Tokens come from one sequence for all locks of a server process, and a
+// successor process starts above its predecessor, so the increase is checked
+// over the whole stream, against the last grant, whatever its lock: a token
+// that went backwards on one lock went backwards globally. That needs one
+// number, not a token per lock name.
+//
 // Unknown events and fields are ignored; blank lines are skipped. Holders
 // without a release at the end are listed as still held, not as violations.
-// A line that is not an audit event ends the check with a *LineError and the
-// report up to the line before; a read error ends it likewise.
+// A line that is not an audit event (not JSON, a known event without its
+// fields, longer than MaxLineLen) is listed in BadLines and skipped; the
+// check goes on with the next line. Only a read error ends it early, with the
+// report up to there.
 func Check(r io.Reader) (Report, error) {
 	rep := Report{Events: map[string]int{}}
-	locks := map[string]*lockState{}
+	locks := map[string]lockState{}
 	var lastToken uint64
 	lastTokenLine := 0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLineLen)
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
 	n := 0
-	for sc.Scan() {
+	for {
+		raw, tooLong, err := readLine(br, &buf)
+		if err != nil {
+			rep.finish(locks)
+			if err == io.EOF {
+				return rep, nil
+			}
+			return rep, err
+		}
 		n++
-		raw := bytes.TrimSpace(sc.Bytes())
+		if tooLong {
+			rep.badLine(n, fmt.Errorf("line longer than %d bytes", MaxLineLen))
+			continue
+		}
+		raw = bytes.TrimSpace(raw)
 		if len(raw) == 0 {
 			continue
 		}
 		ev, at, err := parseLine(raw)
 		if err != nil {
-			rep.finish(locks)
-			return rep, &LineError{Line: n, Err: err}
+			rep.badLine(n, err)
+			continue
 		}
 		rep.Lines++
 		rep.Events[*ev.Event]++
@@ -170,19 +215,18 @@ func Check(r io.Reader) (Report, error) {
 			continue // an unknown event without a lock
 		}
 		name := *ev.Lock
-		st := locks[name]
-		if st == nil {
-			st = &lockState{}
-			locks[name] = st
-		}
+		st, held := locks[name]
 		violation := func(format string, args ...any) {
-			rep.Violations = append(rep.Violations, Violation{Line: n, Lock: name, What: fmt.Sprintf(format, args...)})
+			rep.ViolationCount++
+			if len(rep.Violations) < MaxListed {
+				rep.Violations = append(rep.Violations, Violation{Line: n, Lock: name, What: fmt.Sprintf(format, args...)})
+			}
 		}
 		// holderToken checks that a release or a force_release (what says
 		// which, in the violation's text) names the current holder's token.
 		holderToken := func(what string, token uint64) {
 			switch {
-			case !st.held:
+			case !held:
 				violation("%s %d without a holder", what, token)
 			case token != st.token:
 				violation("%s %d, but the holder has token %d (granted on line %d)", what, token, st.token, st.line)
@@ -191,7 +235,7 @@ func Check(r io.Reader) (Report, error) {
 		switch *ev.Event {
 		case audit.EventGranted:
 			token := *ev.Token
-			if st.held {
+			if held {
 				violation("granted token %d to %s while token %d (granted on line %d to %s) still held it: two holders (or the server stopped without recording the release)",
 					token, ev.RemoteAddr, st.token, st.line, st.remoteAddr)
 			}
@@ -205,23 +249,51 @@ func Check(r io.Reader) (Report, error) {
 				rep.MaxToken = token
 			}
 			lastToken, lastTokenLine = token, n
-			*st = lockState{held: true, token: token, remoteAddr: ev.RemoteAddr, line: n}
+			locks[name] = lockState{token: token, remoteAddr: ev.RemoteAddr, line: n}
+			rep.MaxHeld = max(rep.MaxHeld, len(locks))
 		case audit.EventReleased:
 			holderToken("released token", *ev.Token)
-			*st = lockState{}
+			delete(locks, name)
 		case audit.EventForceRelease:
 			holderToken("force_release of token", *ev.Token)
 			// The holder's released event follows.
 		}
 	}
-	rep.finish(locks)
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return rep, &LineError{Line: n + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineLen)}
+}
+
+// readLine returns the next line without its end, reusing *buf. A line longer
+// than MaxLineLen is read to its end and dropped (tooLong), so that one bad
+// line costs no more memory than MaxLineLen. A last line without a newline
+// counts; io.EOF comes only when nothing is left.
+func readLine(br *bufio.Reader, buf *[]byte) (line []byte, tooLong bool, err error) {
+	*buf = (*buf)[:0]
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(*buf)+len(chunk) > MaxLineLen+1 {
+				tooLong, *buf = true, (*buf)[:0]
+			} else {
+				*buf = append(*buf, chunk...)
+			}
 		}
-		return rep, err
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(*buf) > 0 || tooLong):
+			return *buf, tooLong, nil
+		case err != nil:
+			return nil, false, err
+		}
+		return bytes.TrimSuffix(*buf, []byte("\n")), tooLong, nil
 	}
-	return rep, nil
+}
+
+// badLine records a line that is not an audit event.
+func (rep *Report) badLine(n int, err error) {
+	rep.BadLineCount++
+	if len(rep.BadLines) < MaxListed {
+		rep.BadLines = append(rep.BadLines, LineError{Line: n, Err: err})
+	}
 }
 
 // parseLine decodes one event and checks the fields its event needs.
@@ -256,13 +328,10 @@ func parseLine(raw []byte) (line, time.Time, error) {
 }
 
 // finish lists the holders left at the end.
-func (rep *Report) finish(locks map[string]*lockState) {
-	rep.Locks = len(locks)
+func (rep *Report) finish(locks map[string]lockState) {
 	rep.StillHeld = nil
 	for name, st := range locks {
-		if st.held {
-			rep.StillHeld = append(rep.StillHeld, Holding{Lock: name, Token: st.token, RemoteAddr: st.remoteAddr, Line: st.line})
-		}
+		rep.StillHeld = append(rep.StillHeld, Holding{Lock: name, Token: st.token, RemoteAddr: st.remoteAddr, Line: st.line})
 	}
 	slices.SortFunc(rep.StillHeld, func(a, b Holding) int { return strings.Compare(a.Lock, b.Lock) })
 }

@@ -2,11 +2,12 @@ package auditcheck
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestCheckGoodHistory(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("violations in a good history:\n%s", rep)
 	}
-	if rep.Lines != 12 || rep.Locks != 3 || rep.Events[audit.EventGranted] != 5 || rep.Events[audit.EventReleased] != 3 ||
+	if rep.Lines != 12 || rep.MaxHeld != 2 || rep.Events[audit.EventGranted] != 5 || rep.Events[audit.EventReleased] != 3 ||
 		rep.Events["something_new"] != 1 || rep.MaxToken != t0+(5<<32)+1 {
 		t.Errorf("counts:\n%s", rep)
 	}
@@ -182,13 +183,23 @@ func TestCheckMalformed(t *testing.T) {
 		{"token as float", ev(audit.EventGranted, "a", "h:1", `"token":1.5`), "not a JSON audit event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, err := check(t, granted("z", "h:1", t0), "", tc.line, granted("y", "h:1", t0+1))
-			var le *LineError
-			if !errors.As(err, &le) || le.Line != 3 || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "line 3: ") {
-				t.Fatalf("error %v, want a LineError for line 3 mentioning %q", err, tc.want)
+			rep, err := check(t, granted("z", "h:1", t0), "", tc.line, granted("y", "h:1", t0+1), granted("y", "h:2", t0+2))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if rep.Lines != 1 || len(rep.StillHeld) != 1 {
-				t.Errorf("report up to the bad line:\n%s", rep)
+			if rep.BadLineCount != 1 || len(rep.BadLines) != 1 {
+				t.Fatalf("bad lines %d, want 1:\n%s", rep.BadLineCount, rep)
+			}
+			le := &rep.BadLines[0]
+			if le.Line != 3 || !strings.Contains(le.Error(), tc.want) || !strings.HasPrefix(le.Error(), "line 3: ") {
+				t.Fatalf("bad line %v, want line 3 mentioning %q", le, tc.want)
+			}
+			// The check went on after the bad line: it found the two holders.
+			if rep.Lines != 3 || len(rep.StillHeld) != 2 || rep.ViolationCount != 1 || rep.Violations[0].Line != 5 {
+				t.Errorf("report past the bad line:\n%s", rep)
+			}
+			if s := rep.String(); !strings.Contains(s, "bad lines:  1") || !strings.Contains(s, "line 3: ") {
+				t.Errorf("report does not list the bad line:\n%s", s)
 			}
 		})
 	}
@@ -196,10 +207,103 @@ func TestCheckMalformed(t *testing.T) {
 
 func TestCheckLongLine(t *testing.T) {
 	long := ev("note", "a", "h:1", `"pad":"`+strings.Repeat("x", MaxLineLen)+`"`)
-	_, err := check(t, granted("a", "h:1", t0), long)
-	var le *LineError
-	if !errors.As(err, &le) || le.Line != 2 {
-		t.Fatalf("error %v, want a LineError for line 2", err)
+	rep, err := check(t, granted("a", "h:1", t0), long, released("a", "h:1", t0, "graceful"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BadLineCount != 1 || rep.BadLines[0].Line != 2 || !strings.Contains(rep.BadLines[0].Error(), "longer than") {
+		t.Fatalf("bad lines %v, want line 2, too long", rep.BadLines)
+	}
+	if rep.Lines != 2 || !rep.OK() || len(rep.StillHeld) != 0 {
+		t.Fatalf("the line after the long one was not checked:\n%s", rep)
+	}
+}
+
+// TestCheckPartialLineThenRestart: a server that died mid-line and a successor
+// whose first event ended up on a line of its own (the audit log ends the
+// partial line): the bad line is reported and the grants after it are checked.
+func TestCheckPartialLineThenRestart(t *testing.T) {
+	rep, err := check(t,
+		granted("a", "h:1", t0+1),
+		`{"time":"2026-01-01T00:00:01.5Z","event":"rele`,
+		granted("b", "h:1", t0+(5<<32)),
+		granted("b", "h:2", t0+(5<<32)-1),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BadLineCount != 1 || rep.ViolationCount != 2 {
+		t.Fatalf("want 1 bad line and 2 violations (two holders, token backwards):\n%s", rep)
+	}
+}
+
+// TestCheckListsAreBounded: a file full of violations and bad lines lists the
+// first MaxListed of each and counts the rest.
+func TestCheckListsAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range MaxListed + 10 {
+		fmt.Fprintln(&b, released("a", "h:1", t0+uint64(i), "graceful")) // no holder
+		fmt.Fprintln(&b, "junk")
+	}
+	rep, err := Check(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ViolationCount != MaxListed+10 || len(rep.Violations) != MaxListed ||
+		rep.BadLineCount != MaxListed+10 || len(rep.BadLines) != MaxListed {
+		t.Fatalf("violations %d (%d listed), bad lines %d (%d listed)", rep.ViolationCount, len(rep.Violations), rep.BadLineCount, len(rep.BadLines))
+	}
+	if s := rep.String(); !strings.Contains(s, "... and 10 more") {
+		t.Errorf("report does not count the rest")
+	}
+}
+
+// manyNames generates grant/release pairs of distinct lock names, and
+// measures the live heap (after a GC) when the first and the last line are
+// read, while Check runs.
+type manyNames struct {
+	pairs, next int
+	pending     []byte
+	heapAt      [2]uint64
+}
+
+func (m *manyNames) Read(p []byte) (int, error) {
+	if len(m.pending) == 0 {
+		if m.next == m.pairs {
+			return 0, io.EOF
+		}
+		if m.next == 0 || m.next == m.pairs-1 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			m.heapAt[min(m.next, 1)] = ms.HeapAlloc
+		}
+		name := fmt.Sprintf("jobs/%012d/%s", m.next, strings.Repeat("n", 40))
+		tok := t0 + uint64(m.next) + 1
+		m.pending = []byte(granted(name, "10.0.0.1:5000", tok) + "\n" + released(name, "10.0.0.1:5000", tok, "graceful") + "\n")
+		m.next++
+	}
+	n := copy(p, m.pending)
+	m.pending = m.pending[n:]
+	return n, nil
+}
+
+// TestCheckMemoryFollowsHeldLocks: a checker that kept every name would hold
+// 100,000 names of 57 bytes, over 5 MB with the map; one that forgets a
+// released lock holds about nothing more at the end than at the start.
+func TestCheckMemoryFollowsHeldLocks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 200,000 lines")
+	}
+	m := &manyNames{pairs: 100_000}
+	rep, err := Check(m)
+	if err != nil || !rep.OK() || rep.MaxHeld != 1 || rep.Lines != 200_000 {
+		t.Fatalf("%v\n%s", err, rep)
+	}
+	grew := int64(m.heapAt[1]) - int64(m.heapAt[0])
+	t.Logf("live heap grew by %d bytes over 100,000 names", grew)
+	if grew > 2<<20 {
+		t.Fatalf("live heap grew by %d bytes over 100,000 lock names; want it bounded by the locks held at once", grew)
 	}
 }
 
@@ -239,7 +343,7 @@ func TestCheckRecorderOutput(t *testing.T) {
 	}
 	defer f.Close()
 	rep, err := Check(f)
-	if err != nil || !rep.OK() || rep.Lines != 6 || rep.Locks != 2 || rep.MaxToken != t0+2 {
+	if err != nil || !rep.OK() || rep.Lines != 6 || rep.MaxHeld != 1 || rep.MaxToken != t0+2 {
 		t.Fatalf("%v\n%s", err, rep)
 	}
 }

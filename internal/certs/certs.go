@@ -9,6 +9,7 @@
 package certs
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -143,13 +144,11 @@ func readFile(kind, path string) ([]byte, error) {
 func parseCertificates(kind, path string, data []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
 	var others []string
-	rest := data
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
+	blocks, err := pemBlocks(kind, path, data)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blocks {
 		if b.Type != "CERTIFICATE" {
 			others = append(others, b.Type)
 			continue
@@ -176,13 +175,11 @@ func parseCertificates(kind, path string, data []byte) ([]*x509.Certificate, err
 // parseKey returns the first private key of a PEM file.
 func parseKey(path string, data []byte) (crypto.Signer, error) {
 	var others []string
-	rest := data
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
+	blocks, err := pemBlocks("key file", path, data)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blocks {
 		if !strings.HasSuffix(b.Type, "PRIVATE KEY") {
 			others = append(others, b.Type)
 			continue
@@ -204,6 +201,36 @@ func parseKey(path string, data []byte) (crypto.Signer, error) {
 		}
 	}
 	return nil, errors.New(msg)
+}
+
+// pemBlocks returns every PEM block of a file and fails when anything but
+// white space follows the last complete block. A file caught half-written (a
+// block cut before its END line, which pem.Decode would silently skip) must be
+// refused, so that a reload keeps the previous material instead of loading a
+// bundle that lacks its last certificate. Text before or between blocks, as
+// openssl writes it, is allowed; a file without any block is left to the
+// caller's "none found" message.
+func pemBlocks(kind, path string, data []byte) ([]*pem.Block, error) {
+	var blocks []*pem.Block
+	rest := data
+	for {
+		b, r := pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		blocks, rest = append(blocks, b), r
+	}
+	left := bytes.TrimSpace(rest)
+	cut := bytes.Contains(left, []byte("-----BEGIN"))
+	// A file with no block at all gets the caller's "none found" message.
+	if len(left) > 0 && (len(blocks) > 0 || cut) {
+		what := "text that is not a complete PEM block"
+		if cut {
+			what = "a PEM block with no END line"
+		}
+		return nil, fmt.Errorf("%s %s: %s after the last complete block (%d bytes; was the file read while being written?); fix or rewrite the file", kind, path, what, len(left))
+	}
+	return blocks, nil
 }
 
 func parsePrivateKey(b *pem.Block) (crypto.Signer, error) {

@@ -335,7 +335,11 @@ func TestReloadFailureKeepsPreviousMaterial(t *testing.T) {
 		want  string
 	}{
 		{"garbage key", func() { writeFile(t, p.Server.Key, []byte("garbage")) }, "no private key found in PEM file " + p.Server.Key},
-		{"truncated certificate", func() { writeFile(t, p.Server.Cert, goodCert[:len(goodCert)/2]) }, "no certificates found in PEM file " + p.Server.Cert},
+		{"truncated certificate", func() { writeFile(t, p.Server.Cert, goodCert[:len(goodCert)/2]) }, "certificate file " + p.Server.Cert + ": a PEM block with no END line"},
+		{"client CA bundle cut inside its second certificate", func() {
+			writeFile(t, p.CA, append(append([]byte{}, goodCA...), goodCert[:len(goodCert)*2/3]...))
+		}, "client CA file " + p.CA + ": a PEM block with no END line"},
+		{"text after the key", func() { writeFile(t, p.Server.Key, append(append([]byte{}, goodKey...), "MIIE"...)) }, "key file " + p.Server.Key + ": text that is not a complete PEM block"},
 		{"key of another certificate", func() { writeFile(t, p.Server.Key, readTestFile(t, p.Clients[certstest.ClientURI].Key)) }, "cert and key do not match"},
 		{"missing client CA", func() {
 			if err := os.Remove(p.CA); err != nil {

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+)
+
+// Tests of what keeps COMMAND from outliving the lock: the process group is
+// held, signals are forwarded, SIGPIPE cannot kill monolockctl, and the death
+// of monolockctl kills COMMAND's group.
+
+// readPID waits for a file that COMMAND writes its shell's process ID into;
+// COMMAND leads its process group, so that is the group's ID.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %q", path, b)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process ID in %s within %v", path, patience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether any process of the group is left.
+func groupAlive(pgid int) bool {
+	return !errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// killGroupAtEnd makes sure no process of the group outlives the test.
+func killGroupAtEnd(t *testing.T, pgid int) {
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+}
+
+// TestRunHoldsLockUntilGroupIsGone: COMMAND exits at once but leaves a
+// background child; the next holder runs only after that child has finished,
+// and the status is COMMAND's own.
+func TestRunHoldsLockUntilGroupIsGone(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	env := []string{"LOG=" + log}
+	first := startCtl(t, addr, env, "run", "group", "--", "sh", "-c",
+		`(sleep 0.3; echo background >> "$LOG") & echo ready; exit 3`)
+	first.waitLine(t, "ready")
+	second := startCtl(t, addr, env, "run", "group", "--", "sh", "-c", `echo second >> "$LOG"`)
+	if status, _, stderr := first.wait(t); status != 3 {
+		t.Fatalf("first: status %d, stderr %q; want COMMAND's 3", status, stderr)
+	}
+	if status, _, stderr := second.wait(t); status != 0 {
+		t.Fatalf("second: status %d, stderr %q", status, stderr)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "background\nsecond\n" {
+		t.Fatalf("log %q: the lock was handed on while the background child ran", b)
+	}
+}
+
+// TestRunReleaseOnExit: the old behaviour on request: the lock goes when
+// COMMAND's main process exits, background children or not.
+func TestRunReleaseOnExit(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	status, _, stderr := runCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-release-on-exit", "old", "--", "sh", "-c",
+		`sleep 60 >/dev/null 2>&1 & echo $! > "$PIDFILE"; exit 4`)
+	bg := readPID(t, pidFile)
+	defer syscall.Kill(bg, syscall.SIGKILL)
+	if status != 4 {
+		t.Fatalf("status %d, stderr %q; want 4", status, stderr)
+	}
+	if err := syscall.Kill(bg, 0); err != nil {
+		t.Fatalf("the background child is gone (%v): the run waited for it", err)
+	}
+	l, err := client.New(client.Config{Address: addr}).TryAcquire(t.Context(), "old", time.Second)
+	if err != nil {
+		t.Fatalf("the lock is not free after the run: %v", err)
+	}
+	_ = l.Close()
+}
+
+// TestRunForwardsEachSignal: INT, TERM, HUP and QUIT reach COMMAND's group.
+func TestRunForwardsEachSignal(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		name := strings.TrimPrefix(sigName(sig), "SIG")
+		t.Run(name, func(t *testing.T) {
+			c := startCtl(t, addr, nil, "run", "signals", "--", "sh", "-c",
+				`trap "echo got `+name+`; exit 7" `+name+`; echo ready; while :; do sleep 0.05; done`)
+			c.waitLine(t, "ready")
+			if err := c.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if status, stdout, stderr := c.wait(t); status != 7 || !strings.Contains(stdout, "got "+name) {
+				t.Fatalf("status %d, stdout %q, stderr %q; want 7 from the command's trap", status, stdout, stderr)
+			}
+		})
+	}
+}
+
+func sigName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return "SIGQUIT"
+}
+
+// TestRunSurvivesClosedStderr: with stderr a pipe nobody reads any more, the
+// "lock lost" message cannot kill monolockctl (SIGPIPE) before it has stopped
+// COMMAND; it still stops it and exits 76.
+func TestRunSurvivesClosedStderr(t *testing.T) {
+	srv := startServer(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close()
+	defer w.Close()
+	dir := t.TempDir()
+	pidFile, out := filepath.Join(dir, "pid"), filepath.Join(dir, "out")
+	cmd := exec.Command(ctlPath, "run", "-addr", srv.Addr().String(), "pipe", "--", "sh", "-c",
+		// COMMAND's own stderr goes elsewhere: a write of its own to the
+		// closed pipe would be its own SIGPIPE, not what is tested here.
+		`exec 2>/dev/null; trap "echo got TERM >> \"$OUT\"; exit 0" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.05; done`)
+	cmd.Env = append(cleanEnv(), "PIDFILE="+pidFile, "OUT="+out)
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	if err := srv.Stop(); err != nil { // every session gets ERROR 0x01: lost
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(patience):
+		t.Fatal("monolockctl did not exit")
+	}
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() || ws.ExitStatus() != exitLost {
+		t.Fatalf("monolockctl ended with %v; want exit %d", cmd.ProcessState, exitLost)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "got TERM\n" || groupAlive(pgid) {
+		t.Fatalf("COMMAND's output %q, group alive %v; want it stopped by SIGTERM", b, groupAlive(pgid))
+	}
+}
+
+// TestRunDeathKillsGroup: when monolockctl is killed (SIGKILL: nothing of it
+// runs), COMMAND and its background children die, and the lock is handed on
+// only once they are gone.
+func TestRunDeathKillsGroup(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := startCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-lease", "2s", "death", "--", "sh", "-c",
+		`trap "" TERM HUP; (trap "" TERM HUP; while :; do sleep 0.01; done) & echo $$ > "$PIDFILE"; wait`)
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	// The next holder queues first, so its grant is the hand-over itself.
+	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "death", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-next.Granted():
+	case <-time.After(patience):
+		t.Fatal("the lock was not handed on")
+	}
+	if groupAlive(pgid) {
+		t.Fatal("COMMAND's group still runs after the lock was handed on")
+	}
+}
+
+// TestRunLostWithinTheLease: with the link frozen both ways, COMMAND (which
+// ignores SIGTERM) is killed before the server hands the lock on by expiry.
+func TestRunLostWithinTheLease(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "1s", "frozen", "--", "sh", "-c",
+		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "frozen", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	proxy.Freeze(faultproxy.Both)
+	select {
+	case <-next.Granted():
+	case <-time.After(patience):
+		t.Fatal("the lock was not handed on")
+	}
+	if groupAlive(pgid) {
+		t.Fatal("COMMAND still runs after the server handed the lock on")
+	}
+	if status, _, stderr := c.wait(t); status != exitLost || !strings.Contains(stderr, "lock lost") {
+		t.Fatalf("status %d, stderr %q; want %d", status, stderr, exitLost)
+	}
+}
+
+// TestRunWarnsOfSlowLink: a round trip of 0.3 × lease or more draws one
+// warning on stderr; a fast one none.
+func TestRunWarnsOfSlowLink(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.SetDelay(160 * time.Millisecond) // each way: a round trip of 320 ms at least
+	const warning = "warning: a round trip to the server took"
+	_, _, stderr := runCtl(t, proxy.Addr(), nil, "run", "-lease", "1s", "slow", "--", "sleep", "0.7")
+	if n := strings.Count(stderr, warning); n != 1 {
+		t.Fatalf("%d warnings in stderr %q; want 1", n, stderr)
+	}
+	if status, _, stderr := runCtl(t, addr, nil, "run", "-lease", "1s", "fast", "--", "sleep", "0.3"); status != 0 || strings.Contains(stderr, warning) {
+		t.Fatalf("fast link: status %d, stderr %q; want 0 and no warning", status, stderr)
+	}
+}
