@@ -9,8 +9,9 @@ import (
 )
 
 // TestBrokenDriverFails shows that the kit can fail a client: a client that
-// heartbeats every lease/2, one that never gives up, and one that closes the
-// connection at the give-up while its work still runs, each fail the
+// heartbeats every lease/2, one that does not smooth the RTT, one that never
+// gives up, and one that closes the connection at the give-up while its work
+// still runs, each fail the
 // scenario of the rule they break, through the command line as a user runs
 // it, and the failure names the rule.
 func TestBrokenDriverFails(t *testing.T) {
@@ -19,6 +20,7 @@ func TestBrokenDriverFails(t *testing.T) {
 		fault, scenario, rule string
 	}{
 		{"slow-heartbeat", "heartbeat-fast", "rule 3 (heartbeat every lease/4)"},
+		{"no-smoothing", "heartbeat-rtt", "rule 3 (EWMA α = 0.2: the RTT average falls gradually)"},
 		{"never-give-up", "give-up-holding", "rule 8 (give up on silence)"},
 		{"close-at-give-up", "give-up-holding", "give-up (closed only once the work has stopped)"},
 	}

@@ -1,13 +1,18 @@
 // Command brokendriver is a deliberately wrong client with a driver's
 // interface, so that a test can show the conformance kit failing a client
-// and naming the rule it broke. It speaks the wire protocol itself and
-// breaks one rule, chosen with -fault:
+// and naming the rule it broke. It speaks the wire protocol itself, follows
+// the heartbeat schedule of rule 3 (send to send, lease/4 shortened by twice
+// the smoothed RTT, one request in flight) and breaks one rule, chosen with
+// -fault:
 //
 //	slow-heartbeat    heartbeats every lease/2 instead of lease/4
-//	never-give-up     keeps the lock and heartbeats however long answers take
+//	no-smoothing      uses the last RTT instead of its EWMA (α = 1, not 0.2)
+//	never-give-up     keeps the lock however long answers take
 //	close-at-give-up  gives up on time but closes the connection at once,
-//	                  while the work still runs (the rule before the give-up
-//	                  rule kept the connection open)
+//	                  while the work still runs
+//
+// Only never-give-up and close-at-give-up watch for silence at all; the
+// others are meant for the heartbeat scenarios.
 package main
 
 import (
@@ -27,7 +32,7 @@ import (
 )
 
 func main() {
-	fault := flag.String("fault", "slow-heartbeat", "the rule to break: slow-heartbeat, never-give-up or close-at-give-up")
+	fault := flag.String("fault", "slow-heartbeat", "the rule to break: slow-heartbeat, no-smoothing, never-give-up or close-at-give-up")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {
@@ -45,9 +50,14 @@ func main() {
 	}
 	name, _ := hex.DecodeString(req.NameHex)
 	lease := time.Duration(req.LeaseUS) * time.Microsecond
-	interval := lease / 4
+	base := lease / 4
 	if *fault == "slow-heartbeat" {
-		interval = lease / 2
+		base = lease / 2
+	}
+	floor := min(100*time.Millisecond, lease/4)
+	alpha := 5 // 1/α
+	if *fault == "no-smoothing" {
+		alpha = 1
 	}
 	conn, err := net.Dial("tcp", req.Address)
 	if err != nil {
@@ -59,7 +69,7 @@ func main() {
 	lastSend := time.Now()
 	answeredSend := lastSend // send time of the newest answered request
 	_, _ = conn.Write(protocol.AppendAcquire(nil, leaseMS, string(name)))
-	answers := make(chan struct{}, 16)
+	answers := make(chan time.Time, 16)
 	if *fault == "close-at-give-up" {
 		go func() {
 			for range time.Tick(5 * time.Millisecond) {
@@ -86,17 +96,28 @@ func main() {
 				granted = true
 				fmt.Printf("{\"event\":\"acquired\",\"token\":\"%s\"}\n", strconv.FormatUint(f.Token, 10))
 			}
+			at := time.Now()
 			mu.Lock()
 			answeredSend = lastSend
 			mu.Unlock()
-			answers <- struct{}{}
+			answers <- at
 		}
 	}()
 	go func() {
-		// One heartbeat per answer, interval after the previous send; it
-		// never gives up, however long an answer takes.
-		for range answers {
-			time.Sleep(interval)
+		var srtt time.Duration
+		sampled := false
+		for at := range answers {
+			mu.Lock()
+			sent := lastSend
+			mu.Unlock()
+			rtt := at.Sub(sent)
+			if !sampled {
+				srtt, sampled = rtt, true
+			} else {
+				srtt += (rtt - srtt) / time.Duration(alpha)
+			}
+			interval := min(max(base-2*srtt, floor), base)
+			time.Sleep(time.Until(sent.Add(interval)))
 			mu.Lock()
 			lastSend = time.Now()
 			mu.Unlock()
