@@ -116,6 +116,55 @@ class FakeServerTest(unittest.TestCase):
                 fut.result(timeout=5)
         self.assertEqual(getattr(cm.exception.cause, "code"), 2)
 
+    def test_give_up_keeps_the_connection_until_the_work_stops(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 2.0)
+            c = self.grant_next(7)  # heartbeats are never answered from here
+            lock = fut.result(timeout=5)
+        self.assertTrue(lock.lost.wait(5))
+        self.assertIsInstance(lock.error, monolock.Unavailable)
+        self.assertFalse(lock.valid())
+        # Gave up: no request after the unanswered one, and the connection
+        # stays open while the work runs (it gave up 1.6 s after ACQUIRE; the
+        # lease runs out 2 s after the last heartbeat, sent 0.5 s after it).
+        c.settimeout(0.1)
+        sent = b""
+        while True:
+            try:
+                b = c.recv(16)
+            except socket.timeout:
+                break
+            self.assertNotEqual(b, b"", "closed while the work still runs")
+            sent += b
+        self.assertLessEqual(sent, b"\x02")  # at most the unanswered heartbeat
+        lock.release()  # the work stopped: now it closes
+        c.settimeout(5)
+        while True:
+            b = c.recv(16)
+            if not b:
+                break
+            self.assertEqual(b, b"\x02"[: len(b)] * len(b))
+
+    def test_run_raises_lock_lost_after_fn(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        seen = []
+
+        def fn(lock: monolock.Lock) -> str:
+            self.assertTrue(lock.lost.wait(5))
+            seen.append(lock.valid())
+            return "done"
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.run, "job", fn, 10.0)
+            c = self.grant_next(7)
+            c.close()
+            with self.assertRaises(monolock.LockLost):
+                fut.result(timeout=5)
+        self.assertEqual(seen, [False])
+
     def test_cannot_connect(self) -> None:
         self.srv.close()
         with self.assertRaises(monolock.Unavailable):
