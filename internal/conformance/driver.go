@@ -168,6 +168,16 @@ func (p *Process) read(stdout io.Reader) {
 // Next returns the driver's next event, or an error when none came within
 // timeout or the driver exited.
 func (p *Process) Next(timeout time.Duration) (Event, error) {
+	// An event already read wins over a zero timeout (select picks at random
+	// among ready cases).
+	select {
+	case ev, ok := <-p.events:
+		if !ok {
+			return Event{}, fmt.Errorf("driver %s exited without printing the next event", p.label)
+		}
+		return ev, nil
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -77,14 +77,15 @@ func Run(sc Scenario, cfg Config) (res Result) {
 	}
 	e := &Env{cfg: cfg}
 	defer func() {
-		if v := recover(); v != nil {
+		v := recover()
+		e.cleanup()
+		if v != nil {
 			f, ok := v.(failure)
 			if !ok {
-				panic(v)
+				panic(v) // a bug in the kit, after every process is gone
 			}
 			res.Err = f.err
 		}
-		e.cleanup()
 		if res.Err == nil {
 			res.Err = e.wireViolations()
 		}
