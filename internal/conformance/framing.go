@@ -243,8 +243,17 @@ func bigTokens(e *Env) {
 }
 
 func releaseCloses(e *Env) {
-	p, c, _ := e.granted(NewRequest("", "release", 2*time.Second), usualToken, answerAll(usualToken))
+	p, c, r := e.granted(NewRequest("", "release", 2*time.Second), usualToken, answerAll(usualToken))
+	e.awaitRequest(c, 1, safety)
+	// No answer may wait unread in the client's socket when it closes (the
+	// kernel would turn the close into a reset): stop answering first.
+	r.Stop()
+	time.Sleep(50 * time.Millisecond)
 	e.releaseAndClose(p, c)
+	_, how, _ := c.WaitEnd(0)
+	if how != nil {
+		e.Failf("rule 7 (release is an orderly close)", "the connection ended with %v, want a FIN", how)
+	}
 	// A second release is harmless and opens nothing.
 	e.must("driver", p.Release())
 	e.expect("rule 7 (release is idempotent)", p, "released", safety)
