@@ -317,6 +317,14 @@ func (c *ServerConn) Respond(answer func(Req) (frame []byte, delay time.Duration
 						return
 					}
 				}
+				// Taken before the write: the client may answer, and the reader
+				// see its next request, before Write returns here.
+				r.mu.Lock()
+				for len(r.sent) <= req.Index {
+					r.sent = append(r.sent, time.Time{})
+				}
+				r.sent[req.Index] = time.Now()
+				r.mu.Unlock()
 				var err error
 				if pause > 0 {
 					err = c.ReplySplit(frame, pause)
@@ -326,12 +334,6 @@ func (c *ServerConn) Respond(answer func(Req) (frame []byte, delay time.Duration
 				if err != nil {
 					return
 				}
-				r.mu.Lock()
-				for len(r.sent) <= req.Index {
-					r.sent = append(r.sent, time.Time{})
-				}
-				r.sent[req.Index] = time.Now()
-				r.mu.Unlock()
 			}
 		}
 	}()
@@ -348,7 +350,8 @@ func (r *Responder) Stop() {
 	<-r.done
 }
 
-// AnsweredAt is when the answer to request i was written (zero if never).
+// AnsweredAt is when the answer to request i was written, taken just before
+// the write (zero if never).
 func (r *Responder) AnsweredAt(i int) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
