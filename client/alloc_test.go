@@ -54,3 +54,17 @@ func (r repeatReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestValidDoesNotAllocate: Valid is meant to be called before every side
+// effect.
+func TestValidDoesNotAllocate(t *testing.T) {
+	l := &Lock{start: time.Now()}
+	l.setValidUntil(time.Now().Add(time.Hour))
+	if allocs := testing.AllocsPerRun(1000, func() {
+		if !l.Valid() {
+			t.Fatal("not valid")
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per Valid", allocs)
+	}
+}

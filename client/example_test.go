@@ -126,3 +126,30 @@ func ExampleServerError() {
 	// shutting down: true
 	// monolock: server error 0x01: server shutting down
 }
+
+// LockFromContext gives Do's function its Lock; Valid checks, without
+// waiting for any goroutine, that ownership is still confirmed, right before
+// each side effect.
+func ExampleLockFromContext() {
+	addr, stop := startServer()
+	defer stop()
+
+	c := client.New(client.Config{Address: addr})
+	err := c.Do(context.Background(), "batch", 2*time.Second,
+		func(ctx context.Context, token uint64) error {
+			lock := client.LockFromContext(ctx)
+			for i := range 3 {
+				if !lock.Valid() {
+					return context.Cause(ctx) // stop: ownership is not confirmed
+				}
+				fmt.Println("write", i, "with a token:", token > 0)
+			}
+			return nil
+		})
+	fmt.Println("err:", err)
+	// Output:
+	// write 0 with a token: true
+	// write 1 with a token: true
+	// write 2 with a token: true
+	// err: <nil>
+}

@@ -144,3 +144,49 @@ func TestRTTShortensTheInterval(t *testing.T) {
 		check(nextAck(l.Context(), t, acks, true))
 	}
 }
+
+// TestOneWayFreezeStopsBeforeHandover: only the server's answers are lost, so
+// the client's frames, its close included, still reach the server. The work
+// is stopped before the waiter is granted the lock, because the client closes
+// only once the work has returned.
+func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
+	const lease = time.Second
+	addr := startServer(t)
+	proxy := startProxy(t, addr)
+	holder := New(Config{Address: proxy.Addr()})
+	acks := watchAcks(holder)
+	ctx := testContext(t)
+
+	handover := make(chan time.Time, 1)
+	var stopped time.Time
+	var waiter *Lock
+	err := holder.Do(ctx, "one-way", lease, func(ctx context.Context, _ uint64) error {
+		var err error
+		if waiter, err = New(Config{Address: addr}).Enqueue(ctx, "one-way", 10*time.Second); err != nil {
+			return err
+		}
+		nextAck(ctx, t, acks, true)
+		proxy.Freeze(faultproxy.ServerToClient)
+		go func() {
+			select {
+			case <-waiter.Granted():
+				handover <- time.Now()
+			case <-waiter.Lost():
+			}
+		}()
+		<-ctx.Done()
+		// Slow to stop: the waiter must not get the lock meanwhile.
+		time.Sleep(lease / 10)
+		stopped = time.Now()
+		return nil
+	})
+	if waiter != nil {
+		defer waiter.Close()
+	}
+	if !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("Do = %v, want ErrHeartbeatTimeout", err)
+	}
+	if at := await(t, handover, "handover"); !stopped.Before(at) {
+		t.Fatalf("the waiter was granted the lock %v before the work stopped", stopped.Sub(at))
+	}
+}

@@ -186,9 +186,10 @@ func TestServerEndClosesAtOnce(t *testing.T) {
 		{"end of stream", nil, ErrConnectionClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sawClose := make(chan struct{})
+			sawClose, held := make(chan struct{}), make(chan struct{})
 			addr, _ := fakeServer(t, func(conn net.Conn) {
 				_, _ = conn.Write(acquired(3))
+				<-held // the grant first, the end afterwards
 				if tc.end != nil {
 					_, _ = conn.Write(tc.end)
 				} else {
@@ -198,6 +199,7 @@ func TestServerEndClosesAtOnce(t *testing.T) {
 				close(sawClose)
 			})
 			l, err := New(Config{Address: addr}).Acquire(testContext(t), "x", time.Minute)
+			close(held)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -140,7 +140,7 @@ func (l *Lock) Token() uint64 { return l.token.Load() }
 // It reads the clock itself instead of waiting for the goroutine that watches
 // the deadline, so work that resumes after a pause (a stopped process, a long
 // garbage-collection stall) sees the loss at its first check. It is cheap (one
-// clock read and two atomic loads) and safe from any goroutine: call it right
+// clock read and one atomic load) and safe from any goroutine: call it right
 // before each side effect. Once it has returned false it never returns true
 // again, and the lock counts as lost.
 //

@@ -8,7 +8,8 @@
 // scenario uses a lock of its own: an old holder takes the lock and writes
 // every 5 ms, a next holder queues behind it, then the scenario's fault hits
 // the old holder: a link frozen one way or both (internal/testsupport/
-// faultproxy), a SIGSTOP of its process, a force release through the admin
+// faultproxy), a SIGSTOP of its process (the Go holder, or monolockctl), a
+// force release through the admin
 // API, SIGHUP or SIGKILL to monolockctl, a closed stderr (SIGPIPE), a COMMAND
 // that ignores SIGTERM, or one that leaves its writer in the background. The
 // next holder writes for 100 ms and releases.
@@ -20,7 +21,9 @@
 // For every round the report takes the old holder's last write and the next
 // holder's first, as the resource received them (one mutex, one clock): an
 // overlap is a last old write after the first next one. The table gives, per
-// scenario, the rounds, the overlaps and the longest, the old writes that
+// scenario, the rounds, the overlaps and the longest, the shortest gap between
+// the old holder's last write and the next's first in the other rounds (the
+// margin that was left), the old writes that
 // arrived after the next holder's first, and how many of those the fence
 // accepted (it must be none). Every scenario but the force release must show
 // no overlap; a force release hands the lock on at once by design, and only
@@ -121,8 +124,8 @@ func run() int {
 
 	fmt.Printf("holderfaults: %d rounds per scenario, lease %v, server %s (logs in %s)\n", *rounds, *lease, srv.Addr, dir)
 	start := time.Now()
-	fmt.Println("| scenario | rounds | overlaps | longest overlap | old writes after the next's first | of those accepted |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| scenario | rounds | overlaps | longest overlap | shortest gap | old writes after the next's first | of those accepted |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
 	bad := false
 	for _, sc := range h.all {
 		if *only != "" && !strings.Contains(sc.name, *only) {
@@ -130,6 +133,7 @@ func run() int {
 		}
 		var overlaps, after, accepted int
 		var longest time.Duration
+		shortest := time.Duration(-1) // no round without overlap yet
 		for i := range *rounds {
 			ho, err := h.round(sc, i)
 			if err != nil {
@@ -139,6 +143,8 @@ func run() int {
 			if ho.overlap > 0 {
 				overlaps++
 				longest = max(longest, ho.overlap)
+			} else if shortest < 0 || ho.gap < shortest {
+				shortest = ho.gap
 			}
 			after += ho.oldAfter
 			accepted += ho.staleAccepted
@@ -146,7 +152,7 @@ func run() int {
 		if accepted > 0 || (!sc.forced && overlaps > 0) {
 			bad = true
 		}
-		fmt.Printf("| %s | %d | %d | %s | %d | %d |\n", sc.name, *rounds, overlaps, fmtOverlap(longest), after, accepted)
+		fmt.Printf("| %s | %d | %d | %s | %s | %d | %d |\n", sc.name, *rounds, overlaps, fmtOverlap(longest), fmtOverlap(max(shortest, 0)), after, accepted)
 	}
 	fmt.Printf("holderfaults: done in %v\n", time.Since(start).Round(time.Second))
 	if bad {

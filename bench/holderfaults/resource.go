@@ -142,6 +142,7 @@ func (r *resource) awaitFirst(holder string, d time.Duration) error {
 // next.
 type handover struct {
 	overlap       time.Duration // old's last write − next's first write, when positive
+	gap           time.Duration // next's first write − old's last write, when positive
 	oldAfter      int           // old's writes that arrived after next's first
 	staleAccepted int           // of those, accepted (the fence failed)
 	oldWrites     int
@@ -176,6 +177,8 @@ func (r *resource) handover(lock, old, next string) (handover, error) {
 	}
 	if lastOld.After(firstNext) {
 		h.overlap = lastOld.Sub(firstNext)
+	} else {
+		h.gap = firstNext.Sub(lastOld)
 	}
 	return h, nil
 }

@@ -91,10 +91,12 @@ func scenarios() []scenario {
 		{name: "run, server→client frozen", kind: ctlHolder, proxy: true, fault: freeze(faultproxy.ServerToClient)},
 		{name: "run, COMMAND ignores SIGTERM, link frozen", kind: ctlHolder, proxy: true, writeFlags: []string{"-ignore-term"}, fault: freeze(faultproxy.Both)},
 		{name: "run, stderr a closed pipe (SIGPIPE), link frozen", kind: ctlHolder, proxy: true, closedStderr: true, fault: freeze(faultproxy.Both)},
+		{name: "run, monolockctl SIGSTOPped for 3 leases", kind: ctlHolder, fault: stopFor},
 		{name: "run, SIGHUP to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGHUP)},
 		{name: "run, SIGKILL to monolockctl", kind: ctlHolder, fault: sendSignal(syscall.SIGKILL)},
-		{name: "run, COMMAND backgrounds its writer and exits", kind: ctlHolder, command: "%s & exit 0", writeFlags: []string{"-for", "300ms"}, fault: noFault},
+		{name: "run, COMMAND backgrounds its writer and exits", kind: ctlHolder, command: "%s & exit 0", writeFlags: []string{"-for", "1s"}, fault: noFault},
 		{name: "run, force release (admin API)", kind: ctlHolder, forced: true, fault: forceRelease},
+		{name: "run, force release, COMMAND ignores SIGTERM", kind: ctlHolder, forced: true, writeFlags: []string{"-ignore-term"}, fault: forceRelease},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,8 +41,37 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 		close(exited)
 	}()
 
+	// After a stop (SIGSTOP, or SIGTSTP from the terminal) monolockctl gets
+	// SIGCONT; the guard has stopped COMMAND's group meanwhile (guard.go),
+	// and it is for monolockctl to let it go on, once it knows whether the
+	// lock is still held.
+	conts := make(chan os.Signal, 1)
+	signal.Notify(conts, syscall.SIGCONT)
+	defer signal.Stop(conts)
+
 	lost := lock.Lost()
 	var kill <-chan time.Time
+	stopping := false
+	// stop ends the group after a loss: SIGTERM at once, before anything is
+	// printed, SIGKILL after killDelay.
+	stop := func() {
+		if stopping {
+			return
+		}
+		stopping = true
+		_ = syscall.Kill(-group, syscall.SIGTERM)
+		grace := r.killDelay(lock)
+		if grace <= 0 {
+			_ = syscall.Kill(-group, syscall.SIGKILL)
+		} else {
+			kill = time.After(grace)
+		}
+		cause := lock.Err()
+		if cause == nil { // Valid saw the deadline pass before the session did
+			cause = client.ErrHeartbeatTimeout
+		}
+		r.report(e, "lock lost (%v); stopping the command (SIGKILL in %v)", cause, max(grace, 0).Round(time.Millisecond))
+	}
 	rttCheck := time.NewTicker(max(r.lease/4, time.Millisecond))
 	defer rttCheck.Stop()
 	for {
@@ -54,17 +84,16 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 			return exitStatus(guard.ProcessState)
 		case sig := <-sigs:
 			_ = syscall.Kill(-group, sig.(syscall.Signal))
+		case <-conts:
+			// A paused monolockctl may have lost the lock without its
+			// goroutines having noticed yet: Valid reads the clock.
+			if !lock.Valid() {
+				stop()
+			}
+			_ = syscall.Kill(-group, syscall.SIGCONT)
 		case <-lost:
 			lost = nil
-			// The group first, then words: nothing may delay the stop.
-			_ = syscall.Kill(-group, syscall.SIGTERM)
-			grace := r.stopGrace(lock)
-			if grace <= 0 {
-				_ = syscall.Kill(-group, syscall.SIGKILL)
-			} else {
-				kill = time.After(grace)
-			}
-			r.report(e, "lock lost (%v); stopping the command (SIGKILL in %v)", lock.Err(), max(grace, 0).Round(time.Millisecond))
+			stop()
 		case <-kill:
 			kill = nil
 			_ = syscall.Kill(-group, syscall.SIGKILL)
@@ -78,7 +107,7 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 	}
 }
 
-// stopGrace is how long the group has between SIGTERM and SIGKILL after a
+// killDelay is how long the group has between SIGTERM and SIGKILL after a
 // loss: at most stopGrace, and never past the moment the server could hand
 // the lock on by expiry. That moment is the newest answered send plus the
 // lease, 0.2 × lease after the give-up deadline; SIGKILL goes at half that
@@ -86,7 +115,7 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 // that fire late. After a force release or a shutdown the server has let go
 // already; the same bound applies, and the fencing token is what protects
 // the resource then.
-func (r *runArgs) stopGrace(lock *client.Lock) time.Duration {
+func (r *runArgs) killDelay(lock *client.Lock) time.Duration {
 	killAt := lock.ValidUntil().Add(r.lease / 10)
 	return min(stopGrace, time.Until(killAt))
 }
@@ -119,8 +148,7 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 		hold = "release-on-exit"
 	}
 	args := append([]string{guardCommand, strconv.Itoa(os.Getpid()), hold, "--"}, r.argv...)
-	// /proc/self/exe: this very binary, even if its file was replaced since.
-	guard = exec.Command("/proc/self/exe", args...)
+	guard = exec.Command(selfPath(), args...)
 	guard.Args[0] = os.Args[0]
 	guard.Stdin, guard.Stdout, guard.Stderr = e.stdin, e.stdout, e.stderr
 	guard.Env = append(os.Environ(),
@@ -132,7 +160,7 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 	// The parent-death signal follows the forking thread, so this goroutine
 	// keeps its thread from here on.
 	runtime.LockOSThread()
-	guard.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+	guard.SysProcAttr = guardAttr()
 	err = guard.Start()
 	for _, f := range files {
 		_ = f.Close()
@@ -151,6 +179,19 @@ func (r *runArgs) startGuard(lock *client.Lock, conn net.Conn, e *env) (guard *e
 		return nil, 0, nil, exitStatus(guard.ProcessState), false
 	}
 	return guard, group, watchW, 0, true
+}
+
+// selfPath is this very binary: /proc/self/exe, which works even when the
+// file was replaced since monolockctl started, where there is one.
+func selfPath() string {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self
+	}
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return os.Args[0]
 }
 
 // connCopy duplicates the lock connection's descriptor for the guard, or

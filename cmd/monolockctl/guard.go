@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,10 @@ import (
 //     dies the server does not see a close, and hand the lock on, before the
 //     group is dead: the lock is released when the guard exits (or expires
 //     with its lease, no heartbeat being sent any more);
+//   - while monolockctl is stopped (SIGSTOP, or SIGTSTP from the terminal)
+//     and cannot heartbeat, it stops COMMAND's group too; monolockctl, on its
+//     SIGCONT, continues the group if the lock is still valid and kills it
+//     otherwise;
 //   - it exits only when COMMAND's whole process group is gone (unless
 //     -release-on-exit), with COMMAND's status, so monolockctl, which waits
 //     for the guard, holds the lock as long as any process of the group
@@ -90,8 +95,8 @@ func guardMain(args []string, e *env) int {
 	// Orphans of COMMAND's group become the guard's children, so it reaps
 	// them at once: a zombie would keep the group alive until the system's
 	// init got round to it (seconds, on some).
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		fmt.Fprintf(e.stderr, "monolockctl run: cannot become the reaper of COMMAND's processes: %v\n", errno)
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(e.stderr, "monolockctl run: cannot become the reaper of COMMAND's processes: %v\n", err)
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -100,7 +105,7 @@ func guardMain(args []string, e *env) int {
 	// keeps its thread for the guard's life, so that only the guard's death
 	// sends it.
 	runtime.LockOSThread()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(e.stderr, "monolockctl run: %v\n", err)
 		_ = report.Close()
@@ -119,6 +124,7 @@ func guardMain(args []string, e *env) int {
 	ticker := time.NewTicker(groupPoll)
 	defer ticker.Stop()
 	orphaned := false // monolockctl is gone
+	paused := false   // COMMAND's group was stopped because monolockctl was
 	status := -1      // COMMAND's, once its main process has exited
 	for {
 		select {
@@ -139,8 +145,23 @@ func guardMain(args []string, e *env) int {
 				return status
 			}
 		case <-ticker.C:
-			if orphaned {
+			switch {
+			case orphaned:
 				killGroup(group) // also whatever was forked while the last kill ran
+			case !paused && parentStopped(parent):
+				// monolockctl is stopped and cannot heartbeat: COMMAND must
+				// not run on meanwhile. monolockctl continues the group on
+				// SIGCONT, or kills it if the lock was lost.
+				_ = syscall.Kill(-group, syscall.SIGSTOP)
+				if parentStopped(parent) {
+					paused = true
+				} else {
+					// monolockctl went on before the stop reached the group:
+					// its own SIGCONT may have come first.
+					_ = syscall.Kill(-group, syscall.SIGCONT)
+				}
+			case paused && !parentStopped(parent):
+				paused = false
 			}
 		}
 		if status >= 0 && groupGone(group) {
@@ -149,8 +170,23 @@ func guardMain(args []string, e *env) int {
 	}
 }
 
-// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
-const prSetChildSubreaper = 36
+// parentStopped reports whether process pid is stopped (SIGSTOP, SIGTSTP),
+// from /proc/PID/stat.
+func parentStopped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// hold anything, so look after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	// 'T' only: a job-control stop, which ends with SIGCONT. A tracer's stop
+	// ('t') sends monolockctl no SIGCONT to continue the group with.
+	return b[i+2] == 'T'
+}
 
 // reap waits for every child of the guard, COMMAND and the orphans of its
 // processes, and reports COMMAND's own status. It ends when no child is left.

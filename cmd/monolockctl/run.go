@@ -30,7 +30,10 @@ too (it therefore cannot read from a terminal). The lock is held until every
 process of that group has exited, also those COMMAND left running in the
 background (-release-on-exit: only until COMMAND itself exits). If
 monolockctl dies, even by SIGKILL, the group is killed, and the lock is
-released once it is gone.
+released once it is gone. While monolockctl is stopped (SIGSTOP, or Ctrl-Z)
+it cannot heartbeat, so COMMAND's group is stopped too; when monolockctl
+continues, so does the group, unless the lock was lost meanwhile: then the
+group is killed.
 
 If the lock is lost while COMMAND runs (no confirmation from the server within
 0.8 × lease, connection lost, server error), the group gets SIGTERM at once,

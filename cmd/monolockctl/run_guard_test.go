@@ -207,7 +207,9 @@ func TestRunLostWithinTheLease(t *testing.T) {
 	}
 	defer proxy.Close()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "1s", "frozen", "--", "sh", "-c",
+	// A 2 s lease: SIGKILL goes 0.1 × lease = 200 ms before the server's
+	// expiry, room for a loaded machine.
+	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "2s", "frozen", "--", "sh", "-c",
 		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
 	pgid := readPID(t, pidFile)
 	killGroupAtEnd(t, pgid)
@@ -248,4 +250,90 @@ func TestRunWarnsOfSlowLink(t *testing.T) {
 	if status, _, stderr := runCtl(t, addr, nil, "run", "-lease", "1s", "fast", "--", "sleep", "0.3"); status != 0 || strings.Contains(stderr, warning) {
 		t.Fatalf("fast link: status %d, stderr %q; want 0 and no warning", status, stderr)
 	}
+}
+
+// procState is the state letter of /proc/PID/stat ("" when gone).
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// awaitState waits until process pid is in state want ("" for gone).
+func awaitState(t *testing.T, pid int, want, what string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for procState(pid) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: state %q, want %q within %v", what, procState(pid), want, patience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRunStopPausesCommand: while monolockctl is stopped (it cannot
+// heartbeat), COMMAND is stopped too; on SIGCONT with the lock still held it
+// goes on; if the lock was handed on meanwhile, it is killed, never continued.
+func TestRunStopPausesCommand(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	t.Run("short stop", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c := startCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-lease", "10s", "stop-short", "--", "sh", "-c",
+			`trap "exit 5" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+		pgid := readPID(t, pidFile)
+		killGroupAtEnd(t, pgid)
+		if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		awaitState(t, pgid, "T", "COMMAND while monolockctl is stopped")
+		if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		awaitState(t, pgid, "S", "COMMAND after monolockctl went on") // sleeping in its loop again
+		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if status, _, stderr := c.wait(t); status != 5 {
+			t.Fatalf("status %d, stderr %q; want COMMAND's 5", status, stderr)
+		}
+	})
+	t.Run("stopped past the lease", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c := startCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-lease", "300ms", "stop-long", "--", "sh", "-c",
+			`echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+		pgid := readPID(t, pidFile)
+		killGroupAtEnd(t, pgid)
+		next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "stop-long", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-next.Granted(): // by the server's expiry
+		case <-time.After(patience):
+			t.Fatal("the lock was not handed on")
+		}
+		if st := procState(pgid); st != "T" {
+			t.Fatalf("COMMAND in state %q when the lock was handed on; want stopped (T)", st)
+		}
+		if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if status, _, stderr := c.wait(t); status != exitLost || !strings.Contains(stderr, "lock lost") {
+			t.Fatalf("status %d, stderr %q; want %d", status, stderr, exitLost)
+		}
+		if groupAlive(pgid) {
+			t.Fatal("COMMAND's group outlived the run")
+		}
+	})
 }

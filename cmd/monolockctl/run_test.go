@@ -167,31 +167,37 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 }
 
+// TestRunSignalWhileWaiting: INT, TERM, HUP or QUIT while queued ends the
+// wait with 128+N, and nothing runs.
 func TestRunSignalWhileWaiting(t *testing.T) {
-	srv := startServer(t)
-	addr := srv.Addr().String()
-	holdLock(t, addr, "queued")
-	c := startCtl(t, addr, nil, "run", "queued", "--", "sh", "-c", "echo ran")
-	// Await the queued session on the server (bounded polling of its state).
-	deadline := time.Now().Add(patience)
-	for {
-		st, err := srv.Stats(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Waiters == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("monolockctl never queued")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if status, stdout, _ := c.wait(t); status != 128+int(syscall.SIGTERM) || stdout != "" {
-		t.Fatalf("status %d, stdout %q; want %d and nothing run", status, stdout, 128+int(syscall.SIGTERM))
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sigName(sig), func(t *testing.T) {
+			srv := startServer(t)
+			addr := srv.Addr().String()
+			holdLock(t, addr, "queued")
+			c := startCtl(t, addr, nil, "run", "queued", "--", "sh", "-c", "echo ran")
+			// Await the queued session on the server (bounded polling of its state).
+			deadline := time.Now().Add(patience)
+			for {
+				st, err := srv.Stats(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Waiters == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("monolockctl never queued")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := c.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if status, stdout, _ := c.wait(t); status != 128+int(sig) || stdout != "" {
+				t.Fatalf("status %d, stdout %q; want %d and nothing run", status, stdout, 128+int(sig))
+			}
+		})
 	}
 }
 
