@@ -1,0 +1,93 @@
+"""The asyncio client against a scripted fake server."""
+
+import asyncio
+import socket
+import unittest
+
+import monolock
+import monolock.aio
+from tests.support import WAITING, FakeServer, acquired, error
+
+
+class AioFakeServerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.srv = FakeServer()
+        self.addCleanup(self.srv.close)
+
+    def run_async(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run(asyncio.wait_for(coro, 20))
+
+    async def next_acquire(self) -> socket.socket:
+        c = await asyncio.get_running_loop().run_in_executor(None, self.srv.next)
+        await asyncio.get_running_loop().run_in_executor(None, self.srv.read_acquire, c)
+        return c
+
+    def test_push_then_eof(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.acquire("job", lease=10.0))
+            c = await self.next_acquire()
+            c.sendall(WAITING)
+            await asyncio.sleep(0.1)
+            self.assertFalse(task.done())
+            c.sendall(acquired(2**63 + 1))
+            lock = await task
+            self.assertEqual(lock.token, 2**63 + 1)
+            self.assertTrue(lock.valid())
+            c.close()
+            await asyncio.wait_for(lock.lost.wait(), 5)
+            self.assertIsInstance(lock.error, monolock.Unavailable)
+            await lock.release()
+            await lock.release()
+
+        self.run_async(main())
+
+    def test_busy_and_server_error(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.acquire("job", wait=False))
+            c = await self.next_acquire()
+            c.sendall(WAITING)
+            with self.assertRaises(monolock.Busy):
+                await task
+            task = asyncio.ensure_future(client.run("job", self._noop))
+            c = await self.next_acquire()
+            c.sendall(error(0x18, "not authorized for lock"))
+            c.close()
+            with self.assertRaises(monolock.ServerError) as cm:
+                await task
+            self.assertEqual(cm.exception.code, 0x18)
+
+        self.run_async(main())
+
+    def test_give_up_keeps_connection_until_release(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.acquire("job", lease=2.0))
+            c = await self.next_acquire()
+            c.sendall(acquired(7))  # later heartbeats are never answered
+            lock = await task
+            await asyncio.wait_for(lock.lost.wait(), 5)
+            self.assertFalse(lock.valid())
+            c.setblocking(False)
+            await asyncio.sleep(0.1)
+            try:
+                data = c.recv(16)
+            except BlockingIOError:
+                data = None  # nothing, and not closed: the work may still run
+            self.assertNotEqual(data, b"", "closed while the work still runs")
+            await lock.release()
+            c.setblocking(True)
+            c.settimeout(5)
+            while c.recv(16):
+                pass
+
+        self.run_async(main())
+
+    @staticmethod
+    async def _noop(lock: monolock.aio.Lock) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    unittest.main()
