@@ -27,8 +27,11 @@ type settings struct {
 	aclFile     string
 	handshakes  int
 	ioTimeout   time.Duration
-	logLevel    zerolog.Level
-	logFormat   string
+	// shutdownDelay is how long the protocol port keeps serving after
+	// SIGTERM while /readyz already answers 503.
+	shutdownDelay time.Duration
+	logLevel      zerolog.Level
+	logFormat     string
 
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
@@ -93,6 +96,15 @@ var table = []setting{
 				return fmt.Errorf("want a positive Go duration such as 5s, got %q", v)
 			}
 			s.ioTimeout = d
+			return nil
+		}},
+	{"shutdown-delay", "MONOLOCK_SHUTDOWN_DELAY", "0s", "on SIGTERM, /readyz answers 503 at once and the protocol port keeps serving this long before sessions get ERROR 0x01 (Go duration)",
+		func(s *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a Go duration of 0 or more such as 5s, got %q", v)
+			}
+			s.shutdownDelay = d
 			return nil
 		}},
 	{"log-level", "MONOLOCK_LOG_LEVEL", "info", "diagnostics level: debug, info, warn, error",
@@ -186,5 +198,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
 }

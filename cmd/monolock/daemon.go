@@ -248,10 +248,12 @@ func (d *daemon) reload() {
 }
 
 // shutdown follows the documented order: health turns 503, the protocol side
-// stops accepting and closes every session with ERROR 0x01, then the HTTP
-// sides stop and the audit stream is flushed.
+// serves on for the shutdown delay, then stops accepting and closes every
+// session with ERROR 0x01, then the HTTP sides stop and the audit stream is
+// flushed.
 func (d *daemon) shutdown(signals <-chan os.Signal) int {
 	d.health.Drain()
+	d.serveDelay(signals)
 	ctx, cancel := shutdownContext(signals, d.log)
 	defer cancel()
 	status := 0
@@ -334,4 +336,32 @@ func (d *daemon) reloadACL() {
 		return
 	}
 	d.log.Info().Int("rules", rules.Len()).Msg("SIGHUP: ACL reloaded")
+}
+
+// serveDelay keeps the protocol port serving, new connections included, for
+// the shutdown delay while /readyz already answers 503: a load balancer or a
+// keepalived check that polls readiness moves new clients elsewhere before
+// anyone is told to leave. A second SIGTERM or SIGINT ends the delay; SIGHUP
+// still reloads.
+func (d *daemon) serveDelay(signals <-chan os.Signal) {
+	if d.cfg.shutdownDelay <= 0 {
+		return
+	}
+	d.log.Info().Dur("shutdown_delay", d.cfg.shutdownDelay).Msg("readiness is 503; serving on for the shutdown delay before sessions get ERROR 0x01")
+	timer := time.NewTimer(d.cfg.shutdownDelay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			d.log.Info().Msg("shutdown delay over: every session gets ERROR 0x01")
+			return
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			d.log.Info().Stringer("signal", sig).Msg("second signal: shutdown delay ended early; every session gets ERROR 0x01")
+			return
+		}
+	}
 }
