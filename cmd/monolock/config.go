@@ -24,6 +24,7 @@ type settings struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+	tlsTickets  string
 	aclFile     string
 	handshakes  int
 	ioTimeout   time.Duration
@@ -78,6 +79,8 @@ var table = []setting{
 		func(s *settings, v string) error { s.tlsKey = v; return nil }},
 	{"tls-client-ca", "MONOLOCK_TLS_CLIENT_CA", "", "PEM CA pool for client certificates: mutual TLS, identities",
 		func(s *settings, v string) error { s.tlsClientCA = v; return nil }},
+	{"tls-ticket-keys", "MONOLOCK_TLS_TICKET_KEYS", "", "session-ticket keys shared by a failover pair and kept across restarts: one a line, 32 random bytes in base64 (openssl rand -base64 32), the first issuing",
+		func(s *settings, v string) error { s.tlsTickets = v; return nil }},
 	{"acl-file", "MONOLOCK_ACL_FILE", "", "JSON access-control list of identity and lock patterns; needs -tls-client-ca",
 		func(s *settings, v string) error { s.aclFile = v; return nil }},
 	{"tls-handshakes", "MONOLOCK_TLS_HANDSHAKES", strconv.Itoa(eventloop.DefaultMaxTLSHandshakes), "TLS handshakes in flight at most; more connections wait in the kernel's backlog",
@@ -180,6 +183,8 @@ func (s settings) checkCombinations() error {
 		return errors.New("-tls-key needs -tls-cert: give the certificate the key belongs to")
 	case s.tlsClientCA != "" && s.tlsCert == "":
 		return errors.New("-tls-client-ca needs -tls-cert and -tls-key: mutual TLS runs on a TLS port")
+	case s.tlsTickets != "" && s.tlsCert == "":
+		return errors.New("-tls-ticket-keys needs -tls-cert and -tls-key: session tickets resume TLS sessions")
 	case s.aclFile != "" && s.tlsClientCA == "":
 		return errors.New("-acl-file needs -tls-client-ca: the ACL matches identities from client certificates")
 	}
@@ -198,5 +203,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files, the session-ticket keys and the ACL and reopens the audit log.\n")
 }

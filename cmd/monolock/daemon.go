@@ -44,7 +44,7 @@ type files struct {
 
 func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 	if cfg.tlsCert != "" {
-		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA}); err != nil {
+		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA, TicketKeys: cfg.tlsTickets}); err != nil {
 			return f, err
 		}
 	}
@@ -93,7 +93,7 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	if d.ops != nil || d.admin != nil {
 		ev = ev.Int("http_max_conns", d.httpLimits().MaxConns)
 	}
-	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("acl_file", cfg.aclFile).
+	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg("monolock started")
 	return d, nil
 }
@@ -233,6 +233,11 @@ func (d *daemon) reload() {
 			d.log.Error().Err(err).Msg("SIGHUP: TLS files not reloaded; new connections keep the previous certificate and CA")
 		} else {
 			d.log.Info().Msg("SIGHUP: TLS files reloaded; new connections use them")
+		}
+		if n, err := d.certs.ReloadTicketKeys(); err != nil {
+			d.log.Error().Err(err).Msg("SIGHUP: session-ticket keys not reloaded; the previous keys stay in use")
+		} else if n > 0 {
+			d.log.Info().Int("ticket_keys", n).Str("tls_ticket_keys", d.cfg.tlsTickets).Msg("SIGHUP: session-ticket keys reloaded; the first one issues new tickets")
 		}
 	}
 	if d.cfg.aclFile != "" {
