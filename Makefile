@@ -94,3 +94,16 @@ bench-peers:
 ## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
 chaos: build
 	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock
+
+# --- failover harness (bench/failover) ---------------------------------------
+
+.PHONY: failover failover-deps
+
+## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 6 minutes)
+failover: build
+	cd bench && $(GO) run ./failover -server $(abspath $(BIN))/monolock -scripts $(abspath deploy/keepalived)
+
+## failover-deps: install what make failover needs (root): keepalived, iproute2, curl
+failover-deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y keepalived iproute2 curl
