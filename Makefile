@@ -97,7 +97,7 @@ chaos: build
 
 # --- failover harness (bench/failover) ---------------------------------------
 
-.PHONY: failover failover-deps
+.PHONY: failover failover-deps storm
 
 ## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 6 minutes)
 failover: build
@@ -107,3 +107,7 @@ failover: build
 failover-deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y keepalived iproute2 curl
+
+## storm: a reconnect storm on loopback: 15,000 plain and 5,000 mutual-TLS sessions re-admitted by a second server, full vs resumed handshakes, with and without jitter (a few minutes)
+storm: build
+	cd bench && $(GO) run ./storm -server $(abspath $(BIN))/monolock

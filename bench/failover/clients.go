@@ -21,13 +21,14 @@ import (
 // event is one line the client process writes for the harness: what a
 // client saw, or what the fenced resource did with a write.
 type event struct {
-	Kind  string `json:"e"`              // answered, granted, ended, write, dialfail
+	Kind  string `json:"e"`              // answered, granted, ended, write, paused, dialfail
 	C     int    `json:"c"`              // client id
 	Hold  int    `json:"h,omitempty"`    // the client's grant number, for granted/ended/write
 	Lock  string `json:"lock,omitempty"` // lock name
 	Token uint64 `json:"tok,omitempty"`
 	OK    bool   `json:"ok,omitempty"` // write accepted
 	At    int64  `json:"t"`            // wall clock, Unix nanoseconds
+	Until int64  `json:"u,omitempty"`  // end of a long pause
 	Why   string `json:"why,omitempty"`
 }
 
@@ -148,9 +149,9 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// hold waits for the grant, then works: a short pause without looking, a
-// write, until the hold time is over or the lock is lost; a write made after
-// a loss is the stale write fencing is for. It returns the loss cause.
+// hold waits for the grant, then works: a pause without looking, a write,
+// until the hold time is over or the lock is lost; a write made after a loss
+// is the stale write fencing is for. It returns the loss cause.
 func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 	select {
 	case <-l.Granted():
@@ -170,8 +171,19 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 		close(ended)
 	})
 	until := time.Now().Add(time.Duration(200+rand.IntN(400)) * time.Millisecond)
+	// One hold in eight starts with a long pause without looking (a GC
+	// pause, a swapped-out process): if the lock is lost meanwhile, its
+	// write comes after the standby's grants and must be rejected.
+	long := rand.IntN(8) == 0
 	for time.Now().Before(until) && ctx.Err() == nil {
-		pause(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
+		if long {
+			d := time.Duration(2500+rand.IntN(2000)) * time.Millisecond
+			w.out.emit(event{Kind: "paused", C: w.id, Hold: h, At: now(), Until: time.Now().Add(d).UnixNano()})
+			pause(ctx, d)
+			long = false
+		} else {
+			pause(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
+		}
 		ok := w.res.write(l.Name(), tok)
 		w.out.emit(event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: ok, At: now()})
 		if l.Context().Err() != nil {

@@ -82,7 +82,7 @@ type observation struct {
 type row struct {
 	Fault           string
 	D               time.Duration // fault to the standby's first grant
-	Readmit         time.Duration // fault to every client holding or queued again
+	Readmit         time.Duration // fault to every client holding or queued again (but those in a long pause at the fault)
 	LateHolders     int           // holders still holding after confirmEnd + 0.8 × lease (+ slack)
 	TokenOrder      bool          // the standby's first token is above every token of the old primary
 	StaleRejected   int
@@ -124,6 +124,7 @@ func measure(o observation) row {
 	}
 
 	readmitted := map[int]time.Time{}
+	pausedAtFault := map[int]bool{} // in a long pause when the fault came: their return says nothing of the pair
 	type holdKey struct{ c, h int }
 	granted := map[holdKey]event{}
 	ended := map[holdKey]time.Time{}
@@ -141,6 +142,10 @@ func measure(o observation) row {
 				if _, ok := readmitted[e.C]; !ok {
 					readmitted[e.C] = at
 				}
+			}
+		case "paused":
+			if !at.After(o.faultAt) && time.Unix(0, e.Until).After(o.faultAt) {
+				pausedAtFault[e.C] = true
 			}
 		case "granted":
 			granted[k] = e
@@ -185,7 +190,7 @@ func measure(o observation) row {
 			r.NotReadmitted++
 			continue
 		}
-		if at.After(last) {
+		if at.After(last) && !pausedAtFault[c] {
 			last = at
 		}
 	}

@@ -52,6 +52,13 @@ func TestMeasure(t *testing.T) {
 	if r := measure(o); len(r.violationReason) != 0 || !r.TokenOrder {
 		t.Errorf("healthy round: %+v", r)
 	}
+	// A client in a long pause at the fault comes back late: that is the
+	// pause, not the pair, and does not count towards the time.
+	o.events = append(o.events, event{Kind: "paused", C: 2, At: at(-time.Second), Until: at(5 * time.Second)})
+	o.events[4] = event{Kind: "answered", C: 2, At: at(6 * time.Second)}
+	if r := measure(o); r.Readmit != 3*time.Second || r.NotReadmitted != 0 {
+		t.Errorf("paused client: %+v", r)
+	}
 	// A fence call that did not stop the process is no fence.
 	o.oldAlive = true
 	if r := measure(o); r.Fenced || len(r.violationReason) != 1 {
