@@ -259,8 +259,12 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 	if err != nil {
 		return r, err
 	}
-	r.acceptErrors = metrics["monolock_accept_errors_total"]
-	r.tlsErrors = metrics["monolock_tls_handshake_errors_total"]
+	var ok1, ok2 bool
+	r.acceptErrors, ok1 = metrics["monolock_accept_errors_total"]
+	r.tlsErrors, ok2 = metrics["monolock_tls_handshake_errors_total"]
+	if !ok1 || !ok2 {
+		return r, errors.New("the second server's /metrics lacks monolock_accept_errors_total or monolock_tls_handshake_errors_total")
+	}
 	return r, nil
 }
 
