@@ -360,6 +360,9 @@ func (d *daemon) serveDelay(signals <-chan os.Signal) {
 		case <-timer.C:
 			d.log.Info().Msg("shutdown delay over: every session gets ERROR 0x01")
 			return
+		case err := <-d.failed:
+			d.log.Error().Err(err).Msg("a server stopped during the shutdown delay; shutting down now")
+			return
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
 				d.reload()
