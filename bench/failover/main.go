@@ -120,6 +120,29 @@ func preflight(c config) error {
 	if _, err := os.Stat(c.server); err != nil {
 		return fmt.Errorf("server binary: %w; run make build first", err)
 	}
+	return scriptsSecure(c.scripts)
+}
+
+// scriptsSecure checks what keepalived's enable_script_security demands of
+// the scripts it runs as root: they and every directory above them belong to
+// root and only root may write them. Otherwise keepalived quietly refuses to
+// run them and no host ever becomes MASTER.
+func scriptsSecure(dir string) error {
+	for _, p := range []string{filepath.Join(dir, "check_monolock.sh"), filepath.Join(dir, "notify_monolock.sh")} {
+		for q := p; ; q = filepath.Dir(q) {
+			st, err := os.Stat(q)
+			if err != nil {
+				return err
+			}
+			sys, ok := st.Sys().(*syscall.Stat_t)
+			if ok && (sys.Uid != 0 || st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0) {
+				return fmt.Errorf("%s is not owned by root or is writable by others (%v): keepalived's script security would refuse %s; chown root and chmod go-w it", q, st.Mode(), p)
+			}
+			if q == "/" {
+				break
+			}
+		}
+	}
 	return nil
 }
 
