@@ -23,9 +23,9 @@ type Config struct {
 	// TLS. A *tls.Dialer whose Config has no ClientSessionCache (and does not
 	// disable session tickets) is used with a copy of that Config that has
 	// one, shared by every connection of this Client: a reconnect after a
-	// restart or a failover resumes the TLS session (no certificate
-	// verification, no key exchange by signature) when the server keeps its
-	// session-ticket keys (monolock -tls-ticket-keys).
+	// restart or a failover resumes the TLS session (no signature on either
+	// side) when the server keeps its session-ticket keys (monolock
+	// -tls-ticket-keys).
 	Dialer Dialer
 }
 

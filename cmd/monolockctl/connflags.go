@@ -134,8 +134,8 @@ func (c *connFlags) tlsConfig() (*tls.Config, error) {
 	}
 	// `monolockctl run` reconnects in the same process after a restart or a
 	// failover; against servers that keep their session-ticket keys
-	// (-tls-ticket-keys) the reconnection resumes the session: no
-	// certificate verification and no signature on either side.
+	// (-tls-ticket-keys) the reconnection resumes the session: no signature
+	// on either side.
 	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	return cfg, nil
 }
