@@ -145,6 +145,9 @@ func (d *daemon) open(f files) (err error) {
 			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
 		}
 	}
+	if cfg.tlsTickets != "" {
+		warnIfShared(d.log, cfg.tlsTickets)
+	}
 	if cfg.adminListen != "" {
 		if d.admin, err = d.serveHTTP("admin", cfg.adminListen, d.adminHandler()); err != nil {
 			return listenError(cfg.describe("admin-listen"), "127.0.0.1:7071", err)
@@ -371,5 +374,16 @@ func (d *daemon) serveDelay(signals <-chan os.Signal) {
 			d.log.Info().Stringer("signal", sig).Msg("second signal: shutdown delay ended early; every session gets ERROR 0x01")
 			return
 		}
+	}
+}
+
+// warnIfShared warns when the session-ticket key file can be read by others
+// than the server's user: with it anyone can mint tickets that resume as a
+// client identity.
+func warnIfShared(log zerolog.Logger, path string) {
+	st, err := os.Stat(path)
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn().Str("tls_ticket_keys", path).Stringer("mode", st.Mode().Perm()).
+			Msg("the session-ticket key file is readable by group or others; whoever reads it can resume TLS sessions as any client: chmod 600 it")
 	}
 }

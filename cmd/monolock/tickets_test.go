@@ -342,3 +342,16 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestTicketKeyFileModeWarning: a key file others can read starts the server
+// with a warning that says what to do.
+func TestTicketKeyFileModeWarning(t *testing.T) {
+	dir, pki, _ := labFiles(t)
+	keys := filepath.Join(dir, "tickets")
+	writeLines(t, keys, newTicketKey(t))
+	if err := os.Chmod(keys, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-ticket-keys", keys)
+	p.MustWaitLog(t, "chmod 600 it")
+}
