@@ -355,3 +355,60 @@ func TestTicketKeyFileModeWarning(t *testing.T) {
 	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-ticket-keys", keys)
 	p.MustWaitLog(t, "chmod 600 it")
 }
+
+// TestResumptionEndsWithItsCA: when a SIGHUP removes the CA that signed a
+// client, that client's ticket no longer lets it in: the resumption is
+// refused and the full handshake fails. A ticket never gives more than the
+// certificate behind it would.
+func TestResumptionEndsWithItsCA(t *testing.T) {
+	dir, pki, aclPath := labFiles(t)
+	keys := filepath.Join(dir, "tickets")
+	writeLines(t, keys, newTicketKey(t))
+	clientCA := filepath.Join(dir, "client-ca.pem")
+	copyFile(t, pki.CA, clientCA)
+	p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", clientCA,
+		"-acl-file", aclPath, "-tls-ticket-keys", keys)
+	cfg := pki.ClientTLS(certstest.ClientURI)
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	// try connects and asks for shard-1; it returns the answer, or the
+	// error of the handshake or of the first read.
+	try := func() (wire.Frame, bool, error) {
+		c, err := wire.Dial(p.Addr, wire.Options{TLS: cfg})
+		if err != nil {
+			return wire.Frame{}, false, err
+		}
+		defer c.NC.Close()
+		if err := c.SendErr(wire.Acquire("shard-1", testLease)); err != nil {
+			return wire.Frame{}, false, err
+		}
+		f, err := c.ReadErr(10 * time.Second)
+		return f, c.NC.(*tls.Conn).ConnectionState().DidResume, err
+	}
+	if f, _, err := try(); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("first connection: %+v %v", f, err)
+	}
+	if f, resumed, err := try(); err != nil || f.Type != protocol.TypeAcquired || !resumed {
+		t.Fatalf("second connection: %+v, resumed %v, %v; want a resumed grant", f, resumed, err)
+	}
+	copyFile(t, pki.OtherCA, clientCA) // the lab CA is no longer trusted
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.MustWaitLog(t, "SIGHUP: TLS files reloaded")
+	f, resumed, err := try()
+	if err == nil || resumed {
+		t.Fatalf("after the CA was removed: %+v, resumed %v, %v; want a refused handshake", f, resumed, err)
+	}
+	t.Logf("after the CA was removed: %v", err)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
