@@ -99,7 +99,7 @@ chaos: build
 
 .PHONY: failover failover-deps storm
 
-## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 6 minutes)
+## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 3 minutes)
 failover: build
 	cd bench && $(GO) run ./failover -server $(abspath $(BIN))/monolock -scripts $(abspath deploy/keepalived)
 
