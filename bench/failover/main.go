@@ -157,6 +157,7 @@ func run(args []string, stdout io.Writer) int {
 		return 2
 	}
 	h := &harness{cfg: cfg}
+	defer h.cleanup(true) // also on a panic; a no-op after the cleanup below
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
