@@ -62,3 +62,25 @@ func TestShutdownDelay(t *testing.T) {
 		t.Fatalf("exit: %v; want status 0", err)
 	}
 }
+
+// TestShutdownDelayEnds: without a second signal, the delay ends by itself
+// and the sessions get ERROR 0x01 (only the order is checked, not the time).
+func TestShutdownDelayEnds(t *testing.T) {
+	p := startServer(t, "-shutdown-delay", "100ms")
+	holder := wire.MustDial(t, p.Addr, wire.Options{})
+	holder.SendAcquire("job", testLease)
+	if f, err := holder.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("holder: %+v, %v", f, err)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.MustWaitLog(t, "serving on for the shutdown delay")
+	p.MustWaitLog(t, "shutdown delay over")
+	if f, err := holder.ReadErr(10 * time.Second); err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+		t.Fatalf("holder after the delay: %+v, %v; want ERROR 0x01", f, err)
+	}
+	if !p.WaitExit(30*time.Second) || p.Err() != nil {
+		t.Fatalf("exit: %v; want status 0", p.Err())
+	}
+}
