@@ -134,3 +134,20 @@ chaos: build
 ## adversarial: each attack on the loop's fairness against the built server, with a canary, lock probes and /readyz probes (about 2 minutes, loopback only)
 adversarial: build
 	cd bench && $(GO) run ./adversarial -server $(abspath $(BIN))/monolock
+
+# --- failover harness (bench/failover) ---------------------------------------
+
+.PHONY: failover failover-deps storm
+
+## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 3 minutes)
+failover: build
+	cd bench && $(GO) run ./failover -server $(abspath $(BIN))/monolock -scripts $(abspath deploy/keepalived)
+
+## failover-deps: install what make failover needs (root): keepalived, iproute2, curl
+failover-deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y keepalived iproute2 curl
+
+## storm: a reconnect storm on loopback: 15,000 plain and 5,000 mutual-TLS sessions re-admitted by a second server, full vs resumed handshakes, with and without jitter (a few minutes)
+storm: build
+	cd bench && $(GO) run ./storm -server $(abspath $(BIN))/monolock

@@ -8,6 +8,20 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
+// maxShutdownJitter caps the random wait before reconnecting after ERROR
+// 0x01 (see shutdownJitter).
+const maxShutdownJitter = time.Second
+
+// shutdownJitter is the wait before reconnecting after ERROR 0x01: uniform in
+// [0, min(maxShutdownJitter, lease/4)]. randN is as for backoff.next.
+func shutdownJitter(lease time.Duration, randN func(n int64) int64) time.Duration {
+	limit := min(maxShutdownJitter, lease/4)
+	if limit <= 0 {
+		return 0
+	}
+	return time.Duration(randN(int64(limit) + 1))
+}
+
 // backoff yields DoRetry's waits. Each wait is uniform in [step/2, step] (equal
 // jitter: clients that failed together do not retry together, and no wait drops
 // to zero); the step doubles from minBackoff up to maxBackoff.

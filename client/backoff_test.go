@@ -74,3 +74,25 @@ func TestDialErrorNamesTheAddressOnce(t *testing.T) {
 		t.Errorf("%q: want the address once, then the cause", msg)
 	}
 }
+
+func TestShutdownJitter(t *testing.T) {
+	for _, tc := range []struct {
+		lease, limit time.Duration
+	}{
+		{10 * time.Second, time.Second},           // capped at 1s
+		{2 * time.Second, 500 * time.Millisecond}, // a quarter of the lease
+		{time.Millisecond, 250 * time.Microsecond},
+	} {
+		if got := shutdownJitter(tc.lease, func(int64) int64 { return 0 }); got != 0 {
+			t.Errorf("lease %v, lowest: %v, want 0", tc.lease, got)
+		}
+		if got := shutdownJitter(tc.lease, func(n int64) int64 { return n - 1 }); got != tc.limit {
+			t.Errorf("lease %v, highest: %v, want %v", tc.lease, got, tc.limit)
+		}
+		for range 100 {
+			if got := shutdownJitter(tc.lease, rand.Int64N); got < 0 || got > tc.limit {
+				t.Errorf("lease %v: %v outside [0, %v]", tc.lease, got, tc.limit)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 )
 
@@ -18,7 +19,13 @@ type Dialer interface {
 type Config struct {
 	// Address is the server's host:port; DefaultAddress when empty.
 	Address string
-	// Dialer opens connections; &net.Dialer{} when nil. Use a *tls.Dialer for TLS.
+	// Dialer opens connections; &net.Dialer{} when nil. Use a *tls.Dialer for
+	// TLS. A *tls.Dialer whose Config has no ClientSessionCache (and does not
+	// disable session tickets) is used with a copy of that Config that has
+	// one, shared by every connection of this Client: a reconnect after a
+	// restart or a failover resumes the TLS session (no signature on either
+	// side) when the server keeps its session-ticket keys (monolock
+	// -tls-ticket-keys).
 	Dialer Dialer
 }
 
@@ -43,5 +50,18 @@ func New(cfg Config) *Client {
 	if c.dialer == nil {
 		c.dialer = &net.Dialer{}
 	}
+	c.dialer = withSessionCache(c.dialer)
 	return c
+}
+
+// withSessionCache gives a *tls.Dialer a client session cache if its
+// configuration has none, without changing the caller's dialer.
+func withSessionCache(d Dialer) Dialer {
+	td, ok := d.(*tls.Dialer)
+	if !ok || td.Config == nil || td.Config.ClientSessionCache != nil || td.Config.SessionTicketsDisabled {
+		return d
+	}
+	cfg := td.Config.Clone()
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	return &tls.Dialer{NetDialer: td.NetDialer, Config: cfg}
 }

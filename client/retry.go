@@ -13,8 +13,12 @@ import (
 // DoRetry is Do with retries of transient failures before fn starts: failed
 // dials, connections lost while waiting, and temporary server errors (codes
 // below 0x10). It waits between attempts with exponential backoff and jitter,
-// from 100ms doubling up to 5s, and reconnects at once after "server shutting
-// down" (0x01), until ctx ends. Permanent errors (invalid input, server codes
+// from 100ms doubling up to 5s, until ctx ends. After "server shutting down"
+// (0x01), which the whole fleet receives in the same millisecond, it waits a
+// uniform random time in [0, min(1s, lease/4)] instead, so that the
+// reconnections reach the restarted server or the standby spread out rather
+// than all at once; a quarter of the lease keeps the gap short next to the
+// time the lock was unowned anyway. Permanent errors (invalid input, server codes
 // 0x10 and up, protocol violations) return at once. Every attempt is a new
 // connection at the back of the queue. fn runs at most once: whatever happens
 // after it started is returned, never retried.
@@ -27,7 +31,7 @@ func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, 
 		}
 		wait := b.next(rand.Int64N)
 		if errors.Is(err, protocol.ErrShuttingDown) {
-			wait = 0
+			wait = shutdownJitter(lease, rand.Int64N)
 		}
 		if werr := sleep(ctx, wait); werr != nil {
 			return fmt.Errorf("%w; last attempt: %w", werr, err)

@@ -19,7 +19,7 @@ import (
 // relay stands in front of the plaintext test server.
 func TestTLSDialer(t *testing.T) {
 	cert, pool := selfSigned(t)
-	addr := tlsRelay(t, startServer(t), cert)
+	addr := tlsRelay(t, startServer(t), cert, nil)
 
 	trusting := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: pool}}})
 	l, err := trusting.Acquire(testContext(t), "tls", time.Second)
@@ -36,6 +36,34 @@ func TestTLSDialer(t *testing.T) {
 	var verr *tls.CertificateVerificationError
 	if !errors.As(err, &verr) || transient(err) {
 		t.Fatalf("Acquire with an untrusted certificate = %v; want a permanent verification error", err)
+	}
+}
+
+// TestTLSSessionResumption: a Client given a *tls.Dialer without a session
+// cache resumes its TLS session on the next connection, and leaves the
+// caller's configuration untouched.
+func TestTLSSessionResumption(t *testing.T) {
+	cert, pool := selfSigned(t)
+	resumed := make(chan bool, 4)
+	addr := tlsRelay(t, startServer(t), cert, resumed)
+	cfg := &tls.Config{RootCAs: pool}
+	c := New(Config{Address: addr, Dialer: &tls.Dialer{Config: cfg}})
+	for i, want := range []bool{false, true} {
+		l, err := c.Acquire(testContext(t), "tls", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The lock's reply came after the server's session ticket, so the
+		// ticket has been read by the time Acquire returns.
+		if got := await(t, resumed, "handshake"); got != want {
+			t.Errorf("connection %d: resumed %v, want %v", i, got, want)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg.ClientSessionCache != nil {
+		t.Error("New changed the caller's tls.Config")
 	}
 }
 
@@ -70,8 +98,9 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
 
-// tlsRelay terminates TLS on a loopback port and forwards to target.
-func tlsRelay(t *testing.T, target string, cert tls.Certificate) string {
+// tlsRelay terminates TLS on a loopback port and forwards to target; if
+// resumed is not nil, it receives whether each handshake resumed a session.
+func tlsRelay(t *testing.T, target string, cert tls.Certificate, resumed chan<- bool) string {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
@@ -86,6 +115,13 @@ func tlsRelay(t *testing.T, target string, cert tls.Certificate) string {
 			}
 			go func() {
 				defer in.Close()
+				if resumed != nil {
+					tc := in.(*tls.Conn)
+					if tc.Handshake() != nil {
+						return
+					}
+					resumed <- tc.ConnectionState().DidResume
+				}
 				out, err := net.Dial("tcp", target)
 				if err != nil {
 					return

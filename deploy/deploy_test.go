@@ -227,8 +227,8 @@ func TestKeepalivedConfig(t *testing.T) {
 	run(t, keepalived, "--config-test", "-f", path)
 }
 
-// The notify script stops monolock when, and only when, this host stops
-// being the primary.
+// The notify script kills and stops monolock when, and only when, this host
+// stops being the primary.
 func TestKeepalivedNotifyFencesTheOldPrimary(t *testing.T) {
 	script, err := filepath.Abs(filepath.Join("keepalived", "notify_monolock.sh"))
 	if err != nil {
@@ -252,7 +252,8 @@ func TestKeepalivedNotifyFencesTheOldPrimary(t *testing.T) {
 		notify(state)
 	}
 	got, _ := os.ReadFile(calls)
-	want := "start monolock.service\nstop monolock.service\nstart monolock.service\nstop monolock.service\n"
+	fence := "kill --signal=SIGKILL monolock.service\nstop monolock.service\n"
+	want := "start monolock.service\n" + fence + "start monolock.service\n" + fence
 	if string(got) != want {
 		t.Errorf("systemctl calls for BACKUP, MASTER, BACKUP, FAULT, MASTER, FAULT:\n%s\nwant:\n%s", got, want)
 	}

@@ -25,11 +25,15 @@ type settings struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+	tlsTickets  string
 	aclFile     string
 	handshakes  int
 	ioTimeout   time.Duration
-	logLevel    zerolog.Level
-	logFormat   string
+	// shutdownDelay is how long the protocol port keeps serving after
+	// SIGTERM while /readyz already answers 503.
+	shutdownDelay time.Duration
+	logLevel      zerolog.Level
+	logFormat     string
 
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
@@ -84,6 +88,8 @@ var table = []setting{
 		func(s *settings, v string) error { s.tlsKey = v; return nil }},
 	{"tls-client-ca", "MONOLOCK_TLS_CLIENT_CA", "", "PEM CA pool for client certificates: mutual TLS, identities",
 		func(s *settings, v string) error { s.tlsClientCA = v; return nil }},
+	{"tls-ticket-keys", "MONOLOCK_TLS_TICKET_KEYS", "", "session-ticket keys shared by a failover pair and kept across restarts: one a line, 32 random bytes in base64 (openssl rand -base64 32), the first issuing",
+		func(s *settings, v string) error { s.tlsTickets = v; return nil }},
 	{"acl-file", "MONOLOCK_ACL_FILE", "", "JSON access-control list of identity and lock patterns; needs -tls-client-ca",
 		func(s *settings, v string) error { s.aclFile = v; return nil }},
 	{"tls-handshakes", "MONOLOCK_TLS_HANDSHAKES", strconv.Itoa(eventloop.DefaultMaxTLSHandshakes), "TLS handshakes computing at once; a handshake waiting for its client holds no slot",
@@ -102,6 +108,15 @@ var table = []setting{
 				return fmt.Errorf("want a positive Go duration such as 5s, got %q", v)
 			}
 			s.ioTimeout = d
+			return nil
+		}},
+	{"shutdown-delay", "MONOLOCK_SHUTDOWN_DELAY", "0s", "on SIGTERM, /readyz answers 503 at once and the protocol port keeps serving this long before sessions get ERROR 0x01 (Go duration)",
+		func(s *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a Go duration of 0 or more such as 5s, got %q", v)
+			}
+			s.shutdownDelay = d
 			return nil
 		}},
 	{"log-level", "MONOLOCK_LOG_LEVEL", "info", "diagnostics level: debug, info, warn, error",
@@ -177,6 +192,8 @@ func (s settings) checkCombinations() error {
 		return errors.New("-tls-key needs -tls-cert: give the certificate the key belongs to")
 	case s.tlsClientCA != "" && s.tlsCert == "":
 		return errors.New("-tls-client-ca needs -tls-cert and -tls-key: mutual TLS runs on a TLS port")
+	case s.tlsTickets != "" && s.tlsCert == "":
+		return errors.New("-tls-ticket-keys needs -tls-cert and -tls-key: session tickets resume TLS sessions")
 	case s.aclFile != "" && s.tlsClientCA == "":
 		return errors.New("-acl-file needs -tls-client-ca: the ACL matches identities from client certificates")
 	}
@@ -195,5 +212,5 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: every session gets ERROR 0x01. SIGHUP rereads the TLS files and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files, the session-ticket keys and the ACL and reopens the audit log.\n")
 }

@@ -47,6 +47,8 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"-io-timeout", "-1s"}, "", "invalid -io-timeout"},
 		{nil, "MONOLOCK_IO_TIMEOUT=0s", "invalid MONOLOCK_IO_TIMEOUT"},
 		{[]string{"-tls-handshakes", "0"}, "", "invalid -tls-handshakes"},
+		{[]string{"-shutdown-delay", "-1s"}, "", "invalid -shutdown-delay"},
+		{nil, "MONOLOCK_SHUTDOWN_DELAY=5", "invalid MONOLOCK_SHUTDOWN_DELAY"},
 		{[]string{"-log-level", "loud"}, "", "invalid -log-level"},
 		{[]string{"-log-format", "xml"}, "", "invalid -log-format"},
 		{[]string{"-no-such-flag"}, "", "flag provided but not defined"},

@@ -44,7 +44,7 @@ type files struct {
 
 func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 	if cfg.tlsCert != "" {
-		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA}); err != nil {
+		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA, TicketKeys: cfg.tlsTickets}); err != nil {
 			return f, err
 		}
 	}
@@ -93,7 +93,7 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	if d.ops != nil || d.admin != nil {
 		ev = ev.Int("http_max_conns", d.httpLimits().MaxConns)
 	}
-	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("acl_file", cfg.aclFile).
+	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg("monolock started")
 	return d, nil
 }
@@ -141,6 +141,9 @@ func (d *daemon) open(f files) (err error) {
 		if d.ops, err = d.serveHTTP("ops", cfg.opsListen, opshttp.NewHandler(registry, &d.health)); err != nil {
 			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
 		}
+	}
+	if cfg.tlsTickets != "" {
+		warnIfShared(d.log, cfg.tlsTickets)
 	}
 	if cfg.adminListen != "" {
 		if d.admin, err = d.serveHTTP("admin", cfg.adminListen, d.adminHandler()); err != nil {
@@ -231,6 +234,11 @@ func (d *daemon) reload() {
 		} else {
 			d.log.Info().Msg("SIGHUP: TLS files reloaded; new connections use them")
 		}
+		if n, err := d.certs.ReloadTicketKeys(); err != nil {
+			d.log.Error().Err(err).Msg("SIGHUP: session-ticket keys not reloaded; the previous keys stay in use")
+		} else if n > 0 {
+			d.log.Info().Int("ticket_keys", n).Str("tls_ticket_keys", d.cfg.tlsTickets).Msg("SIGHUP: session-ticket keys reloaded; the first one issues new tickets")
+		}
 	}
 	if d.cfg.aclFile != "" {
 		d.reloadACL()
@@ -245,10 +253,12 @@ func (d *daemon) reload() {
 }
 
 // shutdown follows the documented order: health turns 503, the protocol side
-// stops accepting and closes every session with ERROR 0x01, then the HTTP
-// sides stop and the audit stream is flushed.
+// serves on for the shutdown delay, then stops accepting and closes every
+// session with ERROR 0x01, then the HTTP sides stop and the audit stream is
+// flushed.
 func (d *daemon) shutdown(signals <-chan os.Signal) int {
 	d.health.Drain()
+	d.serveDelay(signals)
 	ctx, cancel := shutdownContext(signals, d.log)
 	defer cancel()
 	status := 0
@@ -331,4 +341,46 @@ func (d *daemon) reloadACL() {
 		return
 	}
 	d.log.Info().Int("rules", rules.Len()).Msg("SIGHUP: ACL reloaded")
+}
+
+// serveDelay keeps the protocol port serving, new connections included, for
+// the shutdown delay while /readyz already answers 503: a load balancer or a
+// keepalived check that polls readiness moves new clients elsewhere before
+// anyone is told to leave. A second SIGTERM or SIGINT ends the delay; SIGHUP
+// still reloads.
+func (d *daemon) serveDelay(signals <-chan os.Signal) {
+	if d.cfg.shutdownDelay <= 0 {
+		return
+	}
+	d.log.Info().Dur("shutdown_delay", d.cfg.shutdownDelay).Msg("readiness is 503; serving on for the shutdown delay before sessions get ERROR 0x01")
+	timer := time.NewTimer(d.cfg.shutdownDelay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			d.log.Info().Msg("shutdown delay over: every session gets ERROR 0x01")
+			return
+		case err := <-d.failed:
+			d.log.Error().Err(err).Msg("a server stopped during the shutdown delay; shutting down now")
+			return
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			d.log.Info().Stringer("signal", sig).Msg("second signal: shutdown delay ended early; every session gets ERROR 0x01")
+			return
+		}
+	}
+}
+
+// warnIfShared warns when the session-ticket key file can be read by others
+// than the server's user: with it anyone can mint tickets that resume as a
+// client identity.
+func warnIfShared(log zerolog.Logger, path string) {
+	st, err := os.Stat(path)
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn().Str("tls_ticket_keys", path).Stringer("mode", st.Mode().Perm()).
+			Msg("the session-ticket key file is readable by group or others; whoever reads it can resume TLS sessions as any client: chmod 600 it")
+	}
 }

@@ -140,5 +140,10 @@ func (c *connFlags) tlsConfig() (*tls.Config, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
+	// `monolockctl run` reconnects in the same process after a restart or a
+	// failover; against servers that keep their session-ticket keys
+	// (-tls-ticket-keys) the reconnection resumes the session: no signature
+	// on either side.
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	return cfg, nil
 }

@@ -38,6 +38,11 @@ type Files struct {
 	// verify against. Empty: no client certificates are asked for (plain
 	// TLS, every client's identity is empty).
 	ClientCA string
+	// TicketKeys is a session-ticket key file (see LoadTicketKeys). Empty:
+	// crypto/tls makes its own keys, which die with the process, so a
+	// restarted server, or the other member of a pair, cannot resume
+	// sessions it did not start.
+	TicketKeys string
 }
 
 // Load reads and checks the files and returns the server configuration:
@@ -268,6 +273,10 @@ func describe(c *x509.Certificate) string {
 
 // Reloader holds the current TLS material and rereads it on demand (SIGHUP).
 // It is safe for concurrent use.
+//
+// Session-ticket keys live on ServerConfig, the configuration every
+// handshake starts from: crypto/tls takes the keys from there unless the
+// per-handshake configuration sets its own, which these do not.
 type Reloader struct {
 	files  Files
 	mu     sync.Mutex // serialises Reload
@@ -289,7 +298,32 @@ func NewReloader(f Files) (*Reloader, error) {
 			return r.cur.Load(), nil
 		},
 	}
+	if f.TicketKeys != "" {
+		keys, err := LoadTicketKeys(f.TicketKeys)
+		if err != nil {
+			return nil, err
+		}
+		r.server.SetSessionTicketKeys(keys)
+	}
 	return r, nil
+}
+
+// ReloadTicketKeys rereads the session-ticket key file and returns how many
+// keys it holds. On an error the previous keys stay in use. Without a key
+// file it does nothing. A ticket sealed with a key that is no longer in the
+// file is not an error: that client simply gets a full handshake.
+func (r *Reloader) ReloadTicketKeys() (int, error) {
+	if r.files.TicketKeys == "" {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys, err := LoadTicketKeys(r.files.TicketKeys)
+	if err != nil {
+		return 0, err
+	}
+	r.server.SetSessionTicketKeys(keys)
+	return len(keys), nil
 }
 
 // Reload rereads every file. If anything fails, the previous good material
@@ -323,6 +357,13 @@ func (r *Reloader) Files() Files { return r.files }
 // Common Name. It is "" without a client certificate, and also for a
 // certificate that was not verified against the client CAs (a configuration
 // that does not require verification confers no identity).
+//
+// A resumed session has the same identity as the full handshake that made
+// its ticket: crypto/tls seals the client's certificates and verified chains
+// into the ticket and restores both on resumption, after checking that the
+// leaf has not expired and that a chain still verifies against the client
+// CAs current at resumption (so a CA removed by a reload ends resumption
+// with it, and the client falls back to a full handshake).
 func Identity(cs tls.ConnectionState) string {
 	if len(cs.PeerCertificates) == 0 || len(cs.VerifiedChains) == 0 {
 		return ""

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/protocol"
+)
+
+// event is one line the client process writes for the harness: what a
+// client saw, or what the fenced resource did with a write.
+type event struct {
+	Kind  string `json:"e"`              // answered, granted, ended, write, paused, dialfail
+	C     int    `json:"c"`              // client id
+	Hold  int    `json:"h,omitempty"`    // the client's grant number, for granted/ended/write
+	Lock  string `json:"lock,omitempty"` // lock name
+	Token uint64 `json:"tok,omitempty"`
+	OK    bool   `json:"ok,omitempty"` // write accepted
+	At    int64  `json:"t"`            // wall clock, Unix nanoseconds
+	Until int64  `json:"u,omitempty"`  // end of a long pause
+	Why   string `json:"why,omitempty"`
+}
+
+// emitter writes events as JSON lines, one writer at a time.
+type emitter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	w   *bufio.Writer
+}
+
+func (e *emitter) emit(ev event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.enc.Encode(ev)
+}
+
+func (e *emitter) flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.w.Flush()
+}
+
+// resource is the fenced resource: per lock it keeps the highest token
+// accepted and rejects smaller ones.
+type resource struct {
+	mu      sync.Mutex
+	highest map[string]uint64
+}
+
+func (r *resource) write(lock string, token uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if token == 0 || token < r.highest[lock] {
+		return false
+	}
+	r.highest[lock] = token
+	return true
+}
+
+// runClients is the client process (-role clients), run inside the client
+// host's namespace: n clients take random locks of the pair's virtual
+// address until stdin closes, holding each a short while and writing to
+// the fenced resource; events go to stdout.
+func runClients(args []string) error {
+	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
+	addr := fs.String("addr", net.JoinHostPort(vip, protoPort), "server address")
+	n := fs.Int("n", 30, "clients")
+	locks := fs.Int("locks", 6, "lock names")
+	lease := fs.Duration("lease", 2*time.Second, "lease")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	out := &emitter{enc: json.NewEncoder(w), w: w}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			out.flush()
+		}
+	}()
+	res := &resource{highest: map[string]uint64{}}
+	// Each attempt's dial is bounded: a dial to an address that is moving
+	// must not hang for the kernel's minutes.
+	cl := client.New(client.Config{Address: *addr, Dialer: &net.Dialer{Timeout: time.Second}})
+	var wg sync.WaitGroup
+	for id := range *n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &worker{id: id, cl: cl, locks: *locks, lease: *lease, res: res, out: out}
+			w.run(ctx)
+		}()
+	}
+	wg.Wait()
+	out.flush()
+	return nil
+}
+
+type worker struct {
+	id    int
+	cl    *client.Client
+	locks int
+	lease time.Duration
+	res   *resource
+	out   *emitter
+	holds int
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+// run queues for a random lock, holds it for a few hundred milliseconds with
+// writes, releases, and again; after a failure it waits as the Go client's
+// DoRetry does: a uniform delay in [0, min(1s, lease/4)] after ERROR 0x01,
+// otherwise exponential backoff from 100ms with equal jitter.
+func (w *worker) run(ctx context.Context) {
+	step := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		lock := fmt.Sprintf("job-%d", rand.IntN(w.locks))
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		l, err := w.cl.Enqueue(attempt, lock, w.lease)
+		cancel()
+		if err != nil {
+			w.out.emit(event{Kind: "dialfail", C: w.id, At: now(), Why: err.Error()})
+			half := step / 2
+			pause(ctx, half+time.Duration(rand.Int64N(int64(half)+1)))
+			step = min(2*step, 5*time.Second)
+			continue
+		}
+		step = 100 * time.Millisecond
+		w.out.emit(event{Kind: "answered", C: w.id, Lock: lock, At: now()})
+		lost := w.hold(ctx, l)
+		_ = l.Close()
+		if errors.Is(lost, protocol.ErrShuttingDown) {
+			pause(ctx, time.Duration(rand.Int64N(int64(min(time.Second, w.lease/4))+1)))
+		}
+	}
+}
+
+// hold waits for the grant, then works: a pause without looking, a write,
+// until the hold time is over or the lock is lost; a write made after a loss
+// is the stale write fencing is for. It returns the loss cause.
+func (w *worker) hold(ctx context.Context, l *client.Lock) error {
+	select {
+	case <-l.Granted():
+	case <-l.Lost():
+		return l.Err()
+	case <-ctx.Done():
+		return nil
+	}
+	w.holds++
+	h, tok := w.holds, l.Token()
+	w.out.emit(event{Kind: "granted", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now()})
+	// The moment the library declares the lock lost is when the holder
+	// must stop: recorded as it happens, not when the worker looks.
+	ended := make(chan struct{})
+	stop := context.AfterFunc(l.Context(), func() {
+		w.out.emit(event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: fmt.Sprint(l.Err())})
+		close(ended)
+	})
+	until := time.Now().Add(time.Duration(200+rand.IntN(400)) * time.Millisecond)
+	// One hold in eight starts with a long pause without looking (a GC
+	// pause, a swapped-out process): if the lock is lost meanwhile, its
+	// write comes after the standby's grants and must be rejected.
+	long := rand.IntN(8) == 0
+	for time.Now().Before(until) && ctx.Err() == nil {
+		if long {
+			d := time.Duration(2500+rand.IntN(2000)) * time.Millisecond
+			w.out.emit(event{Kind: "paused", C: w.id, Hold: h, At: now(), Until: time.Now().Add(d).UnixNano()})
+			pause(ctx, d)
+			long = false
+		} else {
+			pause(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
+		}
+		ok := w.res.write(l.Name(), tok)
+		w.out.emit(event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: ok, At: now()})
+		if l.Context().Err() != nil {
+			break
+		}
+	}
+	if stop() { // still held: this is the release
+		w.out.emit(event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: "released"})
+		return nil
+	}
+	<-ended
+	return l.Err()
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
