@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean
+.PHONY: all build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools
 
 all: build
 
@@ -22,8 +22,8 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the whole suite under the race detector (both modules), short fuzz runs
-test: vet fmt-check staticcheck
+## test: vet, gofmt, staticcheck, the Python client's checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
+test: vet fmt-check staticcheck python-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -39,6 +39,30 @@ fmt-check:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+
+# --- the Python client (clients/python) --------------------------------------
+# Standard library only at run time; pyright (pinned in package-lock.json) is
+# its type checker. The conformance kit judges it from `go test` (package
+# cmd/monolock-conformance).
+
+PYTHON ?= python3
+PYDIR  := clients/python
+
+## python-tools: install pyright, pinned by clients/python/package-lock.json (needs npm)
+python-tools: $(PYDIR)/node_modules/.bin/pyright
+
+$(PYDIR)/node_modules/.bin/pyright: $(PYDIR)/package-lock.json
+	cd $(PYDIR) && npm ci --no-audit --no-fund
+	touch $@
+
+## python-test: the Python client's type check and its unittest suites (fakes and the real server)
+python-test: build
+	@if ! command -v $(PYTHON) >/dev/null; then \
+		echo "SKIP python-test: $(PYTHON) is missing; install it with: apt-get install -y python3"; exit 0; fi; \
+	if command -v npm >/dev/null; then \
+		$(MAKE) --no-print-directory python-tools && (cd $(PYDIR) && ./node_modules/.bin/pyright); \
+	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t .
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

@@ -18,7 +18,8 @@ func (writeOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 // TestHeartbeatCycleDoesNotAllocate: a heartbeat's send, its reply's decoding
 // and its acknowledgement allocate nothing, so a long hold creates no garbage.
 func TestHeartbeatCycleDoesNotAllocate(t *testing.T) {
-	s := newSession(&Lock{}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s.deadline = time.Now().Add(time.Hour)
 	s.lossTimer, s.hbTimer = time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	defer s.lossTimer.Stop()
 	defer s.hbTimer.Stop()

@@ -34,7 +34,7 @@ func Example() {
 	c := client.New(client.Config{Address: addr})
 	err := c.Do(context.Background(), "nightly-import", 2*time.Second,
 		func(ctx context.Context, token uint64) error {
-			// ctx is cancelled the moment ownership is no longer confirmed.
+			// ctx is cancelled as soon as ownership is no longer confirmed.
 			fmt.Println("importing with fencing token > 0:", token > 0)
 			return nil
 		})

@@ -13,11 +13,32 @@ import (
 // is lost; Close must be called in every case, it is what releases the lock.
 type Lock struct {
 	name  string
+	lease time.Duration
 	token atomic.Uint64
 
 	// ctx ends with the session; its cause says why (see Err).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+
+	// start is the monotonic origin of the deadlines below, which are stored
+	// as offsets from it so that Valid reads them without a lock.
+	start time.Time
+	// validUntil is the give-up deadline (send of the newest answered request
+	// + 0.8 × lease) while the lock is held, and 0 before the grant and after
+	// the session ends, so Valid is false then.
+	validUntil atomic.Int64
+	// confirmedUntil is the last give-up deadline while held; it survives the
+	// end of the session, for ValidUntil.
+	confirmedUntil atomic.Int64
+	// expired is set by the first Valid that sees the deadline pass; the
+	// session then treats the lock as lost even if a late answer arrives, so
+	// Valid never turns true again.
+	expired atomic.Bool
+
+	// stopWork cancels Do's work context; end calls it before anything else.
+	mu       sync.Mutex
+	stopWork context.CancelCauseFunc
+	ended    error // the cause, once the session has ended
 
 	answered  chan struct{} // closed at the server's first reply: held or queued
 	granted   chan struct{} // closed when the server grants the lock
@@ -32,6 +53,8 @@ type Lock struct {
 func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, observe func(ackEvent)) *Lock {
 	l := &Lock{
 		name:     name,
+		lease:    lease,
+		start:    time.Now(),
 		answered: make(chan struct{}),
 		granted:  make(chan struct{}),
 		closing:  make(chan struct{}),
@@ -46,7 +69,11 @@ func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, 
 
 	s := newSession(l, conn, frames, name, lease, leaseMS, observe)
 	go func() {
-		l.end(s.run())
+		err := s.run()
+		l.end(err)
+		// The work is told; the connection may stay open a while longer so
+		// that the server's expiry, not this close, hands the lock on.
+		s.linger(err)
 		// Closing the connection is the release; it also ends the reader's Read.
 		_ = conn.Close()
 		close(stop)
@@ -56,15 +83,45 @@ func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, 
 	return l
 }
 
-// end records why the session ended and cancels the lock's context at once, so
-// guarded work stops before anything else happens.
+// end records why the session ended and stops the work at once, on the
+// goroutine that found out, before anything else happens: Valid turns false,
+// Do's work context is cancelled, then the lock's own context.
 func (l *Lock) end(err error) {
-	if err == nil {
-		l.cancel(ErrReleased)
-		return
+	cause := err
+	if cause == nil {
+		cause = ErrReleased
+	}
+	l.validUntil.Store(0)
+	l.mu.Lock()
+	l.ended = cause
+	stop := l.stopWork
+	l.mu.Unlock()
+	if stop != nil {
+		stop(cause)
 	}
 	l.err = err
-	l.cancel(err)
+	l.cancel(cause)
+}
+
+// watchWork makes end cancel the work context with the loss cause
+// synchronously; if the session has already ended it cancels at once.
+func (l *Lock) watchWork(cancel context.CancelCauseFunc) {
+	l.mu.Lock()
+	ended := l.ended
+	if ended == nil {
+		l.stopWork = cancel
+	}
+	l.mu.Unlock()
+	if ended != nil {
+		cancel(ended)
+	}
+}
+
+// setValidUntil publishes a new give-up deadline while the lock is held.
+func (l *Lock) setValidUntil(deadline time.Time) {
+	d := int64(deadline.Sub(l.start))
+	l.confirmedUntil.Store(d)
+	l.validUntil.Store(d)
 }
 
 // Name returns the lock's name.
@@ -74,6 +131,48 @@ func (l *Lock) Name() string { return l.name }
 // Pass it to the guarded resource, which should reject writes carrying a token
 // lower than the highest it has seen.
 func (l *Lock) Token() uint64 { return l.token.Load() }
+
+// Valid reports whether the lock is held and its ownership still confirmed:
+// granted, not lost, not closed, and less than 0.8 × lease has passed (by the
+// monotonic clock) since the send of the newest request the server answered.
+// It reads the clock itself instead of waiting for the goroutine that watches
+// the deadline, so work that resumes after a pause (a stopped process, a long
+// garbage-collection stall) sees the loss at its first check. It is cheap (one
+// clock read and two atomic loads) and safe from any goroutine: call it right
+// before each side effect. Once it has returned false it never returns true
+// again, and the lock counts as lost.
+//
+// Valid narrows the window in which stale work can act; it cannot close it (the
+// process may pause right after the check). Fencing tokens are what protects
+// the resource.
+func (l *Lock) Valid() bool {
+	if l == nil {
+		return false
+	}
+	until := l.validUntil.Load()
+	if until == 0 {
+		return false
+	}
+	if int64(time.Since(l.start)) < until {
+		return true
+	}
+	l.expired.Store(true)
+	return false
+}
+
+// ValidUntil returns the give-up deadline of a held lock: the send of the
+// newest request the server answered, plus 0.8 × lease (the zero time before
+// the grant). After a loss it keeps its last value. The server's expiry cannot
+// hand the lock on before ValidUntil + 0.2 × lease, since the server counts
+// the whole lease from its receipt of that request; that is the latest moment
+// work that must not overlap the next holder's may run.
+func (l *Lock) ValidUntil() time.Time {
+	d := l.confirmedUntil.Load()
+	if d == 0 {
+		return time.Time{}
+	}
+	return l.start.Add(time.Duration(d))
+}
 
 // Granted is closed when the server grants the lock (at once, or by promotion
 // while queued).
@@ -101,6 +200,11 @@ func (l *Lock) Err() error {
 // returns once the connection is closed. It returns the loss cause when the
 // lock had been lost before Close, nil otherwise. It is safe to call more than
 // once and from several goroutines.
+//
+// After a loss by silence or by a protocol violation while the lock was held,
+// the connection stays open until Close (the work has stopped) or until the
+// send of the last request plus the lease, whichever comes first; see the
+// package documentation for why.
 func (l *Lock) Close() error {
 	l.closeOnce.Do(func() { close(l.closing) })
 	<-l.done

@@ -45,6 +45,7 @@ type session struct {
 	token      uint64
 	inFlight   bool      // a request awaits its reply; at most one (rule 3)
 	lastSend   time.Time // when the newest request was written
+	lastSent   time.Time // when the newest successful write returned
 	deadline   time.Time // send time of the newest acknowledged request + timeout
 	heartbeats int       // heartbeats written so far
 	hbTimer    *time.Timer
@@ -121,6 +122,7 @@ func (s *session) send(frame []byte) error {
 		}
 		return fmt.Errorf("%w: write: %v", ErrConnectionClosed, err)
 	}
+	s.lastSent = time.Now()
 	return nil
 }
 
@@ -173,6 +175,7 @@ func (s *session) violation(in inbound) error {
 func (s *session) grant(token uint64) {
 	s.state, s.token = stateHeld, token
 	s.lock.token.Store(token)
+	s.lock.setValidUntil(s.deadline)
 	close(s.lock.granted)
 }
 
@@ -181,10 +184,18 @@ func (s *session) grant(token uint64) {
 // and the next heartbeat is due one interval after that send (rule 3) — at once
 // if the reply itself came later than that.
 func (s *session) acknowledged(at time.Time) error {
+	// An answer read after the deadline comes too late: the lock was given up
+	// at the deadline (rule 8), and Valid may already have said so.
+	if !at.Before(s.deadline) || s.lock.expired.Load() {
+		return s.timedOut()
+	}
 	rtt := at.Sub(s.lastSend)
 	s.schedule.observe(rtt)
 	s.inFlight = false
 	s.deadline = s.lastSend.Add(s.timeout)
+	if s.state == stateHeld {
+		s.lock.setValidUntil(s.deadline)
+	}
 	s.lossTimer.Reset(time.Until(s.deadline))
 	interval := s.schedule.interval()
 	if s.observe != nil {
@@ -200,4 +211,47 @@ func (s *session) acknowledged(at time.Time) error {
 func (s *session) sendHeartbeat() error {
 	s.heartbeats++
 	return s.send(s.heartbeat[:])
+}
+
+// linger keeps the connection open after a loss while the work may still run
+// (rule 7). When the lock was held and the client gave up on its own (silence,
+// a write that could not finish in time, a frame that breaks the protocol),
+// the server still counts the lock as this client's: closing now would hand it
+// to the next waiter at once, while the work, told to stop, may not have
+// stopped yet. So the connection is closed when the caller closes the lock
+// (the work has stopped) or at the end of the lease counted from the last
+// request written, whichever comes first; by then the server's own expiry may
+// hand the lock on anyway. No heartbeat is sent meanwhile, and nothing the
+// server sends revives the lock. After Close, an ERROR, end of stream or a
+// failed read or write the server has already let go, or the caller asked
+// for the close: it happens at once.
+func (s *session) linger(err error) {
+	if err == nil || s.state != stateHeld ||
+		!(errors.Is(err, ErrHeartbeatTimeout) || errors.Is(err, ErrProtocolViolation)) {
+		return
+	}
+	last := s.lastSent
+	if last.IsZero() || last.Before(s.lastSend) {
+		// The newest write did not complete; the server may have its start.
+		last = s.lastSend
+	}
+	expiry := time.NewTimer(time.Until(last.Add(s.lock.lease)))
+	defer expiry.Stop()
+	frames := s.frames
+	for {
+		select {
+		case in := <-frames:
+			if in.err == nil {
+				continue // too late to count
+			}
+			frames = nil // the reader has stopped
+			if !errors.Is(in.err, ErrProtocolViolation) {
+				return // the server closed or the connection broke: nothing left to hold
+			}
+		case <-expiry.C:
+			return
+		case <-s.lock.closing:
+			return
+		}
+	}
 }

@@ -1,0 +1,70 @@
+"""Pieces shared by the threaded and the asyncio client."""
+
+from __future__ import annotations
+
+import random
+import ssl
+from typing import Optional, Tuple, Union
+
+from .errors import Busy, InvalidInput, MonolockError, Unavailable
+
+DEFAULT_ADDRESS = "127.0.0.1:7070"
+
+# Retries of run(): exponential from 100 ms, doubling up to 5 s, each wait
+# uniform in [step/2, step] so that clients that failed together do not retry
+# together (the Go client's DoRetry uses the same).
+MIN_BACKOFF = 0.1
+MAX_BACKOFF = 5.0
+
+Wait = Union[bool, float]
+
+
+def split_address(addr: str) -> Tuple[str, int]:
+    """"host:port" or "[v6]:port" into its parts."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise InvalidInput(f"monolock: address {addr!r} is not host:port (for example 127.0.0.1:7070)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def wait_seconds(wait: Wait) -> Optional[float]:
+    """wait=True: None (forever); False: 0; a number: that many seconds."""
+    if wait is True:
+        return None
+    if wait is False:
+        return 0.0
+    if isinstance(wait, (int, float)) and wait >= 0:  # pyright: ignore[reportUnnecessaryIsInstance]
+        return float(wait)
+    raise InvalidInput(f"monolock: wait must be True, False or a number of seconds >= 0, not {wait!r}")
+
+
+class Backoff:
+    def __init__(self) -> None:
+        self._step = 0.0
+
+    def next(self) -> float:
+        step = self._step or MIN_BACKOFF
+        self._step = min(2 * step, MAX_BACKOFF)
+        return random.uniform(step / 2, step)
+
+
+def retry_delay(err: MonolockError, backoff: Backoff) -> Optional[float]:
+    """How long run() waits before a new attempt after err, or None when err
+    is not worth retrying (rule 6): at once after 0x01 "server shutting down",
+    with backoff after other server conditions and lost connections, never
+    after client errors (0x10 and above), invalid input or Busy."""
+    if isinstance(err, Unavailable) and not isinstance(err, Busy):
+        if err.code == 0x01:
+            return 0.0
+        return backoff.next()
+    return None
+
+
+def connect_error(addr: str, e: BaseException) -> MonolockError:
+    """A failed connect: a TLS verification failure is a configuration
+    problem (not retried); anything else may pass on a new attempt."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return MonolockError(f"monolock: TLS to {addr}: {e}: check the server certificate and the ssl_context's CA")
+    return Unavailable(f"monolock: cannot connect to {addr}: {e}")

@@ -1,0 +1,183 @@
+"""The protocol state of one connection, without I/O or clock.
+
+Both the threaded client and the asyncio client drive a :class:`Session`:
+they pass it the bytes they read and the current monotonic time, write what
+it puts in ``outbox``, sleep until ``next_wakeup()`` and close the connection
+when ``close_due(now)`` says so. Keeping the rules here lets the tests check
+them with an injected clock, and makes the two clients behave identically.
+
+The rules are those of docs/protocol.md, "Writing a client in another
+language", cited by number.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import List, Optional
+
+from . import _wire
+from ._schedule import HeartbeatSchedule, client_timeout
+from .errors import MonolockError, ProtocolViolation, Unavailable, error_for_code
+
+
+class State(enum.Enum):
+    SENT = "sent"  # ACQUIRE written, no answer yet
+    WAITING = "waiting"  # queued behind a holder
+    HELD = "held"  # granted; never goes back
+
+
+class Session:
+    """One connection's claim. Not thread-safe: its owner (one thread, or the
+    event loop) calls every method."""
+
+    def __init__(self, name: bytes, lease: float, lease_ms: int) -> None:
+        self.lease = lease
+        self.timeout = client_timeout(lease)
+        self.schedule = HeartbeatSchedule(lease)
+        self._acquire = _wire.encode_acquire(lease_ms, name)
+        self._frames = _wire.FrameReader()
+
+        self.outbox = bytearray()  # bytes to write now
+        self.state = State.SENT
+        self.token = 0
+        self.answered = False  # the server answered ACQUIRE (held or queued)
+        self.granted = False
+        # Why the session ended, when not by release; set once.
+        self.error: Optional[MonolockError] = None
+        self.ended = False  # lost, released or failed: no more requests
+        self.work_stopped = False  # the caller's work is over (release, or none began)
+
+        self._in_flight = False
+        self._last_send = 0.0
+        self.deadline = 0.0  # newest answered send + 0.8 × lease (rule 8)
+        self._hb_due: Optional[float] = None
+        self._close_by: Optional[float] = None  # close at the latest then
+
+    # --- inputs --------------------------------------------------------
+
+    def start(self, now: float) -> None:
+        """Queues ACQUIRE. The give-up clock runs from here (rule 8)."""
+        self.deadline = now + self.timeout
+        self._send(self._acquire, now)
+
+    def receive(self, data: bytes, now: float) -> None:
+        """Bytes read from the server."""
+        if self.ended:
+            return  # gave up: nothing the server says changes that
+        try:
+            frames = self._frames.feed(data)
+        except ValueError as e:
+            self._violation(str(e), now)
+            return
+        for typ, token, code, reason in frames:
+            if self.ended:
+                return
+            self._frame(typ, token, code, reason, now)
+
+    def eof(self, now: float, detail: str = "closed by the server") -> None:
+        """The connection ended (end of stream or a failed read or write):
+        lost at once, closed at once."""
+        if not self.ended:
+            self._end(Unavailable(f"monolock: connection lost: {detail}"), now, close_now=True)
+        self._close_by = now
+
+    def release(self, now: float) -> None:
+        """The caller released the lock, or its work stopped after a loss."""
+        self.work_stopped = True
+        if not self.ended:
+            self.ended = True
+        self._close_by = now
+
+    def tick(self, now: float) -> None:
+        """Timers: the loss deadline, then a heartbeat due."""
+        if self.ended:
+            return
+        if now >= self.deadline:
+            self._end(Unavailable(f"monolock: no answer from the server within 0.8 × lease ({self.timeout:.3f}s)"), now)
+            return
+        if self._hb_due is not None and not self._in_flight and now >= self._hb_due:
+            self._send(_wire.HEARTBEAT, now)
+
+    # --- outputs -------------------------------------------------------
+
+    def next_wakeup(self) -> Optional[float]:
+        """When tick() or close_due() next has something to do."""
+        times: List[float] = []
+        if not self.ended:
+            times.append(self.deadline)
+            if self._hb_due is not None and not self._in_flight:
+                times.append(self._hb_due)
+        if self._close_by is not None:
+            times.append(self._close_by)
+        return min(times) if times else None
+
+    def close_due(self, now: float) -> bool:
+        return self._close_by is not None and now >= self._close_by
+
+    def valid(self, now: float) -> bool:
+        """Held, not lost, and confirmed within 0.8 × lease."""
+        return self.granted and not self.ended and now < self.deadline
+
+    # --- rules ---------------------------------------------------------
+
+    def _send(self, frame: bytes, now: float) -> None:
+        self.outbox += frame
+        self._last_send = now
+        self._in_flight = True
+        self._hb_due = None
+
+    def _frame(self, typ: int, token: int, code: int, reason: str, now: float) -> None:
+        if typ == _wire.TYPE_ERROR:
+            self._end(error_for_code(code, reason), now, close_now=True)
+            return
+        if typ == _wire.TYPE_WAITING and self.state is not State.HELD and self._in_flight:
+            self.state = State.WAITING
+            self.answered = True
+            self._acknowledged(now)
+        elif typ == _wire.TYPE_ACQUIRED and self.state is State.SENT:
+            self._grant(token)
+            self.answered = True
+            self._acknowledged(now)
+        elif typ == _wire.TYPE_ACQUIRED and self.state is State.WAITING:
+            # The promotion push: it answers no request (rule 4).
+            self._grant(token)
+        elif typ == _wire.TYPE_ACQUIRED and self.state is State.HELD and token == self.token and self._in_flight:
+            self._acknowledged(now)
+        elif typ == _wire.TYPE_WAITING and self.state is State.HELD:
+            self._violation("WAITING after ACQUIRED", now)
+        elif typ == _wire.TYPE_ACQUIRED and self.state is State.HELD and token != self.token:
+            self._violation(f"token changed from {self.token} to {token}", now)
+        else:
+            self._violation(f"frame 0x{typ:02x} with no request in flight", now)
+
+    def _grant(self, token: int) -> None:
+        self.state, self.token, self.granted = State.HELD, token, True
+
+    def _acknowledged(self, now: float) -> None:
+        """The answer to the request in flight (rule 4): the deadline moves to
+        its send + 0.8 × lease, the next heartbeat is due one interval after
+        that send, at once if that has passed (rule 3)."""
+        self.schedule.observe(now - self._last_send)
+        self._in_flight = False
+        self.deadline = self._last_send + self.timeout
+        self._hb_due = self._last_send + self.schedule.interval()
+        if now >= self._hb_due:
+            self._send(_wire.HEARTBEAT, now)
+
+    def _violation(self, detail: str, now: float) -> None:
+        self._end(ProtocolViolation(f"monolock: protocol violation by the server: {detail}"), now)
+
+    def _end(self, err: MonolockError, now: float, close_now: bool = False) -> None:
+        """Lost (rule 8): no more requests. The connection stays open while
+        the caller's work may still run, so the server does not hand the lock
+        on before the work has stopped, but no longer than the lease after
+        the last send, when the server drops the session anyway. With no work
+        running (not granted, or already stopped), or when the server ended
+        the connection itself, it closes at once."""
+        self.ended = True
+        self.error = err
+        self._hb_due = None
+        if close_now or not self.granted or self.work_stopped:
+            self._close_by = now
+        else:
+            self._close_by = self._last_send + self.lease

@@ -1,0 +1,232 @@
+"""The asyncio client: the same shapes as :mod:`monolock`, awaited.
+
+Each lock is one connection driven by the event loop itself: an
+``asyncio.Protocol`` is its permanent reader, and one timer handle schedules
+the heartbeats and the give-up. No thread and no extra task per lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from types import TracebackType
+from typing import Awaitable, Callable, Optional, Type, TypeVar
+
+from . import _wire
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
+from ._core import Session
+from .errors import Busy, LockLost, MonolockError, Unavailable
+
+__all__ = ["Client", "Lock"]
+
+T = TypeVar("T")
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.loop = loop
+        self.transport: Optional[asyncio.Transport] = None
+        self.changed = asyncio.Event()  # set at every state change; waiters clear it
+        self.closed = loop.create_future()
+        self.lost = asyncio.Event()
+        self.release_asked = False
+        self._timer: Optional[asyncio.TimerHandle] = None
+
+    # --- asyncio.Protocol ----------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.session.start(self.loop.time())
+        self._after()
+
+    def data_received(self, data: bytes) -> None:
+        self.session.receive(data, self.loop.time())
+        self._after()
+
+    def eof_received(self) -> bool:
+        self.session.eof(self.loop.time())
+        self._after()
+        return False
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        if not self.session.close_due(self.loop.time()):
+            self.session.eof(self.loop.time(), f"{exc}" if exc else "closed")
+        if self._timer is not None:
+            self._timer.cancel()
+        self.lost.set()
+        self.changed.set()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # --- driving the session -------------------------------------------
+
+    def release(self) -> None:
+        self.release_asked = True
+        self.session.release(self.loop.time())
+        self._after()
+
+    def _tick(self) -> None:
+        self._timer = None
+        self.session.tick(self.loop.time())
+        self._after()
+
+    def _after(self) -> None:
+        s = self.session
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if s.outbox:
+            t.write(bytes(s.outbox))
+            s.outbox.clear()
+        if s.ended and (s.error is not None or self.release_asked):
+            self.lost.set()
+        self.changed.set()
+        if s.close_due(self.loop.time()):
+            if self._timer is not None:
+                self._timer.cancel()
+            t.close()
+            return
+        wake = s.next_wakeup()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if wake is not None:
+            self._timer = self.loop.call_at(wake, self._tick)
+
+    async def wait_for(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """Waits until pred() or the connection closed; False on timeout."""
+
+        async def loop() -> None:
+            while not pred() and not self.closed.done():
+                self.changed.clear()
+                await self.changed.wait()
+
+        try:
+            await asyncio.wait_for(loop(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return pred()
+
+
+class Lock:
+    """One connection's claim on one named lock. ``lost`` is an
+    :class:`asyncio.Event` set when ownership ends (a loss or ``release()``);
+    ``error`` says why it was lost."""
+
+    def __init__(self, name: str, conn: _Connection) -> None:
+        self.name = name
+        self._conn = conn
+        self.lost = conn.lost
+
+    @property
+    def token(self) -> int:
+        return self._conn.session.token
+
+    @property
+    def error(self) -> Optional[MonolockError]:
+        return self._conn.session.error
+
+    def valid(self) -> bool:
+        """True while held and confirmed within the last 0.8 × lease."""
+        return self._conn.session.valid(self._conn.loop.time())
+
+    async def release(self) -> None:
+        """Closes the connection (releases, or leaves the queue) and returns
+        once it is closed. Idempotent; harmless after a loss."""
+        self._conn.release()
+        await asyncio.shield(self._conn.closed)
+
+    async def __aenter__(self) -> "Lock":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await self.release()
+        if exc is None and self.error is not None:
+            raise LockLost(self.error)
+
+
+class Client:
+    """The asyncio twin of :class:`monolock.Client`."""
+
+    def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
+        self.addr = addr
+        self._host, self._port = split_address(addr)
+        self._ssl = ssl_context
+        self._connect_timeout = connect_timeout
+
+    async def acquire(self, name: str, lease: float = 2.0, wait: Wait = True) -> Lock:
+        """As :meth:`monolock.Client.acquire`."""
+        limit = wait_seconds(wait)
+        session = Session(_wire.name_bytes(name), lease, _wire.lease_ms(lease))
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(session, loop),
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl is not None else None,
+                ),
+                self._connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError) as e:
+            raise connect_error(self.addr, e) from e
+        lock = Lock(name, conn)
+        try:
+            if not await conn.wait_for(lambda: session.answered, None):
+                raise session.error or Unavailable("monolock: connection ended before the server answered")
+            if limit == 0.0 and not session.granted:
+                raise Busy(f"monolock: lock {name!r} is held by someone else")
+            if not await conn.wait_for(lambda: session.granted, limit):
+                if session.error is not None:
+                    raise session.error
+                raise Busy(f"monolock: lock {name!r} still held by someone else after {limit}s")
+        except BaseException:
+            await lock.release()
+            raise
+        return lock
+
+    def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
+        """``async with client.lock(name) as lock:``"""
+        return _LockContext(self, name, lease, wait)
+
+    async def run(self, name: str, fn: Callable[[Lock], Awaitable[T]], lease: float = 2.0, wait: Wait = True) -> T:
+        """As :meth:`monolock.Client.run`, with ``fn`` a coroutine function."""
+        limit = wait_seconds(wait)
+        loop = asyncio.get_running_loop()
+        end = None if limit is None else loop.time() + limit
+        backoff = Backoff()
+        while True:
+            left = None if end is None else max(0.0, end - loop.time())
+            try:
+                lock = await self.acquire(name, lease, wait=True if left is None else left)
+                break
+            except MonolockError as e:
+                delay = retry_delay(e, backoff)
+                if delay is None or (end is not None and loop.time() + delay >= end):
+                    raise
+                await asyncio.sleep(delay)
+        try:
+            result = await fn(lock)
+        finally:
+            await lock.release()
+        if lock.error is not None:
+            raise LockLost(lock.error)
+        return result
+
+
+class _LockContext:
+    def __init__(self, client: Client, name: str, lease: float, wait: Wait) -> None:
+        self._client, self._name, self._lease, self._wait = client, name, lease, wait
+        self._lock: Optional[Lock] = None
+
+    async def __aenter__(self) -> Lock:
+        self._lock = await self._client.acquire(self._name, self._lease, self._wait)
+        return self._lock
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        if self._lock is not None:
+            await self._lock.__aexit__(exc_type, exc, tb)

@@ -1,0 +1,278 @@
+"""The threaded client: one background thread per held or waiting lock."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import ssl
+import threading
+import time
+from types import TracebackType
+from typing import Callable, Optional, Type, TypeVar
+
+from . import _wire
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
+from ._core import Session
+from .errors import Busy, LockLost, MonolockError, Unavailable
+
+T = TypeVar("T")
+
+# Bytes read at a time: several server frames, so a burst costs one call.
+_READ_SIZE = 512
+
+
+class Lock:
+    """One connection's claim on one named lock, held until :meth:`release`
+    or until it is lost.
+
+    A background thread (one per lock, a daemon) is the connection's
+    permanent reader and heartbeat sender. ``lost`` is set when ownership
+    ends, by a loss or by ``release()``; ``error`` then says why it was lost
+    (``None`` after a plain release).
+    """
+
+    def __init__(self, name: str, sock: socket.socket, session: Session, wait: Optional[float]) -> None:
+        self.name = name
+        self._sock = sock
+        self._session = session
+        self.lost = threading.Event()
+        self._cond = threading.Condition()
+        self._done = threading.Event()
+        self._release_asked = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread = threading.Thread(target=self._run, name=f"monolock {name}", daemon=True)
+        self._thread.start()
+        self._await_grant(wait)
+
+    def _await_grant(self, limit: Optional[float]) -> None:
+        """Returns once the lock is granted; raises (and closes) when it is
+        not within limit seconds (None: forever, 0: queued is busy) or the
+        session failed."""
+        s = self._session
+        if not self._wait(lambda: s.answered, None):
+            self.release()
+            raise s.error or Unavailable("monolock: connection ended before the server answered")
+        if limit == 0.0 and not s.granted:
+            self.release()
+            raise Busy(f"monolock: lock {self.name!r} is held by someone else")
+        if not self._wait(lambda: s.granted, limit):
+            self.release()
+            if s.error is not None:
+                raise s.error
+            raise Busy(f"monolock: lock {self.name!r} still held by someone else after {limit}s")
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the grant (0 before it): pass it to every
+        resource the work changes."""
+        return self._session.token
+
+    @property
+    def error(self) -> Optional[MonolockError]:
+        """Why the lock was lost, or None (held, or released by the caller)."""
+        return self._session.error
+
+    def valid(self) -> bool:
+        """True while the lock is held and the server confirmed it within the
+        last 0.8 × lease: cheap (no I/O), for a check right before a write."""
+        return self._session.valid(time.monotonic())
+
+    def release(self) -> None:
+        """Releases the lock (or leaves the queue) by closing the connection,
+        and returns once it is closed. Idempotent; harmless after a loss. It
+        also tells the client that the work has stopped, which is what lets it
+        close a lost lock's connection."""
+        with self._cond:
+            self._release_asked = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        self._done.wait()
+
+    def __enter__(self) -> "Lock":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        self.release()
+        if exc is None and self.error is not None:
+            raise LockLost(self.error)
+
+    # --- the background thread ----------------------------------------
+
+    def _wait(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: pred() or self._done.is_set(), timeout) and pred()
+
+    def _run(self) -> None:
+        s = self._session
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(self._sock, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            s.start(time.monotonic())
+            while True:
+                self._flush()
+                self._publish()
+                now = time.monotonic()
+                if s.close_due(now):
+                    return
+                wake = s.next_wakeup()
+                timeout = None if wake is None else max(0.0, wake - now)
+                for key, _ in sel.select(timeout):
+                    if key.fileobj is self._wake_r:
+                        self._wake_r.recv(64)
+                    else:
+                        self._read()
+                with self._cond:
+                    release = self._release_asked
+                if release:
+                    s.release(time.monotonic())
+                s.tick(time.monotonic())
+        except Exception as e:  # a bug must not leave the caller waiting forever
+            s.eof(time.monotonic(), f"client error: {e!r}")
+        finally:
+            sel.close()
+            try:
+                self._sock.close()
+            finally:
+                self._wake_r.close()
+                self._wake_w.close()
+                with self._cond:
+                    self._done.set()
+                    self.lost.set()
+                    self._cond.notify_all()
+
+    def _read(self) -> None:
+        s = self._session
+        try:
+            data = self._sock.recv(_READ_SIZE)
+            if isinstance(self._sock, ssl.SSLSocket):
+                while self._sock.pending():
+                    data += self._sock.recv(self._sock.pending())
+        except (ssl.SSLWantReadError, BlockingIOError, socket.timeout):
+            return
+        except OSError as e:
+            s.eof(time.monotonic(), f"read: {e}")
+            return
+        if not data:
+            s.eof(time.monotonic())
+            return
+        s.receive(data, time.monotonic())
+
+    def _flush(self) -> None:
+        s = self._session
+        if not s.outbox:
+            return
+        data = bytes(s.outbox)
+        s.outbox.clear()
+        try:
+            # A write that blocks past the deadline means the lock is lost anyway.
+            self._sock.settimeout(max(0.001, s.deadline - time.monotonic()))
+            self._sock.sendall(data)
+        except OSError as e:
+            s.eof(time.monotonic(), f"write: {e}")
+        finally:
+            self._sock.settimeout(0)
+
+    def _publish(self) -> None:
+        s = self._session
+        with self._cond:
+            if s.ended and (s.error is not None or self._release_asked):
+                self.lost.set()
+            self._cond.notify_all()
+
+
+class Client:
+    """Acquires locks from one monolock server. It holds no connection of its
+    own (every lock is its own connection), so it is safe to share between
+    threads and needs no closing.
+
+    ``ssl_context`` turns on TLS (and mutual TLS when it carries a client
+    certificate); ``connect_timeout`` bounds the TCP connect and the TLS
+    handshake.
+    """
+
+    def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
+        self.addr = addr
+        self._host, self._port = split_address(addr)
+        self._ssl = ssl_context
+        self._connect_timeout = connect_timeout
+
+    def acquire(self, name: str, lease: float = 2.0, wait: Wait = True) -> Lock:
+        """Acquires the lock ``name`` and returns it held. ``wait``: True
+        waits in the lock's FIFO queue as long as it takes, False raises
+        :class:`Busy` at once when someone holds it, a number waits at most
+        that many seconds and then raises Busy. The caller must
+        ``release()`` the lock (or use :meth:`lock`)."""
+        limit = wait_seconds(wait)
+        raw = _wire.name_bytes(name)
+        ms = _wire.lease_ms(lease)
+        return Lock(name, self._connect(), Session(raw, lease, ms), limit)
+
+    def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
+        """``with client.lock(name) as lock:`` acquires on entry and releases
+        on exit. If the lock was lost while the block ran and the block raised
+        nothing, the exit raises :class:`LockLost`."""
+        return _LockContext(self, name, lease, wait)
+
+    def run(self, name: str, fn: Callable[[Lock], T], lease: float = 2.0, wait: Wait = True) -> T:
+        """Runs ``fn(lock)`` while holding ``name`` and releases afterwards.
+        Failures before ``fn`` starts are retried as the rules say: at once
+        after "server shutting down" (0x01), with backoff after other server
+        conditions and lost connections; client errors (0x10 and above),
+        invalid input and Busy are raised. ``fn`` runs at most once: watch
+        ``lock.lost`` (or call ``lock.valid()``) and stop when it is set. If
+        the lock was lost while ``fn`` ran, run raises :class:`LockLost` once
+        ``fn`` has returned."""
+        limit = wait_seconds(wait)
+        end = None if limit is None else time.monotonic() + limit
+        backoff = Backoff()
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            try:
+                lock = self.acquire(name, lease, wait=True if left is None else left)
+                break
+            except MonolockError as e:
+                delay = retry_delay(e, backoff)
+                if delay is None or (end is not None and time.monotonic() + delay >= end):
+                    raise
+                time.sleep(delay)
+        try:
+            result = fn(lock)
+        finally:
+            lock.release()
+        if lock.error is not None:
+            raise LockLost(lock.error)
+        return result
+
+    def _connect(self) -> socket.socket:
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
+        except OSError as e:
+            raise connect_error(self.addr, e) from e
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
+            sock.settimeout(0)
+        except OSError as e:
+            sock.close()
+            raise connect_error(self.addr, e) from e
+        return sock
+
+
+class _LockContext:
+    def __init__(self, client: Client, name: str, lease: float, wait: Wait) -> None:
+        self._client, self._name, self._lease, self._wait = client, name, lease, wait
+        self._lock: Optional[Lock] = None
+
+    def __enter__(self) -> Lock:
+        self._lock = self._client.acquire(self._name, self._lease, self._wait)
+        return self._lock
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        if self._lock is not None:
+            self._lock.__exit__(exc_type, exc, tb)
+
+

@@ -1,0 +1,152 @@
+"""Test helpers: a scripted fake server and the real server binary."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import unittest
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+
+def acquired(token: int) -> bytes:
+    return bytes([0x12]) + token.to_bytes(8, "big")
+
+
+WAITING = bytes([0x11])
+
+
+def error(code: int, reason: str = "") -> bytes:
+    raw = reason.encode()
+    return bytes([0x13, code, len(raw)]) + raw
+
+
+class FakeServer:
+    """A listener on 127.0.0.1 port 0; each accepted connection goes to a
+    queue for the test to script."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.conns: "queue.Queue[socket.socket]" = queue.Queue()
+        self.accepted: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            c.settimeout(10)
+            self.accepted.append(c)
+            self.conns.put(c)
+
+    def next(self, timeout: float = 10) -> socket.socket:
+        return self.conns.get(timeout=timeout)
+
+    @staticmethod
+    def read_acquire(c: socket.socket) -> bytes:
+        head = _read_exact(c, 8)
+        return head + _read_exact(c, int.from_bytes(head[6:8], "big"))
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.accepted:
+            c.close()
+
+
+def _read_exact(c: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        b = c.recv(n - len(out))
+        if not b:
+            raise EOFError("the client closed")
+        out += b
+    return out
+
+
+_built: Optional[str] = None
+
+
+def server_binary(test: unittest.TestCase) -> str:
+    """MONOLOCK_BIN, or bin/monolock built from this repository with go."""
+    global _built
+    path = os.environ.get("MONOLOCK_BIN")
+    if path:
+        return path
+    if _built is None:
+        if shutil.which("go") is None:
+            test.skipTest("needs the monolock server: set MONOLOCK_BIN, or install Go (https://go.dev/dl) to build it")
+        out = os.path.join(tempfile.mkdtemp(prefix="monolock-pytest-"), "monolock")
+        subprocess.run(["go", "build", "-o", out, "./cmd/monolock"], cwd=REPO, check=True)
+        _built = out
+    return _built
+
+
+class Server:
+    """The real server on a free port, with the admin API."""
+
+    def __init__(self, test: unittest.TestCase) -> None:
+        binary = server_binary(test)
+        self.proc = subprocess.Popen(
+            [binary, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("message") == "monolock started":
+                self.addr: str = entry["listen"]
+                self.admin: str = entry["admin_listen"]
+                break
+        else:
+            raise RuntimeError("monolock exited before it started")
+        # Keep draining stderr so the server never blocks on a full pipe.
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        test.addCleanup(self.stop)
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for _ in self.proc.stderr:
+            pass
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self._drainer.join(5)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+    def waiters(self, name: str) -> int:
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://{self.admin}/api/locks/{urllib.parse.quote(name, safe='')}") as r:
+                return len(json.load(r)["waiters"])
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return 0
+            raise
+
+    def force_release(self, name: str) -> None:
+        import urllib.request
+
+        req = urllib.request.Request(f"http://{self.admin}/api/locks/{name}/release", method="POST")
+        urllib.request.urlopen(req).close()

@@ -1,0 +1,132 @@
+"""The threaded client against a scripted fake server."""
+
+import socket
+import time
+import unittest
+
+import monolock
+from tests.support import WAITING, FakeServer, acquired, error
+
+
+class FakeServerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.srv = FakeServer()
+        self.addCleanup(self.srv.close)
+        self.client = monolock.Client(self.srv.addr)
+
+    def grant_next(self, token: int) -> socket.socket:
+        c = self.srv.next()
+        self.srv.read_acquire(c)
+        c.sendall(acquired(token))
+        return c
+
+    def test_pushed_promotion_then_eof(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 10.0)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(WAITING)
+            time.sleep(0.1)
+            self.assertFalse(fut.done())
+            c.sendall(acquired(2**64 - 1))  # pushed, unasked
+            lock = fut.result(timeout=5)
+        self.assertEqual(lock.token, 2**64 - 1)
+        self.assertTrue(lock.valid())
+        c.close()  # end of stream while holding: lost at once
+        self.assertTrue(lock.lost.wait(5))
+        self.assertIsInstance(lock.error, monolock.Unavailable)
+        self.assertFalse(lock.valid())
+        lock.release()
+        lock.release()  # idempotent
+        self.assertEqual(len(self.srv.accepted), 1)
+
+    def test_busy(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 2.0, False)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(WAITING)
+            with self.assertRaises(monolock.Busy):
+                fut.result(timeout=5)
+        self.assertEqual(c.recv(1), b"")  # it left the queue: closed
+
+    def test_wait_elapses(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 2.0, 0.3)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(WAITING)
+            while True:  # answer heartbeats with WAITING until it leaves
+                b = c.recv(1)
+                if not b:
+                    break
+                c.sendall(WAITING)
+            with self.assertRaises(monolock.Busy):
+                fut.result(timeout=5)
+
+    def test_server_error_not_retried(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.run, "job", lambda lock: None)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(error(0x16, "lock name is not valid UTF-8"))
+            c.close()
+            with self.assertRaises(monolock.ServerError) as cm:
+                fut.result(timeout=5)
+        self.assertEqual(cm.exception.code, 0x16)
+        self.assertEqual(cm.exception.reason, "lock name is not valid UTF-8")
+        time.sleep(0.3)
+        self.assertEqual(len(self.srv.accepted), 1)
+
+    def test_run_retries_server_conditions(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.run, "job", lambda lock: lock.token, 2.0)
+            for code in (0x05, 0x01):
+                c = self.srv.next()
+                self.srv.read_acquire(c)
+                c.sendall(error(code))
+                c.close()
+            self.grant_next(42)
+            self.assertEqual(fut.result(timeout=10), 42)
+        self.assertEqual(len(self.srv.accepted), 3)
+
+    def test_context_manager_raises_lock_lost(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def body() -> None:
+            with self.client.lock("job", lease=10.0) as lock:
+                self.assertTrue(lock.lost.wait(5))
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(body)
+            c = self.grant_next(7)
+            c.sendall(error(0x02, "closed by administrator"))
+            c.close()
+            with self.assertRaises(monolock.LockLost) as cm:
+                fut.result(timeout=5)
+        self.assertEqual(getattr(cm.exception.cause, "code"), 2)
+
+    def test_cannot_connect(self) -> None:
+        self.srv.close()
+        with self.assertRaises(monolock.Unavailable):
+            self.client.acquire("job")
+
+    def test_invalid_input_before_connecting(self) -> None:
+        for name, lease in (("", 2.0), ("x" * 256, 2.0), ("bad\udcff", 2.0), ("ok", 0)):
+            with self.subTest(name=name[:10], lease=lease), self.assertRaises(monolock.InvalidInput):
+                self.client.acquire(name, lease=lease)
+        self.assertEqual(len(self.srv.accepted), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,167 @@
+"""The session rules with an injected clock: no sockets, no sleeping."""
+
+import unittest
+
+from monolock import ProtocolViolation, ServerError, Unavailable, _wire
+from monolock._core import Session
+from monolock._schedule import HeartbeatSchedule
+
+HB = _wire.HEARTBEAT
+
+
+def acquired(token: int) -> bytes:
+    return bytes([0x12]) + token.to_bytes(8, "big")
+
+
+WAITING = bytes([0x11])
+
+
+def session(lease: float = 2.0) -> Session:
+    return Session(b"job", lease, _wire.lease_ms(lease))
+
+
+def take(s: Session) -> bytes:
+    out = bytes(s.outbox)
+    s.outbox.clear()
+    return out
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_fast_link(self) -> None:
+        s = HeartbeatSchedule(2.0)
+        s.observe(0.0)
+        self.assertAlmostEqual(s.interval(), 0.5)
+
+    def test_rtt_shortens_with_ewma(self) -> None:
+        s = HeartbeatSchedule(2.0)
+        s.observe(0.1)  # the first sample seeds the average
+        self.assertAlmostEqual(s.interval(), 0.3)
+        s.observe(0.0)  # 0.8 × 100 ms
+        self.assertAlmostEqual(s.srtt, 0.08)
+        self.assertAlmostEqual(s.interval(), 0.34)
+
+    def test_floor(self) -> None:
+        s = HeartbeatSchedule(2.0)
+        s.observe(1.0)
+        self.assertAlmostEqual(s.interval(), 0.1)
+        s = HeartbeatSchedule(0.2)
+        s.observe(1.0)
+        self.assertAlmostEqual(s.interval(), 0.05)  # min(100 ms, lease/4)
+
+
+class SessionTest(unittest.TestCase):
+    def test_grant_and_heartbeats(self) -> None:
+        s = session()
+        s.start(0.0)
+        self.assertEqual(take(s)[:1], b"\x01")
+        s.receive(acquired(7), 0.01)
+        self.assertTrue(s.granted)
+        self.assertEqual(s.token, 7)
+        self.assertAlmostEqual(s.next_wakeup() or 0, 0.5 - 0.02)  # 500 − 2 × 10 ms
+        s.tick(0.48)
+        self.assertEqual(take(s), HB)
+        # At most one in flight: no second heartbeat before the answer.
+        s.tick(1.2)
+        self.assertEqual(take(s), b"")
+        s.receive(acquired(7), 1.2)  # late answer: the next goes at once
+        self.assertEqual(take(s), HB)
+
+    def test_give_up_runs_from_the_newest_answered_send(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        s.tick(0.5)
+        take(s)
+        s.receive(acquired(7), 0.9)  # answers the send at 0.5
+        self.assertAlmostEqual(s.deadline, 0.5 + 1.6)
+        # That answer came after the interval (500 − 2 × 80 ms = 340 ms from
+        # the send at 0.5), so the next heartbeat left with it, at 0.9.
+        self.assertEqual(take(s), HB)
+        s.tick(1.0)
+        self.assertEqual(take(s), b"")  # never answered: nothing more
+        self.assertTrue(s.valid(2.09))
+        s.tick(2.1)
+        self.assertTrue(s.ended)
+        self.assertIsInstance(s.error, Unavailable)
+        self.assertFalse(s.valid(2.1))
+        # The work may still run: the connection stays open until it stops,
+        # at the latest the last send (0.9) plus the lease.
+        self.assertFalse(s.close_due(2.1))
+        self.assertAlmostEqual(s.next_wakeup() or 0, 2.9)
+        self.assertTrue(s.close_due(2.9))
+        self.assertEqual(take(s), b"")
+
+    def test_give_up_then_work_stops(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        s.tick(1.6)
+        self.assertTrue(s.ended)
+        s.release(1.7)
+        self.assertTrue(s.close_due(1.7))
+
+    def test_unanswered_acquire(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.tick(1.0)
+        self.assertEqual(take(s)[:1], b"\x01")  # no heartbeat while ACQUIRE is in flight
+        s.tick(1.6)
+        self.assertTrue(s.ended)
+        self.assertTrue(s.close_due(1.6))  # no work started: close at once
+
+    def test_push_answers_nothing(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(WAITING, 0.0)
+        self.assertTrue(s.answered)
+        self.assertFalse(s.granted)
+        s.tick(0.5)
+        self.assertEqual(take(s)[-1:], HB)
+        s.receive(acquired(9), 0.6)  # the push, while a heartbeat is in flight
+        self.assertTrue(s.granted)
+        s.receive(acquired(9), 0.6)  # the heartbeat's own answer
+        self.assertFalse(s.ended)
+
+    def test_eof_and_error_close_at_once(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        s.eof(0.3)
+        self.assertIsInstance(s.error, Unavailable)
+        self.assertTrue(s.close_due(0.3))
+        s = session()
+        s.start(0.0)
+        s.receive(bytes([0x13, 0x02, 0]), 0.1)
+        self.assertIsInstance(s.error, Unavailable)
+        self.assertEqual(getattr(s.error, "code"), 2)
+        self.assertTrue(s.close_due(0.1))
+        s = session()
+        s.start(0.0)
+        s.receive(bytes([0x13, 0x7F, 1]) + b"x", 0.1)
+        self.assertIsInstance(s.error, ServerError)
+
+    def test_violation_closes_once_work_stopped(self) -> None:
+        for bad in (b"\x7e", WAITING, acquired(8)):
+            with self.subTest(bad=bad):
+                s = session()
+                s.start(0.0)
+                s.receive(acquired(7), 0.0)
+                s.receive(bad, 0.2)
+                self.assertIsInstance(s.error, ProtocolViolation)
+                self.assertFalse(s.close_due(0.2))
+                self.assertEqual(s.next_wakeup(), 2.0)  # ACQUIRE's send + lease
+                s.release(0.5)
+                self.assertTrue(s.close_due(0.5))
+
+    def test_answer_after_give_up_does_not_revive(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        s.tick(1.6)
+        s.receive(acquired(7), 1.7)
+        self.assertTrue(s.ended)
+        self.assertFalse(s.valid(1.7))
+
+
+if __name__ == "__main__":
+    unittest.main()

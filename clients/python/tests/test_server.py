@@ -1,0 +1,97 @@
+"""Both clients against the real server binary."""
+
+import asyncio
+import threading
+import time
+import unittest
+
+import monolock
+import monolock.aio
+from tests.support import Server
+
+
+class RealServerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.srv = Server(self)
+        self.client = monolock.Client(self.srv.addr)
+
+    def await_waiters(self, name: str, n: int) -> None:
+        deadline = time.monotonic() + 10
+        while self.srv.waiters(name) != n:
+            self.assertLess(time.monotonic(), deadline, f"{n} waiter(s) never queued")
+            time.sleep(0.02)
+
+    def test_fifo_and_tokens(self) -> None:
+        holder = self.client.acquire("fifo", lease=2.0)
+        self.assertGreater(holder.token, 1 << 32)
+        with self.assertRaises(monolock.Busy):
+            self.client.acquire("fifo", lease=2.0, wait=False)
+        order = []
+        tokens = {}
+
+        def wait(i: int) -> None:
+            with self.client.lock("fifo", lease=2.0) as lock:
+                order.append(i)
+                tokens[i] = lock.token
+
+        threads = []
+        for i in range(3):
+            t = threading.Thread(target=wait, args=(i,))
+            t.start()
+            threads.append(t)
+            self.await_waiters("fifo", i + 1)
+        time.sleep(0.6)  # heartbeats keep the holder alive past a lease/4
+        self.assertTrue(holder.valid())
+        holder.release()
+        for t in threads:
+            t.join(10)
+        self.assertEqual(order, [0, 1, 2])
+        self.assertLess(holder.token, tokens[0])
+        self.assertLess(tokens[0], tokens[1])
+        self.assertLess(tokens[1], tokens[2])
+
+    def test_run_and_force_release(self) -> None:
+        self.assertEqual(self.client.run("job", lambda lock: lock.token > 0), True)
+        lock = self.client.acquire("job", lease=2.0)
+        self.srv.force_release("job")
+        self.assertTrue(lock.lost.wait(5))
+        self.assertIsInstance(lock.error, monolock.Unavailable)
+        self.assertEqual(getattr(lock.error, "code"), 0x02)
+        lock.release()
+        again = self.client.acquire("job", lease=2.0)
+        self.assertGreater(again.token, lock.token)
+        again.release()
+
+    def test_aio(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            holder = await client.acquire("aio", lease=1.0)
+            self.assertTrue(holder.valid())
+            got = []
+
+            async def waiter() -> None:
+                async with client.lock("aio", lease=1.0) as lock:
+                    got.append(lock.token)
+
+            task = asyncio.ensure_future(waiter())
+            while self.srv.waiters("aio") != 1:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.6)  # more than half the lease: heartbeats keep both alive
+            self.assertFalse(holder.lost.is_set())
+            await holder.release()
+            self.assertTrue(holder.lost.is_set())
+            await asyncio.wait_for(task, 10)
+            self.assertGreater(got[0], holder.token)
+            self.assertGreater(await client.run("aio", self._token), got[0])
+            with self.assertRaises(monolock.InvalidInput):
+                await client.acquire("", lease=1.0)
+
+        asyncio.run(main())
+
+    @staticmethod
+    async def _token(lock: monolock.aio.Lock) -> int:
+        return lock.token
+
+
+if __name__ == "__main__":
+    unittest.main()

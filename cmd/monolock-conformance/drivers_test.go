@@ -1,0 +1,114 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/monolock/monolock/internal/conformance"
+	"github.com/monolock/monolock/internal/testsupport/proc"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proc.Cleanup()
+	os.Exit(code)
+}
+
+// clientDriver is one client's driver as the tests run it. To judge a new
+// client, add an entry: its command, and the install command of its runtime
+// for the skip message when that runtime is missing.
+type clientDriver struct {
+	name    string
+	command func(t *testing.T, root string) []string
+	install string // what to run when the runtime is missing
+}
+
+var clientDrivers = []clientDriver{
+	{
+		name: "go",
+		command: func(t *testing.T, _ string) []string {
+			return []string{proc.MustBinary(t, "./internal/conformance/godriver")}
+		},
+	},
+	{
+		name:    "python",
+		command: func(_ *testing.T, root string) []string { return python(root) },
+		install: "apt-get install -y python3 (3.9 or later)",
+	},
+	{
+		name: "python-aio",
+		command: func(t *testing.T, root string) []string {
+			argv := python(root)
+			if argv == nil {
+				return nil
+			}
+			return append(argv, "--aio")
+		},
+		install: "apt-get install -y python3 (3.9 or later)",
+	},
+}
+
+// python is the Python driver's command, nil when no python3 of 3.9 or
+// later is installed.
+func python(root string) []string {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil
+	}
+	if exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 9))").Run() != nil {
+		return nil
+	}
+	return []string{py, filepath.Join(root, "clients", "python", "conformance_driver.py")}
+}
+
+// drivers returns every driver whose runtime is installed, the reference
+// (Go) first, and logs why the others are left out.
+func drivers(t *testing.T) []conformance.Driver {
+	root, err := proc.RootDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []conformance.Driver
+	for _, d := range clientDrivers {
+		argv := d.command(t, root)
+		if argv == nil {
+			t.Logf("SKIP the %s client's driver: its runtime is missing; install it with: %s", d.name, d.install)
+			continue
+		}
+		out = append(out, conformance.Driver{Name: d.name, Argv: argv})
+	}
+	return out
+}
+
+// TestConformance judges every client whose runtime is installed with every
+// scenario, the end-to-end ones against the server built from this tree.
+// The clients are judged in parallel, each one's scenarios one at a time.
+func TestConformance(t *testing.T) {
+	all := drivers(t)
+	server := proc.MustBinary(t, "./cmd/monolock")
+	if len(all) == 0 || all[0].Name != "go" {
+		t.Fatal("the Go driver must come first: it is the reference")
+	}
+	for _, judge := range all {
+		t.Run(judge.Name, func(t *testing.T) {
+			t.Parallel()
+			cfg := conformance.Config{Drivers: all, Judge: judge, Server: server}
+			for _, sc := range conformance.Scenarios() {
+				t.Run(sc.Name, func(t *testing.T) {
+					res := conformance.Run(sc, cfg)
+					if res.Skipped != "" {
+						t.Skip(res.Skipped)
+					}
+					if res.Err != nil {
+						t.Errorf("%v\n%s", res, res.Diagnostics)
+					}
+				})
+			}
+		})
+	}
+	if len(all) < len(clientDrivers) {
+		t.Logf("judged %d of %d clients; see the SKIP lines above", len(all), len(clientDrivers))
+	}
+}

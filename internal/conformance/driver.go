@@ -1,0 +1,233 @@
+// Package conformance is the conformance kit: it plays the server's side of
+// scripted scenarios over real sockets, starts a client's driver (a small
+// program that calls the client's public API and prints what it reported, one
+// JSON object a line) and judges the client from the wire and from those
+// events. docs/conformance.md is the driver contract and the list of
+// scenarios with their rules and tolerances.
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Driver is one client's driver command.
+type Driver struct {
+	Name string   // "go", "python"
+	Argv []string // the command and its arguments
+}
+
+// ParseDriver reads NAME=COMMAND, the command split at spaces.
+func ParseDriver(s string) (Driver, error) {
+	name, cmd, ok := strings.Cut(s, "=")
+	argv := strings.Fields(cmd)
+	if !ok || name == "" || len(argv) == 0 {
+		return Driver{}, fmt.Errorf("driver %q: want NAME=COMMAND, for example go=bin/godriver", s)
+	}
+	return Driver{Name: name, Argv: argv}, nil
+}
+
+// Request is the first line the driver reads (docs/conformance.md).
+type Request struct {
+	Address    string  `json:"address"`
+	Name       *string `json:"name,omitempty"`
+	NameHex    string  `json:"name_hex"`
+	LeaseUS    int64   `json:"lease_us"`
+	WaitMS     int64   `json:"wait_ms"`
+	Mode       string  `json:"mode"`
+	WorkStopMS int64   `json:"work_stop_ms"`
+}
+
+// Wait modes and modes of a Request.
+const (
+	WaitForever = -1
+	WaitNo      = 0
+
+	ModeAcquire = "acquire"
+	ModeRun     = "run"
+
+	// WorkNeverStops is WorkStopMS for work that stops only when released.
+	WorkNeverStops = -1
+)
+
+// NewRequest is a request in acquire mode that waits forever and whose work
+// stops at once after a loss.
+func NewRequest(addr, name string, lease time.Duration) Request {
+	r := Request{Address: addr, LeaseUS: lease.Microseconds(), WaitMS: WaitForever, Mode: ModeAcquire}
+	r.SetName([]byte(name))
+	return r
+}
+
+// SetName sets name_hex, and name when the bytes are valid UTF-8.
+func (r *Request) SetName(b []byte) {
+	r.NameHex = hex.EncodeToString(b)
+	r.Name = nil
+	if utf8.Valid(b) {
+		s := string(b)
+		r.Name = &s
+	}
+}
+
+// Event is one line the driver printed, with the time the kit read it.
+type Event struct {
+	Event     string `json:"event"`
+	Token     string `json:"token,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Code      *int   `json:"code,omitempty"`
+	Retriable *bool  `json:"retriable,omitempty"`
+
+	At   time.Time `json:"-"`
+	Line string    `json:"-"`
+}
+
+func (e Event) String() string { return e.Line }
+
+// Process is a running driver.
+type Process struct {
+	label  string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan Event
+	done   chan struct{} // closed when the process has exited
+
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	bad    []string // lines that are not events
+}
+
+// Start runs the driver and sends it req.
+func Start(d Driver, label string, req Request) (*Process, error) {
+	cmd := exec.Command(d.Argv[0], d.Argv[1:]...)
+	cmd.Env = append(os.Environ(), "MONOLOCK_CONFORMANCE=1")
+	// Its own process group, so that Close ends whatever the driver started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Process{label: label, cmd: cmd, events: make(chan Event, 256), done: make(chan struct{})}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = &lockedWriter{p: p}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start driver %s (%s): %w", d.Name, strings.Join(d.Argv, " "), err)
+	}
+	p.stdin = stdin
+	go p.read(stdout)
+	line, _ := json.Marshal(req)
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("driver %s: send the request: %w", d.Name, err)
+	}
+	return p, nil
+}
+
+type lockedWriter struct{ p *Process }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	if w.p.stderr.Len() < 64<<10 {
+		w.p.stderr.Write(b)
+	}
+	return len(b), nil
+}
+
+func (p *Process) read(stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		ev := Event{At: time.Now(), Line: line}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Event == "" {
+			p.mu.Lock()
+			p.bad = append(p.bad, line)
+			p.mu.Unlock()
+			continue
+		}
+		p.events <- ev
+	}
+	_ = p.cmd.Wait()
+	close(p.events)
+	close(p.done)
+}
+
+// Next returns the driver's next event, or an error when none came within
+// timeout or the driver exited.
+func (p *Process) Next(timeout time.Duration) (Event, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case ev, ok := <-p.events:
+		if !ok {
+			return Event{}, fmt.Errorf("driver %s exited without printing the next event", p.label)
+		}
+		return ev, nil
+	case <-t.C:
+		return Event{}, fmt.Errorf("driver %s printed no event within %v", p.label, timeout)
+	}
+}
+
+// Expect returns the next event, which must be of kind.
+func (p *Process) Expect(kind string, timeout time.Duration) (Event, error) {
+	ev, err := p.Next(timeout)
+	if err != nil {
+		return ev, fmt.Errorf("waiting for %q: %w", kind, err)
+	}
+	if ev.Event != kind {
+		return ev, fmt.Errorf("driver %s printed %s, want a %q event", p.label, ev.Line, kind)
+	}
+	return ev, nil
+}
+
+// Quiet reports an event printed within d, if any.
+func (p *Process) Quiet(d time.Duration) (Event, bool) {
+	ev, err := p.Next(d)
+	return ev, err == nil
+}
+
+// Release sends {"cmd":"release"}.
+func (p *Process) Release() error {
+	_, err := io.WriteString(p.stdin, "{\"cmd\":\"release\"}\n")
+	return err
+}
+
+// Close ends the driver's input, gives it a few seconds to exit and kills its
+// process group if it does not.
+func (p *Process) Close() {
+	_ = p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Diagnostics is the driver's stderr and any line it printed that was not an
+// event, for a failure message.
+func (p *Process) Diagnostics() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	if len(p.bad) > 0 {
+		fmt.Fprintf(&b, "driver %s printed lines that are not events: %q\n", p.label, p.bad)
+	}
+	if s := strings.TrimSpace(p.stderr.String()); s != "" {
+		fmt.Fprintf(&b, "driver %s stderr:\n%s\n", p.label, s)
+	}
+	return b.String()
+}

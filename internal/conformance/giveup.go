@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"time"
+)
+
+func giveUpScenarios() []Scenario {
+	return []Scenario{
+		{Name: "give-up-holding", Rule: "rule 8, give-up: lost 0.8 × lease after the newest answered send; silent; closed once the work stopped", run: giveUpHolding},
+		{Name: "give-up-work-hangs", Rule: "give-up: the connection stays open until lease has passed since the last send", run: giveUpWorkHangs},
+		{Name: "give-up-acquire", Rule: "rule 8: the give-up clock runs while ACQUIRE is unanswered", run: giveUpAcquire},
+		{Name: "eof-while-holding", Rule: "rule 8: end of stream while holding is a loss at once", run: eofWhileHolding},
+		{Name: "unknown-frame-while-holding", Rule: "rules 7, 8: an unknown frame is a loss at once; closed once the work stopped", run: unknownFrameWhileHolding},
+	}
+}
+
+// Tolerances of the give-up rule. The client gives up 0.8 × lease after the
+// send of the newest answered request; the kit sees that send a little later
+// than it happened and the event a little later than it was printed, so the
+// window is [0.75, 1.0] × lease: earlier is a client that gives up too soon,
+// later one that may still work when the server hands the lock on.
+const (
+	giveUpEarliest = 75 // per cent of the lease
+	giveUpLatest   = 100
+	// closeSlack is how late the close may come after the time it is due.
+	closeSlack = 750 * time.Millisecond
+)
+
+// withholdFrom answers requests below index n with ACQUIRED(token) and never
+// answers the others.
+func withholdFrom(n int, token uint64) func(Req) ([]byte, time.Duration) {
+	return func(r Req) ([]byte, time.Duration) {
+		if r.Index >= n {
+			return nil, 0
+		}
+		return acquired(token), 0
+	}
+}
+
+// lostOnSilence checks the loss event against the newest answered send and
+// that nothing was sent after the withheld request.
+func (e *Env) lostOnSilence(p *Process, c *ServerConn, lease time.Duration, withheld int) (lost Event, lastSend Req) {
+	lost = e.expect("rule 8 (give up on silence)", p, "lost", safety+lease)
+	log := c.Log()
+	if len(log) <= withheld {
+		e.Failf("kit", "the withheld request %d never came", withheld)
+	}
+	answered, last := log[withheld-1], log[withheld]
+	e.between("rule 8 (give up 0.8 × lease after the send of the newest answered request)",
+		"the time from that send to the lost event", lost.At.Sub(answered.At),
+		lease*giveUpEarliest/100, lease*giveUpLatest/100)
+	if len(log) > withheld+1 {
+		e.Failf("rule 3 (at most one request in flight)", "%d request(s) sent after the unanswered one", len(log)-withheld-1)
+	}
+	return lost, last
+}
+
+// giveUpHolding: lease 2 s, heartbeat 3 never answered, work takes 300 ms to
+// stop. The connection must stay open until the work stopped (closed no
+// earlier than 150 ms after the lost event: half the stop time, for event
+// latency) and be closed by the withheld send + lease (+ 750 ms slack).
+func giveUpHolding(e *Env) {
+	const lease = 2 * time.Second
+	req := NewRequest("", "give-up", lease)
+	req.WorkStopMS = 300
+	p, c, _ := e.granted(req, usualToken, withholdFrom(3, usualToken))
+	lost, last := e.lostOnSilence(p, c, lease, 3)
+	stopped := e.expect("give-up (the work stops)", p, "work-stopped", safety)
+	end, _, err := c.WaitEnd(safety)
+	e.must("give-up (the connection is closed once the work stopped)", err)
+	if d := end.Sub(lost.At); d < 150*time.Millisecond {
+		e.Failf("give-up (closed only once the work has stopped)", "the connection closed %v after the lost event, while the work still ran (it stopped %v after)", d.Round(time.Millisecond), stopped.At.Sub(lost.At).Round(time.Millisecond))
+	}
+	e.between("give-up (closed by the last send + lease)", "the time from the last send to the close", end.Sub(last.At), 0, lease+closeSlack)
+	e.must("driver", p.Release())
+	e.expect("release after loss is harmless", p, "released", safety)
+}
+
+// giveUpWorkHangs: as giveUpHolding, but the work never stops by itself:
+// the close is due when lease has passed since the last send; accepted from
+// 100 ms before (the kit sees the send late) to 750 ms after.
+func giveUpWorkHangs(e *Env) {
+	const lease = 2 * time.Second
+	req := NewRequest("", "give-up-hangs", lease)
+	req.WorkStopMS = WorkNeverStops
+	p, c, _ := e.granted(req, usualToken, withholdFrom(3, usualToken))
+	_, last := e.lostOnSilence(p, c, lease, 3)
+	end, _, err := c.WaitEnd(safety)
+	e.must("give-up (closed when the lease has passed since the last send)", err)
+	e.between("give-up (closed when the lease has passed since the last send, not before)", "the time from the last send to the close", end.Sub(last.At), lease-100*time.Millisecond, lease+closeSlack)
+	e.must("driver", p.Release())
+	e.expect("release after loss", p, "work-stopped", safety)
+	e.expect("release after loss is harmless", p, "released", safety)
+}
+
+// giveUpAcquire: ACQUIRE is never answered: unavailable within [0.75, 1.0] ×
+// lease of ACQUIRE, no heartbeat while ACQUIRE is in flight, closed by
+// ACQUIRE + lease + 750 ms.
+func giveUpAcquire(e *Env) {
+	const lease = 2 * time.Second
+	f := e.Fake()
+	p := e.StartJudged(NewRequest(f.Addr(), "acquire-silence", lease))
+	c, err := f.Next(safety)
+	e.must("connect", err)
+	acq, err := c.NextReq(safety)
+	e.must("frames: ACQUIRE", err)
+	ev, err := p.Next(safety + lease)
+	e.must("rule 8 (give up while ACQUIRE is unanswered)", err)
+	if ev.Event != "unavailable" {
+		e.Failf("rule 8 (give up while ACQUIRE is unanswered)", "the driver printed %s, want unavailable", ev)
+	}
+	e.between("rule 8 (give up 0.8 × lease after ACQUIRE)", "the time from ACQUIRE to the failure", ev.At.Sub(acq.At), lease*giveUpEarliest/100, lease*giveUpLatest/100)
+	end, _, err := c.WaitEnd(safety)
+	e.must("rule 7 (close on doubt)", err)
+	e.between("rule 7 (closed by ACQUIRE + lease)", "the time from ACQUIRE to the close", end.Sub(acq.At), 0, lease+closeSlack)
+}
+
+// eofWhileHolding: lease 10 s (give-up would take 8 s); the kit closes; the
+// loss must be reported within 2 s, and a release afterwards is harmless and
+// opens no connection.
+func eofWhileHolding(e *Env) {
+	const lease = 10 * time.Second
+	p, c, _ := e.granted(NewRequest("", "eof", lease), usualToken, answerAll(usualToken))
+	closed := time.Now()
+	c.Close()
+	lost := e.expect("rule 8 (end of stream is a loss)", p, "lost", safety)
+	e.between("rule 8 (end of stream is a loss at once)", "the time from the close to the lost event", lost.At.Sub(closed), 0, 2*time.Second)
+	e.expect("rule 8 (the work stops)", p, "work-stopped", safety)
+	e.must("driver", p.Release())
+	e.expect("release after loss is harmless", p, "released", safety)
+	time.Sleep(200 * time.Millisecond)
+	for _, f := range e.fakes {
+		if n := f.Accepted(); n != 1 {
+			e.Failf("rule 8 (never re-acquire silently)", "%d connections after the loss and the release, want 1", n)
+		}
+	}
+}
+
+// unknownFrameWhileHolding: lease 10 s, byte 0x7e while holding, work takes
+// 500 ms to stop: lost within 2 s, nothing sent after, the connection closed
+// no earlier than 250 ms after the lost event and within 3 s of work-stopped.
+func unknownFrameWhileHolding(e *Env) {
+	const lease = 10 * time.Second
+	req := NewRequest("", "unknown-frame", lease)
+	req.WorkStopMS = 500
+	p, c, _ := e.granted(req, usualToken, answerAll(usualToken))
+	sent := time.Now()
+	e.must("kit", c.Write([]byte{0x7e}))
+	lost := e.expect("rule 7 (an unknown frame is a loss)", p, "lost", safety)
+	e.between("rule 8 (an unknown frame is a loss at once)", "the time from the frame to the lost event", lost.At.Sub(sent), 0, 2*time.Second)
+	stopped := e.expect("rule 8 (the work stops)", p, "work-stopped", safety)
+	end, _, err := c.WaitEnd(safety)
+	e.must("rule 7 (closed once the work stopped)", err)
+	if d := end.Sub(lost.At); d < 250*time.Millisecond {
+		e.Failf("give-up (closed only once the work has stopped)", "the connection closed %v after the lost event, while the work still ran", d.Round(time.Millisecond))
+	}
+	e.between("rule 7 (closed once the work stopped)", "the time from work-stopped to the close", end.Sub(stopped.At), -100*time.Millisecond, 3*time.Second)
+	for _, r := range c.Log() {
+		if r.At.After(lost.At) {
+			e.Failf("give-up (nothing sent after the loss)", "request %d was sent after the lost event", r.Index)
+		}
+	}
+	e.must("driver", p.Release())
+	e.expect("release after loss is harmless", p, "released", safety)
+}

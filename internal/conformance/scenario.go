@@ -1,0 +1,209 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
+)
+
+// safety bounds every wait for something that should happen: it is a net
+// against a hung client, never a timing judgement.
+const safety = 10 * time.Second
+
+// Scenario is one check of one rule.
+type Scenario struct {
+	Name string
+	// Rule is the rule of docs/protocol.md the scenario checks.
+	Rule string
+	// Server: the scenario needs a real monolock binary (Config.Server).
+	Server bool
+	run    func(e *Env)
+}
+
+// Config says which client to judge and with what.
+type Config struct {
+	// Drivers are every client's driver; Drivers[0] is the reference, which
+	// plays the other parties of end-to-end scenarios.
+	Drivers []Driver
+	// Judge is the driver whose client is judged.
+	Judge Driver
+	// Server is a monolock binary for the end-to-end scenarios ("" skips them).
+	Server string
+}
+
+// Result is one scenario's outcome.
+type Result struct {
+	Scenario Scenario
+	// Err is the failure: the rule broken and what was seen; nil when passed.
+	Err error
+	// Skipped says why the scenario did not run.
+	Skipped string
+	// Diagnostics are the drivers' stderr and stray output, on failure.
+	Diagnostics string
+}
+
+func (r Result) String() string {
+	switch {
+	case r.Skipped != "":
+		return fmt.Sprintf("SKIP %s: %s", r.Scenario.Name, r.Skipped)
+	case r.Err != nil:
+		return fmt.Sprintf("FAIL %s (%s): %v", r.Scenario.Name, r.Scenario.Rule, r.Err)
+	}
+	return "PASS " + r.Scenario.Name
+}
+
+// failure ends a scenario (Env.Failf panics with it; Run recovers it).
+type failure struct{ err error }
+
+// Env is what a scenario runs with; it owns every process, listener and
+// server the scenario starts and ends them all afterwards.
+type Env struct {
+	cfg     Config
+	procs   []*Process
+	fakes   []*FakeServer
+	servers []*proc.Process
+}
+
+// Run runs one scenario.
+func Run(sc Scenario, cfg Config) (res Result) {
+	res.Scenario = sc
+	if sc.Server && cfg.Server == "" {
+		res.Skipped = "needs a monolock binary (-server)"
+		return res
+	}
+	e := &Env{cfg: cfg}
+	defer func() {
+		if v := recover(); v != nil {
+			f, ok := v.(failure)
+			if !ok {
+				panic(v)
+			}
+			res.Err = f.err
+		}
+		e.cleanup()
+		if res.Err == nil {
+			res.Err = e.wireViolations()
+		}
+		if res.Err != nil {
+			res.Diagnostics = e.diagnostics()
+		}
+	}()
+	sc.run(e)
+	return res
+}
+
+func (e *Env) cleanup() {
+	for _, p := range e.procs {
+		p.Close()
+	}
+	for _, f := range e.fakes {
+		f.Close()
+	}
+	for _, s := range e.servers {
+		s.Kill()
+	}
+}
+
+// wireViolations are the invariants broken on any connection of the fake
+// servers, checked for every scripted scenario.
+func (e *Env) wireViolations() error {
+	var all []string
+	for _, f := range e.fakes {
+		f.mu.Lock()
+		conns := append([]*ServerConn(nil), f.all...)
+		f.mu.Unlock()
+		for i, c := range conns {
+			for _, v := range c.Violations() {
+				all = append(all, fmt.Sprintf("connection %d: %s", i+1, v))
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(all, "; "))
+}
+
+func (e *Env) diagnostics() string {
+	var b strings.Builder
+	for _, p := range e.procs {
+		b.WriteString(p.Diagnostics())
+	}
+	return b.String()
+}
+
+// Failf fails the scenario: rule is the rule broken, the rest what was seen.
+func (e *Env) Failf(rule, format string, args ...any) {
+	panic(failure{fmt.Errorf("%s: %s", rule, fmt.Sprintf(format, args...))})
+}
+
+// must fails the scenario on err, which says what did not happen.
+func (e *Env) must(rule string, err error) {
+	if err != nil {
+		e.Failf(rule, "%v", err)
+	}
+}
+
+// Fake starts a fake server for the scenario.
+func (e *Env) Fake() *FakeServer {
+	f, err := Listen()
+	e.must("kit", err)
+	e.fakes = append(e.fakes, f)
+	return f
+}
+
+// Start starts driver d with req.
+func (e *Env) Start(d Driver, label string, req Request) *Process {
+	p, err := Start(d, label, req)
+	e.must("driver", err)
+	e.procs = append(e.procs, p)
+	return p
+}
+
+// StartJudged starts the judged client's driver.
+func (e *Env) StartJudged(req Request) *Process {
+	return e.Start(e.cfg.Judge, e.cfg.Judge.Name, req)
+}
+
+// Server starts a real monolock server with extra arguments.
+func (e *Env) Server(args ...string) *proc.Process {
+	s, err := proc.Monolock(e.cfg.Server, proc.Options{Args: args})
+	e.must("kit: start monolock", err)
+	e.servers = append(e.servers, s)
+	return s
+}
+
+// expect is Process.Expect that fails the scenario.
+func (e *Env) expect(rule string, p *Process, kind string, timeout time.Duration) Event {
+	ev, err := p.Expect(kind, timeout)
+	e.must(rule, err)
+	return ev
+}
+
+// between fails unless lo <= d <= hi.
+func (e *Env) between(rule, what string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		e.Failf(rule, "%s was %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
+	}
+}
+
+// Scenarios is every scenario, in the order of docs/conformance.md.
+func Scenarios() []Scenario {
+	var all []Scenario
+	all = append(all, framingScenarios()...)
+	all = append(all, heartbeatScenarios()...)
+	all = append(all, giveUpScenarios()...)
+	all = append(all, errorScenarios()...)
+	all = append(all, e2eScenarios()...)
+	return all
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
