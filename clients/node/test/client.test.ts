@@ -44,13 +44,14 @@ test('the longest name, a multi-byte name and a fractional lease reach the wire 
     ['日'.repeat(85), 1.5, 2],
     ['a'.repeat(255), 2 ** 32 - 1, 2 ** 32 - 1],
   ] as const) {
-    const pending = client.acquire(name, { leaseMs });
+    // A 2 ms lease may well give up before the answer: only the bytes matter here.
+    const pending = client.acquire(name, { leaseMs }).then((lock) => lock.release(), () => {});
     const conn = await server.accept();
     const a = await conn.readAcquire();
     assert.equal(a.leaseMs, wire);
     assert.equal(a.name.toString('utf8'), name);
     conn.write(acquired(1n));
-    await (await pending).release();
+    await pending;
   }
 });
 
