@@ -39,3 +39,14 @@ test('backoff: equal jitter from 100 ms doubling to 5 s', () => {
   assert.equal(highs.at(-1), MAX_BACKOFF_MS);
   assert.equal(lows.at(-1), MAX_BACKOFF_MS / 2);
 });
+
+test('real clock: a timer beyond setTimeout\'s 2^31 − 1 ms limit does not fire early', async () => {
+  const { realClock } = await import('../dist/session.js');
+  let fired = 0;
+  const long = realClock.setTimer(() => fired++, 0.8 * 0xffff_ffff); // the give-up of the longest lease
+  const short = new Promise<void>((resolve) => realClock.setTimer(resolve, 20));
+  await short;
+  await new Promise((r) => setTimeout(r, 20));
+  realClock.clearTimer(long);
+  assert.equal(fired, 0);
+});
