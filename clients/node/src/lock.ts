@@ -43,8 +43,10 @@ export class Lock {
   /**
    * Whether ownership is confirmed at this instant: a cheap synchronous check
    * of the monotonic clock against the give-up deadline (0.8 × lease after the
-   * send of the newest answered request). Call it before each side effect; it
-   * turns false even before the give-up timer has run.
+   * send of the newest answered request). Call it before each side effect. It
+   * reads the clock itself, so after a stall of the event loop it turns false
+   * before the give-up timer has run, and gives the lock up there and then:
+   * once false, it stays false.
    */
   valid(): boolean {
     return this.#session.valid();

@@ -165,9 +165,18 @@ export class Session {
     return this.#closed;
   }
 
-  /** Ownership is confirmed now: granted, not ended, and the give-up deadline not reached. */
+  /**
+   * Ownership is confirmed now: granted, not ended, and the give-up deadline
+   * not reached. It reads the clock itself, so work that resumes after a stall
+   * of the event loop sees the loss at its first check, before the give-up
+   * timer had its turn; that check gives the lock up at once, so once false it
+   * never turns true again, whatever answer arrives next.
+   */
   valid(): boolean {
-    return this.#state === 'held' && this.#clock.now() < this.#deadline;
+    if (this.#state !== 'held') return false;
+    if (this.#clock.now() < this.#deadline) return true;
+    this.#giveUp();
+    return false;
   }
 
   /** Ends the session (the work has stopped) and resolves once the connection is closed. */
@@ -292,9 +301,14 @@ export class Session {
         this.#armLossTimer();
         return;
       }
-      const detail = `no answer from the server within 0.8 × lease (${this.#timeoutMs} ms) of the newest answered request`;
-      this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', false, detail);
+      this.#giveUp();
     }, this.#deadline - this.#clock.now());
+  }
+
+  /** No answer within 0.8 × lease of the newest answered send (rule 8). */
+  #giveUp(): void {
+    const detail = `no answer from the server within 0.8 × lease (${this.#timeoutMs} ms) of the newest answered request`;
+    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', false, detail);
   }
 
   #waitExpired(): void {

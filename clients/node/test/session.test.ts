@@ -310,3 +310,20 @@ test('release is idempotent, closes the connection and leaves no timer', async (
   assert.equal(lock.valid(), false);
   assert.equal(clock.pending, 0);
 });
+
+test('valid() after a stall past the deadline gives the lock up at once; a late answer does not revive it', async () => {
+  const { s, conn } = await held(1000);
+  const lock = new Lock(s);
+  clock.advance(250);
+  await conn.readHeartbeat();
+  clock.jump(600); // t0+850: past the deadline, and the give-up timer has not run
+  assert.equal(lock.valid(), false);
+  assert.ok(lock.signal.aborted && lock.lostError?.why === 'timeout');
+  conn.write(acquired(7n)); // the late answer to the heartbeat
+  await ticks();
+  assert.equal(lock.valid(), false);
+  assert.equal(conn.unread, 0, 'no heartbeat after giving up');
+  await lock.release();
+  await conn.closed;
+  assert.equal(clock.pending, 0);
+});
