@@ -42,11 +42,13 @@ test('backoff: equal jitter from 100 ms doubling to 5 s', () => {
 
 test('real clock: a timer beyond setTimeout\'s 2^31 − 1 ms limit does not fire early', async () => {
   const { realClock } = await import('../dist/session.js');
+  const alive = setInterval(() => {}, 1000); // the client's timers are unref'ed: something must keep this test running
   let fired = 0;
   const long = realClock.setTimer(() => fired++, 0.8 * 0xffff_ffff); // the give-up of the longest lease
   const short = new Promise<void>((resolve) => realClock.setTimer(resolve, 20));
   await short;
   await new Promise((r) => setTimeout(r, 20));
   realClock.clearTimer(long);
+  clearInterval(alive);
   assert.equal(fired, 0);
 });
