@@ -1,7 +1,7 @@
 import type tls from 'node:tls';
 
 import { Backoff, sleep } from './backoff.js';
-import { UnavailableError } from './errors.js';
+import { InvalidArgumentError, UnavailableError } from './errors.js';
 import { CODE_SHUTTING_DOWN } from './frames.js';
 import { Lock } from './lock.js';
 import { Session } from './session.js';
@@ -12,14 +12,14 @@ export const DEFAULT_ADDRESS = '127.0.0.1:7070';
 
 export interface ClientOptions {
   /** The server's host:port ("[::1]:7070" for IPv6); DEFAULT_ADDRESS when omitted. */
-  address?: string;
+  address?: string | undefined;
   /**
    * Connect with TLS: options for tls.connect (ca, cert and key for mutual
    * TLS, servername, …), or true for the system's trusted CAs.
    */
-  tls?: tls.ConnectionOptions | boolean;
+  tls?: tls.ConnectionOptions | boolean | undefined;
   /** How long a connection attempt may take; 10000 ms when omitted. */
-  connectTimeoutMs?: number;
+  connectTimeoutMs?: number | undefined;
 }
 
 export interface AcquireOptions {
@@ -30,9 +30,9 @@ export interface AcquireOptions {
    */
   leaseMs: number;
   /** true (the default): wait in the queue until granted; false: BusyError at once if held; a number: wait that many ms at most. */
-  wait?: boolean | number;
+  wait?: boolean | number | undefined;
   /** Aborting it while connecting or queued leaves the queue and rejects with its reason. It does not end a held lock. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -52,6 +52,9 @@ export class Client {
     ({ host: this.#host, port: this.#port } = parseAddress(this.address));
     this.#tls = options.tls === true ? {} : options.tls || undefined;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    if (typeof this.#connectTimeoutMs !== 'number' || !(this.#connectTimeoutMs > 0)) {
+      throw new InvalidArgumentError('connectTimeoutMs', `monolock: connectTimeoutMs must be a positive number of milliseconds, got ${String(options.connectTimeoutMs)}`);
+    }
   }
 
   /**

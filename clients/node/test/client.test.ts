@@ -35,6 +35,8 @@ test('invalid names and leases are refused before connecting', async () => {
   }
   await assert.rejects(client.acquire('job', { leaseMs: 1000, wait: -1 }), InvalidArgumentError);
   assert.throws(() => new Client({ address: 'no-port' }), InvalidArgumentError);
+  assert.throws(() => new Client({ address: '[::1]:70000' }), InvalidArgumentError);
+  assert.throws(() => new Client({ connectTimeoutMs: 0 }), InvalidArgumentError);
   assert.equal(server.connections, 0);
 });
 

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 
 import { Backoff, MAX_BACKOFF_MS, MIN_BACKOFF_MS } from '../dist/backoff.js';
 import { HeartbeatSchedule, clientTimeoutMs } from '../dist/schedule.js';
+import { parseAddress } from '../dist/validate.js';
 
 test('schedule: lease/4 without RTT, shortened by twice the smoothed RTT, clamped to the floor', () => {
   const s = new HeartbeatSchedule(2000);
@@ -51,4 +52,11 @@ test('real clock: a timer beyond setTimeout\'s 2^31 − 1 ms limit does not fire
   realClock.clearTimer(long);
   clearInterval(alive);
   assert.equal(fired, 0);
+});
+
+test('addresses: host:port, [v6]:port, a name', () => {
+  assert.deepEqual(parseAddress('127.0.0.1:7070'), { host: '127.0.0.1', port: 7070 });
+  assert.deepEqual(parseAddress('[::1]:7070'), { host: '::1', port: 7070 });
+  assert.deepEqual(parseAddress('locks.internal:7443'), { host: 'locks.internal', port: 7443 });
+  for (const bad of ['7070', '::1:7070', 'host:0', 'host:65536', 'host:']) assert.throws(() => parseAddress(bad), undefined, bad);
 });
