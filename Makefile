@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test
 
 all: build
 
@@ -26,8 +26,8 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python client's checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test
+## test: vet, gofmt, staticcheck, the Python and Node.js clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
+test: vet fmt-check staticcheck python-test node-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -67,6 +67,31 @@ python-test: build
 		$(MAKE) --no-print-directory python-tools && (cd $(PYDIR) && ./node_modules/.bin/pyright); \
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t .
+
+# --- the Node.js client (clients/node) ---------------------------------------
+# No runtime dependencies; TypeScript and @types/node are pinned by
+# clients/node/package-lock.json. node-build also builds what the conformance
+# kit's Node.js driver runs (cmd/monolock-conformance, from `go test`).
+
+NODEDIR := clients/node
+
+## node-deps: install the Node.js client's build tools from its package-lock.json (npm ci)
+node-deps: $(NODEDIR)/node_modules/.package-lock.json
+
+$(NODEDIR)/node_modules/.package-lock.json: $(NODEDIR)/package-lock.json
+	cd $(NODEDIR) && npm ci --no-audit --no-fund
+	touch $@
+
+## node-build: compile the Node.js client and its tests with tsc (dist/, dist-test/)
+node-build: node-deps
+	cd $(NODEDIR) && rm -rf dist dist-test && npm run --silent build
+
+## node-test: the Node.js client's tests with node --test: fakes, the real server, the npm pack contents
+node-test: build
+	@if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then \
+		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
+	$(MAKE) --no-print-directory node-build && \
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

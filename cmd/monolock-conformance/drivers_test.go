@@ -48,6 +48,28 @@ var clientDrivers = []clientDriver{
 		},
 		install: "apt-get install -y python3 (3.9 or later)",
 	},
+	{
+		name:    "node",
+		command: func(_ *testing.T, root string) []string { return node(root) },
+		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
+	},
+}
+
+// node is the Node.js driver's command, nil when no node of 20 or later is
+// installed or the client is not built (make node-build; make test does it).
+func node(root string) []string {
+	bin, err := exec.LookPath("node")
+	if err != nil {
+		return nil
+	}
+	if exec.Command(bin, "-e", "process.exit(Number(process.versions.node.split('.')[0]) >= 20 ? 0 : 1)").Run() != nil {
+		return nil
+	}
+	dir := filepath.Join(root, "clients", "node")
+	if _, err := os.Stat(filepath.Join(dir, "dist", "index.js")); err != nil {
+		return nil
+	}
+	return []string{bin, filepath.Join(dir, "conformance", "driver.mjs")}
 }
 
 // python is the Python driver's command, nil when no python3 of 3.9 or

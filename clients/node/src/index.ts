@@ -1,0 +1,13 @@
+export { Client, DEFAULT_ADDRESS, type AcquireOptions, type ClientOptions } from './client.js';
+export { Lock } from './lock.js';
+export {
+  BusyError,
+  InvalidArgumentError,
+  LockLostError,
+  MonolockError,
+  ProtocolError,
+  ServerError,
+  UnavailableError,
+  type LossKind,
+} from './errors.js';
+export { MAX_LEASE_MS, MAX_NAME_BYTES } from './validate.js';

@@ -1,0 +1,137 @@
+// The client against the real server binary (bin/monolock) on loopback.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { BusyError, Client, LockLostError, ServerError, UnavailableError, type Lock } from 'monolock';
+import { Session } from '../dist/session.js';
+import { RealServer, aborted } from './helpers.js';
+
+let server: RealServer;
+let client: Client;
+
+before(async () => {
+  server = await RealServer.start(['-admin-listen', '127.0.0.1:0']);
+  client = new Client({ address: server.address });
+});
+after(async () => {
+  await server.stop();
+});
+
+/** The number of waiters the admin API shows for name (0 when the lock is idle). */
+async function waiters(name: string): Promise<number> {
+  const res = await fetch(`http://${server.adminAddress}/api/locks/${encodeURIComponent(name)}`);
+  if (res.status === 404) return 0;
+  const body = (await res.json()) as { waiters?: unknown[] };
+  return body.waiters?.length ?? 0;
+}
+
+/** Waits until the admin API shows n waiters on name. */
+async function queued(name: string, n: number): Promise<void> {
+  while ((await waiters(name)) < n) await sleep(10);
+}
+
+test('a free lock is granted, and heartbeats keep it past several leases', async () => {
+  const lock = await client.acquire('real-free', { leaseMs: 1000 });
+  assert.ok(lock.token > 1n << 32n, 'the high bits of a token are the grant second');
+  await sleep(3000); // three leases: without heartbeats the server would have expired it
+  assert.equal(lock.valid(), true);
+  assert.equal(lock.signal.aborted, false, String(lock.lostError));
+  await lock.release();
+});
+
+test('busy: wait false is BusyError; a waiter is promoted without asking when the holder releases, with a larger token', async () => {
+  const first = await client.acquire('real-busy', { leaseMs: 2000 });
+  await assert.rejects(client.acquire('real-busy', { leaseMs: 2000, wait: false }), BusyError);
+  await assert.rejects(client.acquire('real-busy', { leaseMs: 2000, wait: 50 }), BusyError);
+  const second = client.acquire('real-busy', { leaseMs: 2000 });
+  await queued('real-busy', 1);
+  await first.release();
+  const lock = await second;
+  assert.ok(lock.token > first.token);
+  await lock.release();
+});
+
+test('FIFO: three waiters, the middle one leaves, the others are promoted in order with increasing tokens', async () => {
+  const holder = await client.acquire('real-fifo', { leaseMs: 2000 });
+  const order: string[] = [];
+  const a = client.acquire('real-fifo', { leaseMs: 2000 }).then((l) => (order.push('a'), l));
+  await queued('real-fifo', 1);
+  const leave = new AbortController();
+  const b = client.acquire('real-fifo', { leaseMs: 2000, signal: leave.signal });
+  await queued('real-fifo', 2);
+  const c = client.acquire('real-fifo', { leaseMs: 2000 }).then((l) => (order.push('c'), l));
+  await queued('real-fifo', 3);
+  leave.abort();
+  await assert.rejects(b, { name: 'AbortError' });
+  await holder.release();
+  const la = await a;
+  assert.deepEqual(order, ['a']);
+  await la.release();
+  const lc = await c;
+  assert.deepEqual(order, ['a', 'c']);
+  assert.ok(holder.token < la.token && la.token < lc.token);
+  await lc.release();
+});
+
+test('withLock runs the work under the lock and releases it', async () => {
+  const token = await client.withLock('real-with', { leaseMs: 1000 }, async (lock: Lock) => {
+    assert.equal(lock.valid(), true);
+    return lock.token;
+  });
+  const next = await client.acquire('real-with', { leaseMs: 1000, wait: false });
+  assert.ok(next.token > token);
+  await next.release();
+});
+
+test('force-release through the admin API: the holder loses with code 0x02; a new attempt gets a larger token', async () => {
+  const lock = await client.acquire('real-force', { leaseMs: 2000 });
+  const res = await fetch(`http://${server.adminAddress}/api/locks/real-force/release`, { method: 'POST' });
+  assert.equal(res.status, 200);
+  const reason = await aborted(lock.signal);
+  assert.ok(reason instanceof LockLostError && reason.why === 'server');
+  assert.ok(reason.cause instanceof UnavailableError && reason.cause.code === 0x02);
+  await lock.release();
+  const again = await client.acquire('real-force', { leaseMs: 2000 });
+  assert.ok(again.token > lock.token);
+  await again.release();
+});
+
+test('the mistakes the client refuses, sent raw, get ERROR 0x14, 0x15, 0x16 and 0x17', async () => {
+  const [host, port] = server.address.split(':');
+  const raw: [Buffer, number, number][] = [
+    [Buffer.alloc(0), 1000, 0x14],
+    [Buffer.alloc(256, 'a'), 1000, 0x15],
+    [Buffer.of(0x66, 0xff, 0x66), 1000, 0x16],
+    [Buffer.from('ok'), 0, 0x17],
+  ];
+  for (const [nameBytes, leaseMs, code] of raw) {
+    const s = new Session({ host: host!, port: Number(port), address: server.address, tls: undefined, connectTimeoutMs: 10_000, name: 'raw', nameBytes, leaseMs, waitMs: Infinity, signal: undefined });
+    await assert.rejects(s.granted, (e: unknown) => e instanceof ServerError && e.code === code && e.reason.length > 0, `code 0x${code.toString(16)}`);
+    await s.closed;
+  }
+});
+
+test('SIGTERM: the holder loses with 0x01, a waiter gets 0x01; run reconnects to the restarted server and gets a larger token', async () => {
+  const holder = await client.acquire('real-term', { leaseMs: 2000 });
+  const waiter = client.acquire('real-term', { leaseMs: 2000 });
+  const waiterFailed = assert.rejects(waiter, (e: unknown) => e instanceof UnavailableError && e.code === 0x01 && e.retryable);
+  await queued('real-term', 1);
+  // Another holder makes the run() attempt queue until the shutdown.
+  const blocker = await client.acquire('real-term-2', { leaseMs: 2000 });
+  let retryToken = 0n;
+  const retrying = client.run('real-term-2', { leaseMs: 2000 }, (lock) => {
+    retryToken = lock.token;
+  });
+  await queued('real-term-2', 1);
+  const port = server.address.split(':')[1]!;
+  await server.stop();
+  const reason = await aborted(holder.signal);
+  assert.ok(reason instanceof LockLostError && (reason.cause as UnavailableError).code === 0x01);
+  await waiterFailed;
+  server = await RealServer.start(['-listen', `127.0.0.1:${port}`, '-admin-listen', '127.0.0.1:0']);
+  await retrying;
+  assert.ok(retryToken > holder.token, `${retryToken} > ${holder.token}`);
+  await holder.release();
+  await blocker.release();
+});

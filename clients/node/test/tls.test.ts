@@ -1,0 +1,65 @@
+// TLS and mutual TLS against the real server, with a throwaway CA made by openssl.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { Client, ServerError, UnavailableError } from 'monolock';
+import { RealServer } from './helpers.js';
+
+function hasOpenssl(): boolean {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const skip = hasOpenssl() ? false : 'openssl is not installed (apt-get install -y openssl)';
+let dir: string;
+let server: RealServer;
+const pem = (name: string): Buffer => readFileSync(path.join(dir, name));
+
+/** Makes a key and a certificate NAME signed by the CA, with the extensions given. */
+function issue(name: string, subject: string, ext: string[]): void {
+  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  run('req', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', subject);
+  writeFileSync(path.join(dir, `${name}.ext`), ext.join('\n') + '\n');
+  run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '1', '-extfile', `${name}.ext`, '-out', `${name}.pem`);
+}
+
+before(async () => {
+  if (skip) return;
+  dir = mkdtempSync(path.join(tmpdir(), 'monolock-node-tls-'));
+  const ca = (name: string, cn: string) =>
+    execFileSync('openssl', ['req', '-x509', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-keyout', `${name}-key.pem`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${cn}`, '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], { cwd: dir, stdio: 'pipe' });
+  ca('ca', 'test CA');
+  ca('other-ca', 'another CA');
+  issue('server', '/CN=localhost', ['subjectAltName = DNS:localhost, IP:127.0.0.1', 'extendedKeyUsage = serverAuth', 'keyUsage = critical, digitalSignature', 'basicConstraints = CA:FALSE']);
+  issue('client', '/CN=cn-worker', ['extendedKeyUsage = clientAuth', 'keyUsage = critical, digitalSignature']);
+  writeFileSync(path.join(dir, 'acl.json'), JSON.stringify({ rules: [{ identity: 'cn-worker', locks: ['cn-*'] }] }));
+  server = await RealServer.start(['-tls-cert', path.join(dir, 'server.pem'), '-tls-key', path.join(dir, 'server-key.pem'), '-tls-client-ca', path.join(dir, 'ca.pem'), '-acl-file', path.join(dir, 'acl.json')]);
+});
+
+after(async () => {
+  if (skip) return;
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('mutual TLS: granted with a client certificate; the ACL refusal is ServerError 0x18', { skip }, async () => {
+  const client = new Client({ address: server.address, tls: { ca: pem('ca.pem'), cert: pem('client.pem'), key: pem('client-key.pem') } });
+  const token = await client.withLock('cn-job', { leaseMs: 1000 }, (lock) => lock.token);
+  assert.ok(token > 0n);
+  await assert.rejects(client.acquire('not-mine', { leaseMs: 1000 }), (e: unknown) => e instanceof ServerError && e.code === 0x18);
+});
+
+test('TLS failures are unavailable and not worth retrying: an untrusted server, a missing client certificate', { skip }, async () => {
+  const untrusted = new Client({ address: server.address, tls: { ca: pem('other-ca.pem'), cert: pem('client.pem'), key: pem('client-key.pem') } });
+  await assert.rejects(untrusted.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
+  const anonymous = new Client({ address: server.address, tls: { ca: pem('ca.pem') } });
+  await assert.rejects(anonymous.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
+});
