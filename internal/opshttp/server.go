@@ -164,7 +164,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 func (l *limitListener) wrap(c net.Conn) *limitConn {
-	return &limitConn{Conn: c, l: l, release: func() { <-l.slots }}
+	return &limitConn{Conn: c, l: l, release: func() {
+		<-l.slots
+		l.spare.reserve() // the descriptor the connection just freed, if the spare was used
+	}}
 }
 
 // signal wakes an Accept waiting for a connection to close.
@@ -247,6 +250,5 @@ func (c *limitConn) Read(b []byte) (int, error) {
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
-	c.l.spare.reserve() // the descriptor just freed, if the spare was used
 	return err
 }
