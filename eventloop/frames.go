@@ -108,6 +108,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			return
 		}
 		s.leaseMS = f.LeaseMS
+		o.pending.remove(s)
 		s.lastSeen, s.since = now, now
 		if o.table.AcquireBytes(&s.claim, f.Name, wall) {
 			o.granted(s, wall, now)

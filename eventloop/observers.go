@@ -25,6 +25,7 @@ type Metrics interface {
 	ProtocolError(code protocol.Code)           // an ERROR was sent
 	ACLDenied()                                 // the Authorizer refused an ACQUIRE
 	AcceptError()                               // accepting or enrolling a connection failed
+	Evicted()                                   // a connection without ACQUIRE was closed at the descriptor limit
 	TLSHandshakeError()                         // a TLS handshake failed or timed out
 }
 
@@ -63,6 +64,7 @@ func (noMetrics) Released(string, time.Duration) {}
 func (noMetrics) ProtocolError(protocol.Code)    {}
 func (noMetrics) ACLDenied()                     {}
 func (noMetrics) AcceptError()                   {}
+func (noMetrics) Evicted()                       {}
 func (noMetrics) TLSHandshakeError()             {}
 
 // ReleaseReason says why a holder stopped holding; its String is the name

@@ -26,6 +26,7 @@ func (o *owner) onClose(s *session) {
 	s.conn.SetContext(nil)
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s)
+	o.pending.remove(s)
 	o.metrics.Closed()
 	wall, now := o.clock()
 	switch s.claim.State() {

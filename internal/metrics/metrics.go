@@ -29,6 +29,7 @@ type Metrics struct {
 	aclDenials          prometheus.Counter
 	connectionsAccepted prometheus.Counter
 	acceptErrors        prometheus.Counter
+	evictions           prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
@@ -63,6 +64,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		aclDenials:          counter("acl_denials_total", "ACQUIREs denied by the ACL."),
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
+		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -78,7 +80,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.tlsHandshakeErrors, m.heartbeats,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -161,6 +163,14 @@ func (m *Metrics) ACLDenied() {
 func (m *Metrics) AcceptError() {
 	if m != nil {
 		m.acceptErrors.Inc()
+	}
+}
+
+// Evicted counts a connection closed before its ACQUIRE because no
+// descriptor was left for a new one.
+func (m *Metrics) Evicted() {
+	if m != nil {
+		m.evictions.Inc()
 	}
 }
 
