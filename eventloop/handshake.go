@@ -79,6 +79,14 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		go h.srv.handshake(c)
 	case phaseHandshake:
 		rest, identity, done, err := c.tr.hs.result()
+		if done && c.tr.asyncWrites.Load() > 0 {
+			// The handshake has finished but its last flight (with mutual
+			// TLS, the session ticket) is still in gnet's queue: the records
+			// the session would write now must not overtake it. gnet writes
+			// the queue before it runs the handshake's wake-up, whose
+			// OnTraffic takes the client's bytes from gnet's buffer then.
+			return gnet.None
+		}
 		if !done {
 			buf, _ := c.Conn.Peek(-1)
 			_, _ = c.Conn.Discard(len(buf))

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"net"
 	"testing"
+
+	"github.com/panjf2000/gnet/v2"
 )
 
 // clientHello returns the first flight of a crypto/tls client: one record
@@ -134,5 +136,59 @@ func TestHandshakeInputSlots(t *testing.T) {
 	b.finish("", nil)
 	if len(slots.slots) != 0 {
 		t.Fatalf("%d slots held after both ended", len(slots.slots))
+	}
+}
+
+// queuedConn is a gnet.Conn whose AsyncWrite queues the write, as gnet does
+// until its next pass, and whose Wake is counted.
+type queuedConn struct {
+	gnet.Conn
+	queued []gnet.AsyncCallback
+	wakes  int
+}
+
+func (c *queuedConn) AsyncWrite(_ []byte, cb gnet.AsyncCallback) error {
+	c.queued = append(c.queued, cb)
+	return nil
+}
+
+func (c *queuedConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
+
+// runQueue writes what was queued, in order, as gnet's pass does.
+func (c *queuedConn) runQueue() {
+	for _, cb := range c.queued {
+		_ = cb(c, nil)
+	}
+	c.queued = nil
+}
+
+// The handshake's last flight (the session ticket, with mutual TLS) is
+// counted until gnet has written it, so the loop writes nothing of the
+// session's before it; once the last of it is out and the handshake is done,
+// the loop is woken to read what the client sent meanwhile.
+func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
+	gc := &queuedConn{}
+	tr := &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1))}
+	for _, flight := range []string{"server hello ...", "session ticket"} {
+		if n, err := tr.Write([]byte(flight)); err != nil || n != len(flight) {
+			t.Fatalf("Write: %d, %v", n, err)
+		}
+	}
+	if got := tr.asyncWrites.Load(); got != 2 {
+		t.Fatalf("%d writes counted while queued, want 2", got)
+	}
+	tr.hs.finish("", nil)
+	gc.runQueue()
+	if got := tr.asyncWrites.Load(); got != 0 || gc.wakes != 1 {
+		t.Fatalf("after the queue ran: %d writes counted, %d wake-ups; want 0 and 1", got, gc.wakes)
+	}
+
+	// While the handshake goes on, a written flight wakes nobody.
+	tr = &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1))}
+	gc.wakes = 0
+	_, _ = tr.Write([]byte("server hello ..."))
+	gc.runQueue()
+	if gc.wakes != 0 {
+		t.Fatalf("%d wake-ups before the handshake is done, want 0", gc.wakes)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -52,6 +53,12 @@ type tlsTransport struct {
 	gc   gnet.Conn
 	hs   *handshakeInput // during the handshake
 	left []byte          // input the handshake did not read: the session's first records
+
+	// asyncWrites counts the handshake's writes that gnet has queued and
+	// not yet written. The loop writes nothing of its own while any is
+	// queued: a session ticket the handshake sends last must reach the client
+	// before the first record the loop encrypts after it.
+	asyncWrites atomic.Int32
 
 	recordLeft int                   // bytes of the current record not handed over yet
 	header     [recordHeaderLen]byte // a header being handed over piecemeal
@@ -152,7 +159,20 @@ func (t *tlsTransport) drained() bool {
 // (AsyncWrite; crypto/tls reuses p), and records to gnet directly in the loop.
 func (t *tlsTransport) Write(p []byte) (int, error) {
 	if t.hs != nil {
-		if err := t.gc.AsyncWrite(append([]byte(nil), p...), nil); err != nil {
+		t.asyncWrites.Add(1)
+		written := func(gc gnet.Conn, _ error) error { // on the loop
+			if t.asyncWrites.Add(-1) == 0 && t.hs != nil {
+				// The handshake's wake-up may have run before this write
+				// (gnet serves its queues in one pass): wake once more so the
+				// client's first records, held back meanwhile, are read.
+				if _, _, done, _ := t.hs.result(); done {
+					_ = gc.Wake(nil)
+				}
+			}
+			return nil
+		}
+		if err := t.gc.AsyncWrite(append([]byte(nil), p...), written); err != nil {
+			t.asyncWrites.Add(-1)
 			return 0, err
 		}
 		return len(p), nil
