@@ -245,27 +245,48 @@ func runKeyUpdates(ctx context.Context, e *env) string {
 		}
 		defer closeWith(ctx, w.raw)()
 		defer w.raw.Close()
-		go func() { _, _ = io.Copy(io.Discard, w.raw) }() // the answers to the heartbeats
+		gone := make(chan struct{}) // the server closed the connection
+		// Read the answers to the heartbeats until the close.
+		go func() {
+			_, _ = io.Copy(io.Discard, w.raw)
+			close(gone)
+		}()
 		out := w.appendRecord(nil, contentApplication, protocol.AppendAcquire(nil, 600_000, fmt.Sprintf("adversarial/keyupdate/%d", i)))
 		for {
-			for n := 0; len(out) < burst; n++ {
-				if n%8 == 7 { // crypto/tls gives up after 16 records without application data
-					out = w.appendRecord(out, contentApplication, protocol.AppendHeartbeat(nil))
-					continue
+			// A burst goes out in pieces of 16 KiB, each encrypted just
+			// before it is written, and stops once the server has closed the
+			// connection: an attacker cannot make the server read more than
+			// that, and records encrypted for a closed socket would only
+			// load this process, which shares the cores with the witnesses.
+			for sent, n := 0, 0; sent < burst; {
+				select {
+				case <-gone:
+					if ctx.Err() == nil {
+						closed.Add(1)
+					}
+					return
+				default:
 				}
-				if out, err = w.appendKeyUpdate(out); err != nil {
-					failed.Add(1)
+				for len(out) < burst/8 {
+					if n++; n%8 == 0 { // crypto/tls gives up after 16 records without application data
+						out = w.appendRecord(out, contentApplication, protocol.AppendHeartbeat(nil))
+						continue
+					}
+					if out, err = w.appendKeyUpdate(out); err != nil {
+						failed.Add(1)
+						return
+					}
+					updates.Add(1)
+				}
+				if _, err := w.raw.Write(out); err != nil {
+					if ctx.Err() == nil {
+						closed.Add(1)
+					}
 					return
 				}
-				updates.Add(1)
+				sent += len(out)
+				out = out[:0]
 			}
-			if _, err := w.raw.Write(out); err != nil {
-				if ctx.Err() == nil {
-					closed.Add(1)
-				}
-				return
-			}
-			out = out[:0]
 			if !pause(ctx, 4*time.Second) {
 				return
 			}
