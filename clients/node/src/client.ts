@@ -5,6 +5,7 @@ import { InvalidArgumentError, UnavailableError } from './errors.js';
 import { CODE_SHUTTING_DOWN } from './frames.js';
 import { Lock } from './lock.js';
 import { Session } from './session.js';
+import { TlsSessionCache } from './tlssession.js';
 import { encodeName, leaseToWire, parseAddress, waitToMs } from './validate.js';
 
 /** The server address used when ClientOptions.address is not given. */
@@ -15,7 +16,9 @@ export interface ClientOptions {
   address?: string | undefined;
   /**
    * Connect with TLS: options for tls.connect (ca, cert and key for mutual
-   * TLS, servername, …), or true for the system's trusted CAs.
+   * TLS, servername, …), or true for the system's trusted CAs. The Client
+   * keeps the TLS session of its latest connection and offers it on the next
+   * one (lock.tlsResumed says whether the server resumed it).
    */
   tls?: tls.ConnectionOptions | boolean | undefined;
   /** How long a connection attempt may take; 10000 ms when omitted. */
@@ -45,6 +48,7 @@ export class Client {
   readonly #host: string;
   readonly #port: number;
   readonly #tls: tls.ConnectionOptions | undefined;
+  readonly #tlsSessions = new TlsSessionCache();
   readonly #connectTimeoutMs: number;
 
   constructor(options: ClientOptions = {}) {
@@ -124,6 +128,7 @@ export class Client {
       port: this.#port,
       address: this.address,
       tls: this.#tls,
+      tlsSessions: this.#tlsSessions,
       connectTimeoutMs: this.#connectTimeoutMs,
       name,
       nameBytes,

@@ -57,6 +57,17 @@ export class Lock {
     return this.#session.lost;
   }
 
+  /**
+   * Whether this lock's TLS connection resumed the session of an earlier
+   * connection of the same Client (an abbreviated handshake) rather than a full
+   * handshake; undefined without TLS. false on a Client's first connection, and
+   * after a server restart or failover unless the servers share
+   * -tls-ticket-keys.
+   */
+  get tlsResumed(): boolean | undefined {
+    return this.#session.tlsResumed;
+  }
+
   /** Resolves once the connection is closed (after release, or after a loss once the work has stopped). */
   get closed(): Promise<void> {
     return this.#session.closed;

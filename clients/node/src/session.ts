@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { BusyError, LockLostError, ProtocolError, UnavailableError, errorForCode, type LossKind } from './errors.js';
 import { FrameDecoder, HEARTBEAT, encodeAcquire, type ServerFrame } from './frames.js';
 import { HeartbeatSchedule, clientTimeoutMs } from './schedule.js';
+import type { TlsSessionCache } from './tlssession.js';
 
 /** Everything one session needs to know; validated by the Client before a session exists. */
 export interface SessionConfig {
@@ -12,6 +13,8 @@ export interface SessionConfig {
   readonly port: number;
   readonly address: string;
   readonly tls: tls.ConnectionOptions | undefined;
+  /** The Client's TLS session, offered on connect and replaced by the server's newest ticket. */
+  readonly tlsSessions?: TlsSessionCache | undefined;
   readonly connectTimeoutMs: number;
   readonly name: string;
   readonly nameBytes: Buffer;
@@ -90,6 +93,8 @@ export class Session {
   /** The guarded work has stopped (release was called): a lost lock may close at once. */
   #workStopped = false;
   #lost: LockLostError | undefined;
+  /** Whether the TLS handshake resumed a session; undefined before it and without TLS. */
+  #tlsResumed: boolean | undefined;
 
   #heartbeatTimer: unknown;
   #lossTimer: unknown;
@@ -119,8 +124,16 @@ export class Session {
     const { host, port } = config;
     let socket: net.Socket;
     if (config.tls) {
-      socket = tls.connect({ ...config.tls, host, port });
-      socket.once('secureConnect', () => this.#connected());
+      const cache = config.tlsSessions;
+      const saved = cache?.latest;
+      const tlsSocket = tls.connect({ ...config.tls, host, port, ...(saved ? { session: saved } : {}) });
+      // Listening turns on node:tls's session callbacks; add it before the handshake runs.
+      if (cache) tlsSocket.on('session', (session: Buffer) => cache.save(session));
+      tlsSocket.once('secureConnect', () => {
+        this.#tlsResumed = tlsSocket.isSessionReused();
+        this.#connected();
+      });
+      socket = tlsSocket;
     } else {
       socket = net.connect({ host, port });
       socket.once('connect', () => this.#connected());
@@ -163,6 +176,9 @@ export class Session {
   }
   get closed(): Promise<void> {
     return this.#closed;
+  }
+  get tlsResumed(): boolean | undefined {
+    return this.#tlsResumed;
   }
 
   /**

@@ -34,6 +34,7 @@ async function queued(name: string, n: number): Promise<void> {
 test('a free lock is granted, and heartbeats keep it past several leases', async () => {
   const lock = await client.acquire('real-free', { leaseMs: 1000 });
   assert.ok(lock.token > 1n << 32n, 'the high bits of a token are the grant second');
+  assert.equal(lock.tlsResumed, undefined, 'plain TCP has no TLS session');
   await sleep(3000); // three leases: without heartbeats the server would have expired it
   assert.equal(lock.valid(), true);
   assert.equal(lock.signal.aborted, false, String(lock.lostError));

@@ -1,10 +1,12 @@
 // TLS and mutual TLS against the real server, with a throwaway CA made by openssl.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import tls from 'node:tls';
 
 import { Client, ServerError, UnavailableError } from 'monolock';
 import { RealServer } from './helpers.js';
@@ -22,6 +24,31 @@ const skip = hasOpenssl() ? false : 'openssl is not installed (apt-get install -
 let dir: string;
 let server: RealServer;
 const pem = (name: string): Buffer => readFileSync(path.join(dir, name));
+const serverArgs = (): string[] => ['-tls-cert', path.join(dir, 'server.pem'), '-tls-key', path.join(dir, 'server-key.pem'), '-tls-client-ca', path.join(dir, 'ca.pem'), '-acl-file', path.join(dir, 'acl.json')];
+const mtls = (): tls.ConnectionOptions => ({ ca: pem('ca.pem'), cert: pem('client.pem'), key: pem('client-key.pem') });
+
+/** Acquires and releases name, and says whether its TLS handshake resumed a session. */
+async function resumed(client: Client, name: string): Promise<boolean | undefined> {
+  const lock = await client.acquire(name, { leaseMs: 1000 });
+  try {
+    return lock.tlsResumed;
+  } finally {
+    await lock.release();
+  }
+}
+
+/** The session ticket srv issues to one mutual-TLS handshake (the server sends it after the handshake). */
+function ticketFrom(srv: RealServer): Promise<Buffer> {
+  const port = Number(srv.address.slice(srv.address.lastIndexOf(':') + 1));
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ ...mtls(), host: '127.0.0.1', port });
+    socket.once('session', (session: Buffer) => {
+      socket.destroy();
+      resolve(session);
+    });
+    socket.once('error', reject);
+  });
+}
 
 /** Makes a key and a certificate NAME signed by the CA, with the extensions given. */
 function issue(name: string, subject: string, ext: string[]): void {
@@ -41,7 +68,7 @@ before(async () => {
   issue('server', '/CN=localhost', ['subjectAltName = DNS:localhost, IP:127.0.0.1', 'extendedKeyUsage = serverAuth', 'keyUsage = critical, digitalSignature', 'basicConstraints = CA:FALSE']);
   issue('client', '/CN=cn-worker', ['extendedKeyUsage = clientAuth', 'keyUsage = critical, digitalSignature']);
   writeFileSync(path.join(dir, 'acl.json'), JSON.stringify({ rules: [{ identity: 'cn-worker', locks: ['cn-*'] }] }));
-  server = await RealServer.start(['-tls-cert', path.join(dir, 'server.pem'), '-tls-key', path.join(dir, 'server-key.pem'), '-tls-client-ca', path.join(dir, 'ca.pem'), '-acl-file', path.join(dir, 'acl.json')]);
+  server = await RealServer.start(serverArgs());
 });
 
 after(async () => {
@@ -62,4 +89,49 @@ test('TLS failures are unavailable and not worth retrying: an untrusted server, 
   await assert.rejects(untrusted.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
   const anonymous = new Client({ address: server.address, tls: { ca: pem('ca.pem') } });
   await assert.rejects(anonymous.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
+});
+
+test('TLS sessions: the next acquire of a Client resumes its latest session; another Client starts with a full handshake', { skip }, async () => {
+  const client = new Client({ address: server.address, tls: mtls() });
+  assert.equal(await resumed(client, 'cn-first'), false);
+  // Each resumed connection brings a fresh ticket, which the next one offers.
+  assert.equal(await resumed(client, 'cn-second'), true);
+  assert.equal(await resumed(client, 'cn-third'), true);
+  assert.equal(await resumed(new Client({ address: server.address, tls: mtls() }), 'cn-other'), false);
+});
+
+test('TLS sessions: a session the server cannot open costs a full handshake, and the next acquire resumes', { skip }, async () => {
+  // Another server process seals its tickets with keys of its own, as a
+  // restarted server without -tls-ticket-keys does.
+  const other = await RealServer.start(serverArgs());
+  try {
+    const client = new Client({ address: other.address, tls: { ...mtls(), session: await ticketFrom(server) } });
+    const lock = await client.acquire('cn-refused', { leaseMs: 1000 });
+    assert.equal(lock.tlsResumed, false);
+    assert.equal(lock.valid(), true);
+    await lock.release();
+    assert.equal(await resumed(client, 'cn-then'), true);
+  } finally {
+    await other.stop();
+  }
+});
+
+test('TLS sessions: servers that share -tls-ticket-keys resume each other\'s sessions (a restart, a failover pair)', { skip }, async () => {
+  const keys = path.join(dir, 'tickets');
+  writeFileSync(keys, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
+  const first = await RealServer.start([...serverArgs(), '-tls-ticket-keys', keys]);
+  let session: Buffer;
+  try {
+    session = await ticketFrom(first);
+  } finally {
+    await first.stop();
+  }
+  const second = await RealServer.start([...serverArgs(), '-tls-ticket-keys', keys]);
+  try {
+    const client = new Client({ address: second.address, tls: { ...mtls(), session } });
+    assert.equal(await resumed(client, 'cn-failover'), true);
+    assert.equal(await resumed(client, 'cn-after'), true); // with the ticket the resumed connection brought
+  } finally {
+    await second.stop();
+  }
 });

@@ -148,7 +148,9 @@ class Lock:
 
 
 class Client:
-    """The asyncio twin of :class:`monolock.Client`."""
+    """The asyncio twin of :class:`monolock.Client`, except that with TLS
+    every connection makes a full handshake: ``loop.create_connection``
+    cannot offer a saved session, so this client does not resume one."""
 
     def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
         self.addr = addr

@@ -13,6 +13,7 @@ from typing import Callable, Optional, Type, TypeVar
 from . import _wire
 from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
 from ._core import Session
+from ._resume import SessionCache
 from .errors import Busy, LockLost, MonolockError, Unavailable
 
 T = TypeVar("T")
@@ -31,10 +32,15 @@ class Lock:
     (``None`` after a plain release).
     """
 
-    def __init__(self, name: str, sock: socket.socket, session: Session, wait: Optional[float]) -> None:
+    def __init__(self, name: str, sock: socket.socket, session: Session, wait: Optional[float], tls_sessions: Optional[SessionCache] = None) -> None:
         self.name = name
         self._sock = sock
         self._session = session
+        self._tls_sessions = tls_sessions if isinstance(sock, ssl.SSLSocket) else None
+        self._tls_resumed = sock.session_reused if isinstance(sock, ssl.SSLSocket) else None
+        # Looked for after the first read and, if none was there, at the end.
+        self._ticket_looked = False
+        self._ticket_kept = False
         self.lost = threading.Event()
         self._cond = threading.Condition()
         self._done = threading.Event()
@@ -73,6 +79,15 @@ class Lock:
     def error(self) -> Optional[MonolockError]:
         """Why the lock was lost, or None (held, or released by the caller)."""
         return self._session.error
+
+    @property
+    def tls_resumed(self) -> Optional[bool]:
+        """Whether this lock's TLS connection resumed the session of an
+        earlier one (an abbreviated handshake) instead of a full handshake;
+        None without TLS. False on a client's first connection, and after a
+        server restart or failover unless the servers share
+        ``-tls-ticket-keys``."""
+        return self._tls_resumed
 
     def valid(self) -> bool:
         """True while the lock is held and the server confirmed it within the
@@ -135,6 +150,7 @@ class Lock:
             s.eof(time.monotonic(), f"client error: {e!r}")
         finally:
             sel.close()
+            self._keep_ticket()
             try:
                 self._sock.close()
             finally:
@@ -160,7 +176,17 @@ class Lock:
         if not data:
             s.eof(time.monotonic())
             return
+        if not self._ticket_looked:
+            # Before the frames are applied, so that an acquire() that
+            # returns has left the ticket for the client's next connection.
+            self._keep_ticket()
         s.receive(data, time.monotonic())
+
+    def _keep_ticket(self) -> None:
+        self._ticket_looked = True
+        if self._tls_sessions is None or self._ticket_kept or not isinstance(self._sock, ssl.SSLSocket):
+            return
+        self._ticket_kept = self._tls_sessions.remember(self._sock)
 
     def _flush(self) -> None:
         s = self._session
@@ -192,7 +218,10 @@ class Client:
 
     ``ssl_context`` turns on TLS (and mutual TLS when it carries a client
     certificate); ``connect_timeout`` bounds the TCP connect and the TLS
-    handshake.
+    handshake. With TLS the client keeps the session ticket of its latest
+    connection and offers it on the next one, so reconnecting costs the
+    server an abbreviated handshake when it can resume (see
+    :attr:`Lock.tls_resumed`).
     """
 
     def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
@@ -200,6 +229,7 @@ class Client:
         self._host, self._port = split_address(addr)
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
+        self._tls_sessions = SessionCache()
 
     def acquire(self, name: str, lease: float = 2.0, wait: Wait = True) -> Lock:
         """Acquires the lock ``name`` and returns it held. ``wait``: True
@@ -210,7 +240,7 @@ class Client:
         limit = wait_seconds(wait)
         raw = _wire.name_bytes(name)
         ms = _wire.lease_ms(lease)
-        return Lock(name, self._connect(), Session(raw, lease, ms), limit)
+        return Lock(name, self._connect(), Session(raw, lease, ms), limit, self._tls_sessions)
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
         """``with client.lock(name) as lock:`` acquires on entry and releases
@@ -257,7 +287,7 @@ class Client:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
-                sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
+                sock = self._tls_sessions.wrap(self._ssl, sock, self._host)
             sock.settimeout(0)
         except OSError as e:
             sock.close()

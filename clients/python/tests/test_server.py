@@ -24,6 +24,7 @@ class RealServerTest(unittest.TestCase):
     def test_fifo_and_tokens(self) -> None:
         holder = self.client.acquire("fifo", lease=2.0)
         self.assertGreater(holder.token, 1 << 32)
+        self.assertIsNone(holder.tls_resumed)  # plain TCP: no TLS session at all
         with self.assertRaises(monolock.Busy):
             self.client.acquire("fifo", lease=2.0, wait=False)
         order = []

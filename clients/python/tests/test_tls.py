@@ -2,6 +2,7 @@
 make a throwaway CA)."""
 
 import asyncio
+import base64
 import os
 import shutil
 import ssl
@@ -42,8 +43,9 @@ class TLSTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="monolock-tls-")
         self.addCleanup(shutil.rmtree, d)
         make_pki(d)
-        p = lambda name: os.path.join(d, name)  # noqa: E731
-        self.srv = Server(self, "-tls-cert", p("server.pem"), "-tls-key", p("server-key.pem"), "-tls-client-ca", p("ca.pem"))
+        self.pki = p = lambda name: os.path.join(d, name)  # noqa: E731
+        self.tls_args = ["-tls-cert", p("server.pem"), "-tls-key", p("server-key.pem"), "-tls-client-ca", p("ca.pem")]
+        self.srv = Server(self, *self.tls_args)
         self.ctx = ssl.create_default_context(cafile=p("ca.pem"))
         self.ctx.load_cert_chain(p("client.pem"), p("client-key.pem"))
 
@@ -58,6 +60,63 @@ class TLSTest(unittest.TestCase):
         with self.assertRaises(monolock.MonolockError) as cm:
             monolock.Client(self.srv.addr, ssl_context=ssl.create_default_context()).acquire("tls")
         self.assertNotIsInstance(cm.exception, monolock.Unavailable)
+
+    def test_threaded_resumes_the_session(self) -> None:
+        client = monolock.Client(self.srv.addr, ssl_context=self.ctx)
+        with client.lock("first") as lock:
+            self.assertIs(lock.tls_resumed, False)
+        for name in ("second", "third"):  # each resumed connection brings a fresh ticket
+            with client.lock(name) as lock:
+                self.assertIs(lock.tls_resumed, True, name)
+        # The session belongs to that Client: another one starts with a full handshake.
+        with monolock.Client(self.srv.addr, ssl_context=self.ctx).lock("other") as lock:
+            self.assertIs(lock.tls_resumed, False)
+
+    def _session_from(self, srv: Server, ctx: ssl.SSLContext) -> ssl.SSLSession:
+        """The session a Client keeps after one lock on srv."""
+        client = monolock.Client(srv.addr, ssl_context=ctx)
+        client.lock("seed").__enter__().release()
+        session = client._tls_sessions._session  # pyright: ignore[reportPrivateUsage]
+        assert session is not None and session.has_ticket
+        return session
+
+    def _client_offering(self, srv: Server, session: ssl.SSLSession) -> monolock.Client:
+        client = monolock.Client(srv.addr, ssl_context=self.ctx)
+        client._tls_sessions._session = session  # pyright: ignore[reportPrivateUsage]
+        return client
+
+    def test_refused_session_means_a_full_handshake(self) -> None:
+        # Another server process has its own ticket keys: it cannot open the
+        # ticket, as after a restart without -tls-ticket-keys.
+        other = Server(self, *self.tls_args)
+        client = self._client_offering(other, self._session_from(self.srv, self.ctx))
+        with client.lock("refused") as lock:
+            self.assertIs(lock.tls_resumed, False)
+            self.assertTrue(lock.valid())
+        with client.lock("then-resumed") as lock:
+            self.assertIs(lock.tls_resumed, True)
+
+    def test_session_of_another_context_is_dropped(self) -> None:
+        ctx = ssl.create_default_context(cafile=self.pki("ca.pem"))
+        ctx.load_cert_chain(self.pki("client.pem"), self.pki("client-key.pem"))
+        client = self._client_offering(self.srv, self._session_from(self.srv, ctx))
+        with client.lock("foreign") as lock:
+            self.assertIs(lock.tls_resumed, False)
+        with client.lock("own") as lock:
+            self.assertIs(lock.tls_resumed, True)
+
+    def test_shared_ticket_keys_resume_across_servers(self) -> None:
+        keys = self.pki("tickets")
+        fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+        first = Server(self, *self.tls_args, "-tls-ticket-keys", keys)
+        session = self._session_from(first, self.ctx)
+        first.stop()
+        # The standby of a pair, or the restarted server, with the same file.
+        second = Server(self, *self.tls_args, "-tls-ticket-keys", keys)
+        with self._client_offering(second, session).lock("failover") as lock:
+            self.assertIs(lock.tls_resumed, True)
 
     def test_asyncio(self) -> None:
         async def main() -> None:
