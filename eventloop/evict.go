@@ -20,50 +20,12 @@ import "time"
 // raise the descriptor limit rather than count on eviction.
 const evictGrace = 250 * time.Millisecond
 
-// pendingList holds the sessions that have not sent their ACQUIRE (TLS ones
-// in their handshake too), oldest first, so that the one to evict is found
-// at once. A session leaves it with its ACQUIRE or when it closes.
-type pendingList struct {
-	head, tail *session
-	len        int
-}
-
-func (l *pendingList) push(s *session) {
-	s.pending = true
-	s.pendingPrev = l.tail
-	if l.tail != nil {
-		l.tail.pendingNext = s
-	} else {
-		l.head = s
-	}
-	l.tail = s
-	l.len++
-}
-
-func (l *pendingList) remove(s *session) {
-	if !s.pending {
-		return
-	}
-	if s.pendingPrev != nil {
-		s.pendingPrev.pendingNext = s.pendingNext
-	} else {
-		l.head = s.pendingNext
-	}
-	if s.pendingNext != nil {
-		s.pendingNext.pendingPrev = s.pendingPrev
-	} else {
-		l.tail = s.pendingPrev
-	}
-	s.pendingPrev, s.pendingNext, s.pending = nil, nil, false
-	l.len--
-}
-
 // evictPending closes the session that has waited longest for its ACQUIRE,
 // if it has waited at least evictGrace. When it closes none, wait is how
 // long until the oldest one will have waited that long, or 0 when none is
 // waiting for its ACQUIRE at all.
 func (o *owner) evictPending() (evicted bool, wait time.Duration) {
-	s := o.pending.head
+	s := o.sessions.pending
 	if s == nil {
 		return false, 0
 	}

@@ -64,8 +64,8 @@ func TestRuleEvictOldestPendingFirst(t *testing.T) {
 	if m.n != 3 {
 		t.Fatalf("Evicted counted %d times, want 3", m.n)
 	}
-	if r.o.pending.len != 0 {
-		t.Fatalf("%d sessions left in the pending list, want 0", r.o.pending.len)
+	if r.o.sessions.pendingLen != 0 || r.o.sessions.pending != nil {
+		t.Fatalf("%d sessions still counted as waiting for their ACQUIRE, want 0", r.o.sessions.pendingLen)
 	}
 }
 
@@ -106,8 +106,12 @@ func TestRuleEvictListUpkeep(t *testing.T) {
 	r.send(peers[5].fakeConn, protocol.AppendAcquire(nil, farLeaseMS, "a")) // the tail
 	r.send(peers[3].fakeConn, protocol.AppendAcquire(nil, farLeaseMS, "b")) // the middle
 	r.send(peers[3].fakeConn, heartbeat)                                    // still registered: no change
-	if r.o.pending.len != 2 || r.o.pending.head != peers[1].s || r.o.pending.tail != peers[4].s {
-		t.Fatalf("pending list: len %d, want peers 1 and 4 in order", r.o.pending.len)
+	l := &r.o.sessions
+	if l.pendingLen != 2 || l.pending != peers[1].s || peers[1].s.next != peers[4].s || l.tail != peers[4].s {
+		t.Fatalf("%d sessions waiting for their ACQUIRE, want peers 1 and 4 in order, last in the list", l.pendingLen)
+	}
+	if l.len != 4 || l.pending.prev == nil || !l.pending.prev.registered() || !l.head.registered() {
+		t.Fatalf("%d sessions; the registered ones must come first", l.len)
 	}
 	_ = peers[5].closeNow() // a holder closing leaves the list alone
 	r.run(evictGrace)
@@ -117,7 +121,7 @@ func TestRuleEvictListUpkeep(t *testing.T) {
 	r.expectClosed(peers[1], ReleaseIOTimeout, 0, r.o.now())
 	r.expectClosed(peers[4], ReleaseIOTimeout, 0, r.o.now())
 	r.expectOpen(peers[3], "a holder")
-	if r.o.pending.head != nil || r.o.pending.tail != nil || r.o.pending.len != 0 {
-		t.Fatal("pending list not empty after every pending session left")
+	if l.pending != nil || l.pendingLen != 0 || l.len != 1 || l.head != peers[3].s || l.tail != peers[3].s {
+		t.Fatal("sessions waiting for their ACQUIRE remain after every one of them left")
 	}
 }

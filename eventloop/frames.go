@@ -108,7 +108,7 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			return
 		}
 		s.leaseMS = f.LeaseMS
-		o.pending.remove(s)
+		o.sessions.acquired(s)
 		s.lastSeen, s.since = now, now
 		if o.table.AcquireBytes(&s.claim, f.Name, wall) {
 			o.granted(s, wall, now)
@@ -137,7 +137,7 @@ func (o *owner) send(s *session, frame []byte) {
 		o.replies = append(o.replies, frame...)
 		return
 	}
-	s.unchecked += len(frame)
+	s.unchecked += uint32(len(frame))
 	_, _ = s.conn.Write(frame)
 }
 
@@ -151,7 +151,7 @@ func (o *owner) sendError(s *session, code protocol.Code, reason string) {
 // flushReplies writes the collected answers of the session being parsed.
 func (o *owner) flushReplies(s *session) {
 	if len(o.replies) > 0 && !s.closed {
-		s.unchecked += len(o.replies)
+		s.unchecked += uint32(len(o.replies))
 		_, _ = s.conn.Write(o.replies)
 	}
 	o.replies = o.replies[:0]

@@ -50,7 +50,9 @@ func (s *session) lookAtKernel() (queued int, progressed bool) {
 	if queued == 0 {
 		return 0, true
 	}
-	progressed = acked != s.acked
-	s.acked = acked
+	// Only a change counts, so the low 32 bits do: the peer would have to
+	// acknowledge exactly a multiple of 4 GiB between two looks to hide one.
+	progressed = uint32(acked) != s.acked
+	s.acked = uint32(acked)
 	return queued, progressed
 }

@@ -63,7 +63,6 @@ type owner struct {
 	table    *locktable.Table[*session]
 	wheel    *timerwheel.Wheel[*session]
 	sessions sessionList
-	pending  pendingList // sessions without ACQUIRE, oldest first
 	fire     func(*timerwheel.Timer[*session])
 
 	metrics    Metrics
@@ -145,7 +144,6 @@ func (o *owner) open(c conn, accepted time.Duration) *session {
 	s.timer.Value = s
 	c.SetContext(s)
 	o.sessions.add(s)
-	o.pending.push(s)
 	o.metrics.Opened()
 	o.schedule(s, accepted+o.ioTimeout)
 	return s

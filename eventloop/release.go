@@ -25,8 +25,7 @@ func (o *owner) onClose(s *session) {
 	s.closed = true
 	s.conn.SetContext(nil)
 	o.wheel.Stop(&s.timer)
-	o.sessions.remove(s)
-	o.pending.remove(s)
+	o.sessions.remove(s, s.registered())
 	o.metrics.Closed()
 	wall, now := o.clock()
 	switch s.claim.State() {

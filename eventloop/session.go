@@ -21,8 +21,8 @@ type session struct {
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
-	unchecked    int           // bytes written since the kernel's send queue was last looked at
-	acked        uint64        // bytes the peer had acknowledged at that look (see lookAtKernel)
+	unchecked    uint32        // bytes written since the kernel's send queue was last looked at
+	acked        uint32        // low 32 bits of the bytes the peer had acknowledged at that look (see lookAtKernel)
 	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
 
@@ -31,9 +31,6 @@ type session struct {
 	closed      bool          // OnClose has run: never write to conn again
 
 	prev, next *session // the owner's list of open sessions
-
-	pending                  bool     // in the owner's list of sessions without ACQUIRE
-	pendingPrev, pendingNext *session // that list, oldest first (see evict.go)
 }
 
 // registered reports whether the session has sent its ACQUIRE.
@@ -77,22 +74,68 @@ func (s *session) identity() string {
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown
-// can reach them all without a map.
+// can reach them all without a map. The sessions that have sent their
+// ACQUIRE come first; those still waiting for it follow in the order they
+// opened, from pending on, so that the one to evict at the descriptor limit
+// (evict.go) is found at once without a second list, and two pointers, in
+// every session.
 type sessionList struct {
-	head *session
-	len  int
+	head, tail *session
+	pending    *session // the first session without ACQUIRE: the oldest
+	len        int
+	pendingLen int
 }
 
+// add appends a new session, which has not sent its ACQUIRE.
 func (l *sessionList) add(s *session) {
-	s.next = l.head
-	if l.head != nil {
-		l.head.prev = s
+	l.link(s, l.tail)
+	if l.pending == nil {
+		l.pending = s
 	}
-	l.head = s
 	l.len++
+	l.pendingLen++
 }
 
-func (l *sessionList) remove(s *session) {
+// acquired moves s, which has just sent its ACQUIRE, in front of the
+// sessions still waiting for theirs.
+func (l *sessionList) acquired(s *session) {
+	if l.pending == s {
+		l.pending = s.next
+	}
+	l.unlink(s)
+	l.link(s, nil)
+	l.pendingLen--
+}
+
+// remove forgets a closed session; registered says whether it had sent
+// its ACQUIRE.
+func (l *sessionList) remove(s *session, registered bool) {
+	if l.pending == s {
+		l.pending = s.next
+	}
+	l.unlink(s)
+	l.len--
+	if !registered {
+		l.pendingLen--
+	}
+}
+
+// link puts s after prev, or at the head when prev is nil.
+func (l *sessionList) link(s, prev *session) {
+	s.prev = prev
+	if prev != nil {
+		s.next, prev.next = prev.next, s
+	} else {
+		s.next, l.head = l.head, s
+	}
+	if s.next != nil {
+		s.next.prev = s
+	} else {
+		l.tail = s
+	}
+}
+
+func (l *sessionList) unlink(s *session) {
 	if s.prev != nil {
 		s.prev.next = s.next
 	} else {
@@ -100,7 +143,8 @@ func (l *sessionList) remove(s *session) {
 	}
 	if s.next != nil {
 		s.next.prev = s.prev
+	} else {
+		l.tail = s.prev
 	}
 	s.prev, s.next = nil, nil
-	l.len--
 }
