@@ -66,18 +66,18 @@ class RealServerTest(unittest.TestCase):
     def test_aio(self) -> None:
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr)
-            holder = await client.acquire("aio", lease=1.0)
+            holder = await client.acquire("aio", lease=2.0)
             self.assertTrue(holder.valid())
             got = []
 
             async def waiter() -> None:
-                async with client.lock("aio", lease=1.0) as lock:
+                async with client.lock("aio", lease=2.0) as lock:
                     got.append(lock.token)
 
             task = asyncio.ensure_future(waiter())
             while self.srv.waiters("aio") != 1:
                 await asyncio.sleep(0.02)
-            await asyncio.sleep(0.6)  # more than half the lease: heartbeats keep both alive
+            await asyncio.sleep(1.1)  # more than half the lease: heartbeats keep both alive
             self.assertFalse(holder.lost.is_set())
             await holder.release()
             self.assertTrue(holder.lost.is_set())

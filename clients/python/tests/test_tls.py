@@ -51,8 +51,11 @@ class TLSTest(unittest.TestCase):
 
     def test_threaded(self) -> None:
         client = monolock.Client(self.srv.addr, ssl_context=self.ctx)
-        with client.lock("tls", lease=0.4) as lock:
-            time.sleep(0.6)  # longer than the lease: heartbeats over TLS keep it
+        # Longer than the lease: heartbeats over TLS keep it. A 2 s lease
+        # gives up only after 1.6 s without an answer, so a loaded machine's
+        # scheduling delays cannot lose it.
+        with client.lock("tls", lease=2.0) as lock:
+            time.sleep(2.5)
             self.assertTrue(lock.valid())
             self.assertFalse(lock.lost.is_set())
         # A client that does not trust the server's CA: a configuration
@@ -121,8 +124,8 @@ class TLSTest(unittest.TestCase):
     def test_asyncio(self) -> None:
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr, ssl_context=self.ctx)
-            async with client.lock("tls", lease=0.4) as lock:
-                await asyncio.sleep(0.6)
+            async with client.lock("tls", lease=2.0) as lock:
+                await asyncio.sleep(2.5)  # longer than the lease, as in test_threaded
                 self.assertTrue(lock.valid())
 
         asyncio.run(main())
