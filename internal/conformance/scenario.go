@@ -21,7 +21,13 @@ type Scenario struct {
 	Rule string
 	// Server: the scenario needs a real monolock binary (Config.Server).
 	Server bool
-	run    func(e *Env)
+	// Attempts is how many runs a failure takes before it counts (one when
+	// zero). Only a scenario whose lease is so short that a loaded machine
+	// can starve the kit's own answers past the client's give-up has more:
+	// a client that breaks the rule fails every run, one that was starved
+	// passes the next.
+	Attempts int
+	run      func(e *Env)
 }
 
 // Config says which client to judge and with what.
@@ -44,6 +50,8 @@ type Result struct {
 	Skipped string
 	// Diagnostics are the drivers' stderr and stray output, on failure.
 	Diagnostics string
+	// Retried are the failures of the runs before the one reported.
+	Retried []error
 }
 
 func (r Result) String() string {
@@ -52,6 +60,8 @@ func (r Result) String() string {
 		return fmt.Sprintf("SKIP %s: %s", r.Scenario.Name, r.Skipped)
 	case r.Err != nil:
 		return fmt.Sprintf("FAIL %s (%s): %v", r.Scenario.Name, r.Scenario.Rule, r.Err)
+	case len(r.Retried) > 0:
+		return fmt.Sprintf("PASS %s (run %d of at most %d; the earlier failed: %v)", r.Scenario.Name, len(r.Retried)+1, r.Scenario.Attempts, errors.Join(r.Retried...))
 	}
 	return "PASS " + r.Scenario.Name
 }
@@ -68,8 +78,21 @@ type Env struct {
 	servers []*proc.Process
 }
 
-// Run runs one scenario.
-func Run(sc Scenario, cfg Config) (res Result) {
+// Run runs one scenario, again after a failure while it has Attempts left.
+func Run(sc Scenario, cfg Config) Result {
+	var retried []error
+	for {
+		res := runOnce(sc, cfg)
+		if res.Err == nil || len(retried)+1 >= sc.Attempts {
+			res.Retried = retried
+			return res
+		}
+		retried = append(retried, res.Err)
+	}
+}
+
+// runOnce runs one scenario once.
+func runOnce(sc Scenario, cfg Config) (res Result) {
 	res.Scenario = sc
 	if sc.Server && cfg.Server == "" {
 		res.Skipped = "needs a monolock binary (-server)"
