@@ -96,6 +96,10 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 			}
 			return gnet.None
 		}
+		// The server's turns in the handshake stay out of the ACQUIRE's
+		// io-timeout (timers.go).
+		excused, _ := h.owner.serverTurns(s)
+		s.since += excused
 		c.tr.hs, c.tr.left = nil, nil
 		if len(rest) > 0 { // keep the bytes, not the handshake's whole input buffer
 			c.tr.left = bytes.Clone(rest)

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -190,5 +192,78 @@ func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
 	gc.runQueue()
 	if gc.wakes != 0 {
 		t.Fatalf("%d wake-ups before the handshake is done, want 0", gc.wakes)
+	}
+}
+
+// The handshake's turns: from the ClientHello the next step is the
+// server's; waiting for more input is the client's; input arriving makes
+// it the server's again; the result ends it. Only the server's turns are
+// summed, for io-timeout to leave out.
+func TestHandshakeTurns(t *testing.T) {
+	in := newHandshakeInput(newHandshakeSlots(1))
+	if ended, server := in.excused(); ended != 0 || !server {
+		t.Fatalf("after the hello: %v ended, server's turn %v; want 0 and true", ended, server)
+	}
+	in.feed([]byte{1})
+	p := make([]byte, 8)
+	if n, err := in.Read(p); n != 1 || err != nil {
+		t.Fatalf("Read: %d, %v", n, err)
+	}
+	done := make(chan struct{})
+	go func() { // the goroutine waits for the client
+		defer close(done)
+		_, _ = in.Read(p)
+	}()
+	for _, server := in.excused(); server; _, server = in.excused() {
+		runtime.Gosched() // until the reader has found nothing and waits
+	}
+	first, _ := in.excused()
+	if first <= 0 {
+		t.Fatalf("the server's first turn summed to %v", first)
+	}
+	in.feed([]byte{2})
+	<-done
+	if _, server := in.excused(); !server {
+		t.Fatal("input arrived: want the server's turn")
+	}
+	in.finish("", nil)
+	ended, server := in.excused()
+	if server || ended <= first {
+		t.Fatalf("after the result: %v ended (first turn %v), server's turn %v", ended, first, server)
+	}
+}
+
+// A session whose handshake is the server's turn is not closed by
+// io-timeout, however long the turn; what was the server's is left out of
+// the ACQUIRE's io-timeout, up to maxExcused io-timeouts.
+func TestRuleServerTurnsAreExcused(t *testing.T) {
+	r := newRig(t, Config{IOTimeout: time.Second})
+	o := r.o
+	hs := newHandshakeInput(newHandshakeSlots(1))
+	s := &session{conn: &tlsConn{phase: phaseHandshake, tr: tlsTransport{hs: hs}}}
+	if excused, server := o.serverTurns(s); excused != 0 || !server {
+		t.Fatalf("server's turn: excused %v, %v", excused, server)
+	}
+	hs.mu.Lock()
+	hs.serverSince, hs.serverTime = time.Time{}, 3*time.Second
+	hs.mu.Unlock()
+	if excused, server := o.serverTurns(s); excused != 3*time.Second || server {
+		t.Fatalf("client's turn after 3 s of the server's: excused %v, server's turn %v", excused, server)
+	}
+	hs.mu.Lock()
+	hs.serverTime = time.Hour
+	hs.mu.Unlock()
+	if excused, _ := o.serverTurns(s); excused != maxExcused*time.Second {
+		t.Fatalf("an hour of the server's turns: excused %v, want the cap %v", excused, maxExcused*time.Second)
+	}
+	hs.mu.Lock()
+	hs.serverSince = time.Now()
+	hs.mu.Unlock()
+	if _, server := o.serverTurns(s); server {
+		t.Fatal("past the cap, a server's turn must no longer hold the timer off")
+	}
+	plain := &session{conn: r.peer().fakeConn}
+	if excused, server := o.serverTurns(plain); excused != 0 || server {
+		t.Fatalf("a plain session: excused %v, %v", excused, server)
 	}
 }

@@ -21,10 +21,29 @@ type handshakeInput struct {
 
 	slots   *handshakeSlots
 	holding bool // the goroutine holds a compute slot; only it touches this
+
+	// io-timeout bounds a wait on the client, not on the server: the time
+	// during which the handshake's next step was the server's (waiting for
+	// a compute slot, then computing) does not count toward it. A fleet
+	// that reconnects at once queues for the slots, and a client that did
+	// its part must not be closed while it waits for the server's.
+	serverSince time.Time     // the server's turn began; zero on the client's
+	serverTime  time.Duration // the server's turns that have ended
 }
 
+// newHandshakeInput starts a handshake whose ClientHello has arrived: the
+// next step is the server's.
 func newHandshakeInput(slots *handshakeSlots) *handshakeInput {
-	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots}
+	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots, serverSince: time.Now()}
+}
+
+// excused says how much of the handshake so far was the server's turn, and
+// whether it is the server's turn now. The loop's io-timeout leaves that
+// time out (timers.go).
+func (in *handshakeInput) excused() (ended time.Duration, serverTurn bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.serverTime, !in.serverSince.IsZero()
 }
 
 // feed appends what the loop received; false when that exceeds the bound.
@@ -36,8 +55,19 @@ func (in *handshakeInput) feed(p []byte) bool {
 		return false
 	}
 	in.buf = append(in.buf, p...)
+	if len(p) > 0 && in.serverSince.IsZero() && !in.done {
+		in.serverSince = time.Now() // the client has done its part
+	}
 	in.signal()
 	return true
+}
+
+// clientTurn ends the server's turn; in.mu is held.
+func (in *handshakeInput) clientTurn() {
+	if !in.serverSince.IsZero() {
+		in.serverTime += time.Since(in.serverSince)
+		in.serverSince = time.Time{}
+	}
 }
 
 // close makes the goroutine's reads fail: the connection is gone.
@@ -63,6 +93,9 @@ func (in *handshakeInput) Read(p []byte) (int, error) {
 		n := copy(p, in.buf)
 		in.buf = in.buf[n:]
 		closed := in.closed
+		if n == 0 && !closed {
+			in.clientTurn() // it waits for the client now
+		}
 		in.mu.Unlock()
 		switch {
 		case closed:
@@ -91,6 +124,7 @@ func (in *handshakeInput) release() {
 func (in *handshakeInput) finish(identity string, err error) {
 	in.release()
 	in.mu.Lock()
+	in.clientTurn() // the ACQUIRE is the client's to send
 	in.done, in.identity, in.err = true, identity, err
 	in.mu.Unlock()
 }
