@@ -131,7 +131,7 @@ func run() int {
 		if *only != "" && !strings.Contains(sc.name, *only) {
 			continue
 		}
-		var overlaps, after, accepted int
+		var overlaps, after, accepted, inProgress int
 		var longest time.Duration
 		shortest := time.Duration(-1) // no round without overlap yet
 		for i := range *rounds {
@@ -140,10 +140,14 @@ func run() int {
 				fmt.Fprintf(os.Stderr, "holderfaults: %s, round %d: %v\n", sc.name, i, err)
 				return 2
 			}
-			if ho.overlap > 0 {
+			switch {
+			case ho.overlap > 0 && sc.paused && ho.oldAfter == 1:
+				inProgress++ // the write the pause caught between check and send
+				longest = max(longest, ho.overlap)
+			case ho.overlap > 0:
 				overlaps++
 				longest = max(longest, ho.overlap)
-			} else if shortest < 0 || ho.gap < shortest {
+			case shortest < 0 || ho.gap < shortest:
 				shortest = ho.gap
 			}
 			after += ho.oldAfter
@@ -152,7 +156,11 @@ func run() int {
 		if accepted > 0 || (!sc.forced && overlaps > 0) {
 			bad = true
 		}
-		fmt.Printf("| %s | %d | %d | %s | %s | %d | %d |\n", sc.name, *rounds, overlaps, fmtOverlap(longest), fmtOverlap(max(shortest, 0)), after, accepted)
+		over := fmt.Sprint(overlaps)
+		if inProgress > 0 {
+			over += fmt.Sprintf(" (+%d write in progress at the pause)", inProgress)
+		}
+		fmt.Printf("| %s | %d | %s | %s | %s | %d | %d |\n", sc.name, *rounds, over, fmtOverlap(longest), fmtOverlap(max(shortest, 0)), after, accepted)
 	}
 	fmt.Printf("holderfaults: done in %v\n", time.Since(start).Round(time.Second))
 	if bad {

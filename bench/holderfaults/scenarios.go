@@ -32,6 +32,12 @@ type scenario struct {
 	// forced: the server hands the lock on at once, by design; only the
 	// fencing token protects the resource.
 	forced bool
+	// paused: the fault stops the holder's process, which may land between
+	// the work's last check of Lock.Valid and the write it guards; that one
+	// write, in progress at the pause, arrives after the resume, and only its
+	// token can stop it. A round may show it (and the fence must reject it),
+	// but no second one.
+	paused bool
 	// command, for ctlHolder, replaces the old holder's COMMAND; %s is the
 	// write command line.
 	command string
@@ -86,7 +92,7 @@ func scenarios() []scenario {
 		{name: "Go client, link frozen both ways", kind: goHolder, proxy: true, fault: freeze(faultproxy.Both)},
 		{name: "Go client, server→client frozen", kind: goHolder, proxy: true, fault: freeze(faultproxy.ServerToClient)},
 		{name: "Go client, client→server frozen", kind: goHolder, proxy: true, fault: freeze(faultproxy.ClientToServer)},
-		{name: "Go client, holder process SIGSTOPped for 3 leases", kind: goHolder, fault: stopFor},
+		{name: "Go client, holder process SIGSTOPped for 3 leases", kind: goHolder, paused: true, fault: stopFor},
 		{name: "run, link frozen both ways", kind: ctlHolder, proxy: true, fault: freeze(faultproxy.Both)},
 		{name: "run, server→client frozen", kind: ctlHolder, proxy: true, fault: freeze(faultproxy.ServerToClient)},
 		{name: "run, COMMAND ignores SIGTERM, link frozen", kind: ctlHolder, proxy: true, writeFlags: []string{"-ignore-term"}, fault: freeze(faultproxy.Both)},
