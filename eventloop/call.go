@@ -193,12 +193,23 @@ func (s *Server) call(ctx context.Context, fn func(*owner)) error {
 	}
 }
 
-// runCall runs a queued call on the loop unless its caller withdrew it.
+// runCall runs a queued call on the loop, as a turn of its own, unless its
+// caller withdrew it. The caller learns the result once the turn's effects
+// are applied: a force-released holder is closed, its successor told.
 func (o *owner) runCall(c *loopCall) {
 	if c.state.CompareAndSwap(callQueued, callRunning) {
+		o.begin()
 		c.fn(o)
+		o.end(nil)
 		close(c.done)
 	}
+}
+
+// tick is the turn that runs the timer wheel up to now.
+func (o *owner) tick() {
+	o.begin()
+	o.advance()
+	o.end(nil)
 }
 
 // tick hands the owner a tick of the timer wheel.

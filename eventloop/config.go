@@ -60,6 +60,12 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
+	if c.Audit == nil {
+		c.Audit = noAudit{}
+	}
+	if c.Authorizer == nil {
+		c.Authorizer = allowAll{}
+	}
 	if c.MaxTLSHandshakes <= 0 {
 		c.MaxTLSHandshakes = DefaultMaxTLSHandshakes
 	}

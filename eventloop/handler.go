@@ -28,7 +28,10 @@ func newHandler(o *owner, srv *Server) *handler {
 	return &handler{owner: o, srv: srv}
 }
 
+// Each callback for a session is one turn of the owner (turn.go).
+
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	o := h.owner
 	switch ctx := c.Context().(type) {
 	case control:
 		loop := c.EventLoop()
@@ -37,18 +40,22 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	case probe:
 		return nil, gnet.None
 	case *tlsConn:
-		ctx.join(c, h.owner.now)
-		if h.owner.shuttingDown {
+		ctx.join(c, &o.now)
+		if o.shuttingDown {
 			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
-		h.owner.open(ctx, 0) // its handshake starts in OnTraffic (handshake.go)
+		o.begin()
+		o.open(ctx, ctx) // its handshake starts in OnTraffic (handshake.go)
+		o.end(nil)
 		return nil, gnet.None
 	default:
-		if h.owner.shuttingDown {
-			h.owner.refuse(c)
+		if o.shuttingDown {
+			o.refuse(c)
 			return nil, gnet.Close
 		}
-		h.owner.open(c, 0)
+		o.begin()
+		o.open(c, plainTCP{})
+		o.end(nil)
 		return nil, gnet.None
 	}
 }
@@ -56,13 +63,10 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	switch ctx := c.Context().(type) {
 	case *session:
-		if tc, ok := ctx.conn.(*tlsConn); ok && tc.phase != phaseOpen {
-			return h.handshakeTraffic(ctx, tc)
-		}
-		return h.closing(ctx, h.owner.traffic(ctx))
+		return h.sessionTurn(ctx)
 	case control: // work queued by other goroutines: serve a slice of it
 		_, _ = c.Discard(-1)
-		h.srv.calls.turn(h.owner.advance, h.owner.runCall)
+		h.srv.calls.turn(h.owner.tick, h.owner.runCall)
 	case probe: // the liveness probe: echo
 		b, _ := c.Next(-1)
 		_, _ = c.Write(b)
@@ -72,22 +76,30 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// closing sends a TLS session's close_notify before gnet closes it.
-func (h *handler) closing(s *session, a gnet.Action) gnet.Action {
-	if a == gnet.Close && !s.closed {
-		if tc, ok := s.conn.(*tlsConn); ok {
-			tc.closeNotify()
-		}
+// sessionTurn is the owner's turn for a session's input: its handshake
+// until that is done, then its frames.
+func (h *handler) sessionTurn(s *session) gnet.Action {
+	o := h.owner
+	o.begin()
+	a := gnet.None
+	if s.sec.ready() {
+		o.traffic(s)
+	} else {
+		a = s.sec.handshakeTurn(h, s)
+	}
+	if o.end(s) {
+		a = gnet.Close
+	}
+	if s.closed { // gnet has closed it already (a write failed)
+		return gnet.None
 	}
 	return a
 }
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
-		if tc, ok := s.conn.(*tlsConn); ok {
-			h.handshakeClosed(tc)
-		}
-		h.owner.onClose(s)
+		s.sec.handshakeClosed(h)
+		h.owner.closed(s)
 	}
 	return gnet.None
 }
@@ -107,13 +119,13 @@ func (h *handler) OnShutdown(gnet.Engine) {
 // re-plan. A server with no timers due soon costs no CPU, while expiry keeps
 // the wheel's 1 ms precision. It returns an error when the loop refuses a
 // tick: the loop is gone, and no lease could ever expire again.
-func tickLoop(w *wakeup, now func() time.Duration, tick func() error, stop <-chan struct{}) error {
+func tickLoop(w *wakeup, tick func() error, stop <-chan struct{}) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		var fire <-chan time.Time
-		if at, ok := w.planned(); ok {
-			timer.Reset(at - now())
+		if d, ok := w.sleep(); ok {
+			timer.Reset(d)
 			fire = timer.C
 		}
 		select {

@@ -54,9 +54,9 @@ const (
 	maxHandshakeInput = 64 << 10
 )
 
-// handshakeTraffic serves a TLS session whose handshake is not done; it runs
-// on the loop, in OnTraffic.
-func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
+// handshakeTurn serves a TLS session whose handshake is not done; it runs
+// on the loop, in OnTraffic, inside the owner's turn.
+func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 	switch c.phase {
 	case phaseHello:
 		buf, _ := c.Conn.Peek(-1)
@@ -95,7 +95,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		if err != nil {
 			return h.handshakeFailed(s, c, err)
 		}
-		c.phase, c.identity = phaseOpen, identity
+		c.phase, c.peerID = phaseOpen, identity
 		c.tr.opened()
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
@@ -105,7 +105,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		// Records that came with the handshake's last flight (a client that
 		// sends ACQUIRE at once) are already inside crypto/tls or left over
 		// from the handshake's input: no OnTraffic will announce them.
-		return h.closing(s, h.owner.traffic(s))
+		h.owner.traffic(s)
 	case phaseRefused:
 		c.lingered += c.Conn.InboundBuffered()
 		_, _ = c.Conn.Discard(-1)
@@ -150,7 +150,7 @@ func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action
 		return gnet.Close
 	}
 	_, _ = c.Conn.Discard(-1)
-	h.owner.closeBy(s, h.owner.now()+lingerTime)
+	h.owner.closeBy(s, h.owner.now+lingerTime)
 	return gnet.None
 }
 
@@ -180,7 +180,7 @@ func (s *Server) handshake(c *tlsConn) {
 
 // handshakeClosed runs in OnClose for a session whose handshake never
 // finished: the goroutine, if any, stops waiting for input.
-func (h *handler) handshakeClosed(c *tlsConn) {
+func (c *tlsConn) handshakeClosed(h *handler) {
 	switch c.phase {
 	case phaseHello:
 		h.srv.metrics.TLSHandshakeError()

@@ -221,7 +221,7 @@ func dropHolder(info *LockInfo) {
 func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	h := holder.Value
 	return HolderInfo{
-		Identity:   h.identity(),
+		Identity:   h.sec.identity(),
 		RemoteAddr: h.remoteAddr(),
 		Since:      o.wallAt(h.since).UTC(),
 		LeaseMS:    int64(h.leaseMS),
@@ -230,7 +230,7 @@ func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 }
 
 func (o *owner) waiterInfo(w *session) WaiterInfo {
-	return WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
+	return WaiterInfo{Identity: w.sec.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -244,10 +244,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		}
 		h := holder.Value
 		token, ok = holder.Token(), true
-		if o.audit != nil {
-			wall, _ := o.clock()
-			o.audit.ForceRelease(wall, name, h.identity(), h.conn.RemoteAddr(), token)
-		}
+		o.audit.ForceRelease(o.wall, name, h.sec.identity(), h.conn.RemoteAddr(), token)
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
 	return token, ok, err
@@ -287,10 +284,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 				}
 				for n := 0; next != nil && n < kickPerCall; n++ {
 					if w := next.Value; w.hasAddr(want) {
-						if o.audit != nil {
-							wall, _ := o.clock()
-							o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
-						}
+						o.audit.KickWaiter(o.wall, name, w.sec.identity(), w.conn.RemoteAddr())
 						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 						ok, done = true, true
 						return
@@ -320,7 +314,5 @@ const kickPerCall = 4096
 // promotes the next waiter.
 func (o *owner) closeByAdmin(s *session, reason string) {
 	o.sendError(s, protocol.CodeClosedByAdmin, reason)
-	if !s.closed {
-		o.closeNow(s, ReleaseForce, "closed by administrator")
-	}
+	o.closeSession(s, ReleaseForce, "closed by administrator")
 }

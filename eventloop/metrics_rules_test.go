@@ -70,7 +70,7 @@ func TestMetricMeanings(t *testing.T) {
 	if got := counter("monolock_protocol_errors_total", "code", code(protocol.CodeClosedByAdmin)); got != 2 {
 		t.Fatalf("a force-release and a kick: protocol_errors_total{0x02} = %v, want 2", got)
 	}
-	r.o.shutdown()
+	r.turnOf(r.o.shutdown)
 	if got := counter("monolock_protocol_errors_total", "code", code(protocol.CodeShuttingDown)); got != 1 {
 		t.Fatalf("shutdown with one session left: protocol_errors_total{0x01} = %v, want 1", got)
 	}

@@ -42,7 +42,7 @@ func TestRuleIOTimeoutOutputInTheKernel(t *testing.T) {
 			}
 			r.send(h.fakeConn, burst)
 			h.takeReads()
-			start := r.o.now()
+			start := r.now()
 			if h.kernelLooks != 1 || h.s.stalledSince != start {
 				t.Fatalf("%d bytes of answers: %d looks at the kernel, stalled since %v; want 1 and %v", len(burst)/len(heartbeat)*reply, h.kernelLooks, h.s.stalledSince, start)
 			}
@@ -70,7 +70,7 @@ type releases struct {
 	reasons chan string
 }
 
-func (r releases) Released(reason string, _ time.Duration) { r.reasons <- reason }
+func (r releases) Released(reason ReleaseReason, _ time.Duration) { r.reasons <- reason.String() }
 
 // Over a real socket: a client that pipelines heartbeats and never reads
 // gets every answer written, which the kernel holds rather than gnet, and is
@@ -126,7 +126,7 @@ func TestRuleTimersPerTickAreBounded(t *testing.T) {
 	for i := range conns {
 		conns[i] = r.connect()
 	}
-	deadline := r.o.now() + io
+	deadline := r.now() + io
 	r.until(deadline - 1)
 	closed := func() (n int) {
 		for _, c := range conns {

@@ -66,7 +66,7 @@ func (r *rig) one(p peer) protocol.Frame {
 	r.t.Helper()
 	fs := p.takeReads()
 	if len(fs) != 1 {
-		r.t.Fatalf("%v: got %s at %v, want one frame", p, framesText(fs), r.o.now())
+		r.t.Fatalf("%v: got %s at %v, want one frame", p, framesText(fs), r.now())
 	}
 	return fs[0]
 }
@@ -75,7 +75,7 @@ func (r *rig) one(p peer) protocol.Frame {
 func (r *rig) quiet(p peer, what string) {
 	r.t.Helper()
 	if fs := p.takeReads(); len(fs) != 0 {
-		r.t.Fatalf("%s: %v was sent %s at %v, want nothing", what, p, framesText(fs), r.o.now())
+		r.t.Fatalf("%s: %v was sent %s at %v, want nothing", what, p, framesText(fs), r.now())
 	}
 }
 
@@ -112,7 +112,7 @@ func (r *rig) expectError(p peer, code protocol.Code) {
 func (r *rig) expectOpen(p peer, what string) {
 	r.t.Helper()
 	if p.closed || p.s.closed {
-		r.t.Fatalf("%s: %v was closed at %v (%v); now %v", what, p, p.closedAt, p.s.closeReason, r.o.now())
+		r.t.Fatalf("%s: %v was closed at %v (%v); now %v", what, p, p.closedAt, p.s.closeReason, r.now())
 	}
 }
 
@@ -121,7 +121,7 @@ func (r *rig) expectClosed(p peer, reason ReleaseReason, lo, hi time.Duration) {
 	r.t.Helper()
 	switch {
 	case !p.closed || !p.s.closed:
-		r.t.Fatalf("%v still open at %v, want closed (%v) within [%v, %v]", p, r.o.now(), reason, lo, hi)
+		r.t.Fatalf("%v still open at %v, want closed (%v) within [%v, %v]", p, r.now(), reason, lo, hi)
 	case p.s.closeReason != reason:
 		r.t.Fatalf("%v closed at %v for %v, want %v", p, p.closedAt, p.s.closeReason, reason)
 	case p.closedAt < lo || p.closedAt > hi:
@@ -132,7 +132,7 @@ func (r *rig) expectClosed(p peer, reason ReleaseReason, lo, hi time.Duration) {
 // until moves the clock forward to at, ticking where the owner planned.
 func (r *rig) until(at time.Duration) {
 	r.t.Helper()
-	if now := r.o.now(); at < now {
+	if now := r.now(); at < now {
 		r.t.Fatalf("until %v: the clock is already at %v", at, now)
 	}
 	r.runTo(at)
@@ -141,7 +141,7 @@ func (r *rig) until(at time.Duration) {
 // tick hands the owner a tick now although it planned none, as the ticker
 // does whenever another session's timer is due: on a busy server, every
 // millisecond.
-func (r *rig) tick() { r.o.advance() }
+func (r *rig) tick() { r.o.tick() }
 
 // expectQueue checks the holder and the queue of lock name.
 func (r *rig) expectQueue(name string, holder peer, waiters ...peer) {
@@ -232,8 +232,8 @@ func TestRuleLeaseExpiry(t *testing.T) {
 			}
 			lease := time.Duration(tc.leaseMS) * ms
 			acquired := h.s.lastSeen
-			if acquired != r.o.now() {
-				t.Fatalf("lastSeen %v after an ACQUIRE at %v", acquired, r.o.now())
+			if acquired != r.now() {
+				t.Fatalf("lastSeen %v after an ACQUIRE at %v", acquired, r.now())
 			}
 			lastSeen := acquired
 			for _, b := range tc.beats {
@@ -346,7 +346,7 @@ func TestRuleIOTimeoutBeforeAcquire(t *testing.T) {
 			r := newRig(t, Config{IOTimeout: io})
 			r.run(tc.phase)
 			c := r.peer()
-			since := r.o.now()
+			since := r.now()
 			for _, p := range tc.pieces {
 				r.until(since + p.at)
 				r.send(c.fakeConn, p.b)
@@ -383,7 +383,7 @@ func TestRuleIOTimeoutAcquireInTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, Config{IOTimeout: io})
 			c := r.peer()
-			since := r.o.now()
+			since := r.now()
 			for _, p := range tc.pieces {
 				r.until(since + p.at)
 				r.send(c.fakeConn, p.b)
@@ -435,7 +435,7 @@ func TestRuleIOTimeoutHalfSentFrame(t *testing.T) {
 			const lock = "half-sent"
 			h, t1 := r.claim(lock, farLeaseMS)
 			w, _ := r.claim(lock, farLeaseMS)
-			acquired := r.o.now()
+			acquired := r.now()
 			var errs []protocol.Frame
 			for _, p := range tc.pieces {
 				r.until(acquired + p.at)
@@ -510,7 +510,7 @@ func TestRuleIOTimeoutUndrainedOutput(t *testing.T) {
 			r.run(100 * ms)
 			h.stuck = true
 			beat(r, h)
-			start := r.o.now()
+			start := r.now()
 			if h.s.stalledSince != start {
 				t.Fatalf("stalledSince %v, want %v", h.s.stalledSince, start)
 			}
@@ -576,7 +576,7 @@ func TestRuleBacklog(t *testing.T) {
 			n0 := h.n
 			r.send(h.fakeConn, heartbeats(tc.input))
 			parsed := (h.n - n0) / protocol.AcquiredLen
-			sent := r.o.now()
+			sent := r.now()
 			switch {
 			case tc.parsed >= 0 && parsed != tc.parsed,
 				tc.parsed < 0 && (parsed == 0 || parsed >= tc.input):
@@ -659,7 +659,7 @@ func TestRuleBacklogAfterDrain(t *testing.T) {
 			w, _ := r.claim(lock, farLeaseMS)
 			h.stuck, h.pending = true, outboundLimit
 			r.send(h.fakeConn, tc.input)
-			sent := r.o.now()
+			sent := r.now()
 			r.quiet(h, "backlogged holder")
 			if !h.s.backlogged || len(h.in) != len(tc.input) {
 				t.Fatalf("backlogged %v with %d of %d bytes unparsed", h.s.backlogged, len(h.in), len(tc.input))
@@ -746,7 +746,7 @@ func TestRulePromotion(t *testing.T) {
 				r.t.Fatalf("ForceRelease = %d, %v, %v; want the holder's token %d", tok, ok, err, want)
 			}
 		}, ReleaseForce, protocol.CodeClosedByAdmin},
-		{"closeByAdmin", func(r *rig, h peer) { r.o.closeByAdmin(h.s, "test") }, ReleaseForce, protocol.CodeClosedByAdmin},
+		{"closeByAdmin", func(r *rig, h peer) { r.turnOf(func() { r.o.closeByAdmin(h.s, "test") }) }, ReleaseForce, protocol.CodeClosedByAdmin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, Config{IOTimeout: io})
@@ -761,7 +761,7 @@ func TestRulePromotion(t *testing.T) {
 			tc.end(r, h)
 			switch {
 			case !h.closed:
-				t.Fatalf("holder still open at %v", r.o.now())
+				t.Fatalf("holder still open at %v", r.now())
 			case h.s.closeReason != tc.reason:
 				t.Fatalf("holder closed for %v, want %v", h.s.closeReason, tc.reason)
 			}
@@ -816,7 +816,7 @@ func TestRuleKickWaiter(t *testing.T) {
 			}
 			k := ws[kicked]
 			r.expectError(k, protocol.CodeClosedByAdmin)
-			r.expectClosed(k, ReleaseForce, r.o.now(), r.o.now())
+			r.expectClosed(k, ReleaseForce, r.now(), r.now())
 			rest := append(append([]peer{}, ws[:kicked]...), ws[kicked+1:]...)
 			r.quiet(h, "holder")
 			for _, w := range rest {
@@ -883,9 +883,9 @@ func TestRuleShutdown(t *testing.T) {
 			ws[0].failWrite = tc.failedWaiter
 			all := append([]peer{h, silent, partial}, ws...)
 			r.run(5 * ms)
-			at := r.o.now()
+			at := r.now()
 
-			r.o.shutdown()
+			r.turnOf(r.o.shutdown)
 			for _, p := range all {
 				if p == ws[0] && tc.failedWaiter {
 					r.quiet(p, "waiter whose write failed")
@@ -924,7 +924,7 @@ func TestRuleWallClockStep(t *testing.T) {
 			h, t1 := r.claim(lock, 100)
 			w, _ := r.claim(lock, 100)
 			x, _ := r.claim(lock, farLeaseMS)
-			acquired := r.o.now()
+			acquired := r.now()
 			r.until(acquired + 10*ms)
 			r.clk.wall = r.clk.wall.Add(step)
 			r.until(acquired + 20*ms)

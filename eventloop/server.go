@@ -105,7 +105,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	s.ticking.Add(1)
 	go func() {
 		defer s.ticking.Done()
-		if err := tickLoop(&s.handler.owner.wakeup, s.handler.owner.now, s.tick, s.stopTicks); err != nil {
+		if err := tickLoop(&s.handler.owner.wakeup, s.tick, s.stopTicks); err != nil {
 			s.fail(err)
 		}
 	}()
@@ -149,6 +149,9 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
 // allows every lock. Sessions already granted or queued are not re-judged.
 func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
+	if a == nil {
+		a = allowAll{}
+	}
 	return s.call(ctx, func(o *owner) { o.authorizer = a })
 }
 

@@ -11,14 +11,21 @@ import (
 // timer may be due, or none. The owner moves it earlier when it arms an
 // earlier deadline and sets it after every tick; each change wakes the ticker
 // to re-plan.
+//
+// The ticker reads no clock of its own: the plan says how long after the
+// turn that made it the tick is due, and the ticker, which learns of the
+// plan after that turn, sleeps that long. It wakes late by the moment it
+// took to learn, never early.
 type wakeup struct {
 	at     atomic.Int64  // monotonic offset in ns; math.MaxInt64 for none
+	delay  atomic.Int64  // at minus the planning turn's now, in ns; math.MaxInt64 for none
 	replan chan struct{} // cap 1
 }
 
 func (w *wakeup) init() {
 	w.replan = make(chan struct{}, 1)
 	w.at.Store(math.MaxInt64)
+	w.delay.Store(math.MaxInt64)
 }
 
 // planned returns the planned wake-up, if any.
@@ -27,12 +34,22 @@ func (w *wakeup) planned() (time.Duration, bool) {
 	return time.Duration(at), at != math.MaxInt64
 }
 
-// set replaces the plan and wakes the ticker.
-func (w *wakeup) set(at time.Duration, ok bool) {
+// sleep returns how long the ticker should sleep from when it learnt of the
+// plan, if there is one.
+func (w *wakeup) sleep() (time.Duration, bool) {
+	d := w.delay.Load()
+	return max(time.Duration(d), 0), d != math.MaxInt64
+}
+
+// set replaces the plan, made by the turn whose now is now, and wakes the
+// ticker.
+func (w *wakeup) set(at, now time.Duration, ok bool) {
+	d := at - now
 	if !ok {
-		at = math.MaxInt64
+		at, d = math.MaxInt64, math.MaxInt64
 	}
 	w.at.Store(int64(at))
+	w.delay.Store(int64(d))
 	select {
 	case w.replan <- struct{}{}:
 	default:
