@@ -23,6 +23,15 @@ export class Backoff {
   }
 }
 
+/**
+ * The wait before reconnecting after "server shutting down" (0x01): uniform in
+ * [0, min(1000, leaseMs/4)] ms, so that a fleet told at once does not reach the
+ * restarted server or the standby in the same millisecond.
+ */
+export function shutdownJitterMs(leaseMs: number, random: () => number = Math.random): number {
+  return random() * Math.min(1000, leaseMs / 4);
+}
+
 /** Resolves after ms, or rejects with the signal's reason once it aborts. */
 export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -1,6 +1,6 @@
 import type tls from 'node:tls';
 
-import { Backoff, sleep } from './backoff.js';
+import { Backoff, shutdownJitterMs, sleep } from './backoff.js';
 import { InvalidArgumentError, UnavailableError } from './errors.js';
 import { CODE_SHUTTING_DOWN } from './frames.js';
 import { Lock } from './lock.js';
@@ -88,9 +88,10 @@ export class Client {
    * withLock that retries what may succeed on a new connection before fn
    * starts: failed connections, connections lost or silent while queued, and
    * server codes below 0x10. It waits between attempts with exponential backoff
-   * and jitter (100 ms doubling up to 5 s), but reconnects at once after
-   * "server shutting down" (0x01): another server, or the restarted one, may be
-   * there already. Every attempt queues anew at the back. fn runs at most once;
+   * and jitter (100 ms doubling up to 5 s), but reconnects after a short random
+   * wait, uniform in [0, min(1 s, leaseMs/4)], after "server shutting down"
+   * (0x01): another server, or the restarted one, may be there already, and the
+   * wait keeps a fleet told at once from arriving in the same millisecond. Every attempt queues anew at the back. fn runs at most once;
    * anything after it started is returned, never retried. Abort options.signal
    * to stop retrying.
    */
@@ -103,7 +104,7 @@ export class Client {
       } catch (err) {
         if (!(err instanceof UnavailableError) || !err.retryable) throw err;
         const wait = backoff.next();
-        await sleep(err.code === CODE_SHUTTING_DOWN ? 0 : wait, options.signal);
+        await sleep(err.code === CODE_SHUTTING_DOWN ? shutdownJitterMs(options.leaseMs) : wait, options.signal);
         continue;
       }
       return runHeld(lock, fn);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Backoff, MAX_BACKOFF_MS, MIN_BACKOFF_MS } from '../dist/backoff.js';
+import { Backoff, MAX_BACKOFF_MS, MIN_BACKOFF_MS, shutdownJitterMs } from '../dist/backoff.js';
 import { HeartbeatSchedule, clientTimeoutMs } from '../dist/schedule.js';
 import { parseAddress } from '../dist/validate.js';
 
@@ -39,6 +39,16 @@ test('backoff: equal jitter from 100 ms doubling to 5 s', () => {
   assert.deepEqual(highs.slice(0, 4), [MIN_BACKOFF_MS, 200, 400, 800]);
   assert.equal(highs.at(-1), MAX_BACKOFF_MS);
   assert.equal(lows.at(-1), MAX_BACKOFF_MS / 2);
+});
+
+test('after 0x01: a random wait in [0, min(1 s, lease/4)]', () => {
+  assert.equal(shutdownJitterMs(2000, () => 0), 0);
+  assert.equal(shutdownJitterMs(2000, () => 1), 500); // a quarter of the lease
+  assert.equal(shutdownJitterMs(60_000, () => 1), 1000); // capped at 1 s
+  for (let i = 0; i < 100; i++) {
+    const w = shutdownJitterMs(400);
+    assert.ok(w >= 0 && w <= 100, `${w} outside [0, 100]`);
+  }
 });
 
 test('real clock: a timer beyond setTimeout\'s 2^31 − 1 ms limit does not fire early', async () => {

@@ -50,14 +50,22 @@ class Backoff:
         return random.uniform(step / 2, step)
 
 
-def retry_delay(err: MonolockError, backoff: Backoff) -> Optional[float]:
+def shutdown_jitter(lease: float) -> float:
+    """The wait before reconnecting after 0x01 "server shutting down": uniform
+    in [0, min(1 s, lease/4)], so that a fleet told at once does not reach the
+    restarted server or the standby in the same millisecond."""
+    return random.uniform(0.0, min(1.0, lease / 4))
+
+
+def retry_delay(err: MonolockError, backoff: Backoff, lease: float) -> Optional[float]:
     """How long run() waits before a new attempt after err, or None when err
-    is not worth retrying (rule 6): at once after 0x01 "server shutting down",
-    with backoff after other server conditions and lost connections, never
-    after client errors (0x10 and above), invalid input or Busy."""
+    is not worth retrying (rule 6): a short random wait after 0x01 "server
+    shutting down" (see shutdown_jitter), backoff after other server
+    conditions and lost connections, never after client errors (0x10 and
+    above), invalid input or Busy."""
     if isinstance(err, Unavailable) and not isinstance(err, Busy):
         if err.code == 0x01:
-            return 0.0
+            return shutdown_jitter(lease)
         return backoff.next()
     return None
 

@@ -205,7 +205,7 @@ class Client:
                 lock = await self.acquire(name, lease, wait=True if left is None else left)
                 break
             except MonolockError as e:
-                delay = retry_delay(e, backoff)
+                delay = retry_delay(e, backoff, lease)
                 if delay is None or (end is not None and loop.time() + delay >= end):
                     raise
                 await asyncio.sleep(delay)

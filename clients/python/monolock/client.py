@@ -220,9 +220,10 @@ class Client:
 
     def run(self, name: str, fn: Callable[[Lock], T], lease: float = 2.0, wait: Wait = True) -> T:
         """Runs ``fn(lock)`` while holding ``name`` and releases afterwards.
-        Failures before ``fn`` starts are retried as the rules say: at once
-        after "server shutting down" (0x01), with backoff after other server
-        conditions and lost connections; client errors (0x10 and above),
+        Failures before ``fn`` starts are retried as the rules say: after a
+        random wait of at most min(1 s, lease/4) after "server shutting down"
+        (0x01), with backoff after other server conditions and lost
+        connections; client errors (0x10 and above),
         invalid input and Busy are raised. ``fn`` runs at most once: watch
         ``lock.lost`` (or call ``lock.valid()``) and stop when it is set. If
         the lock was lost while ``fn`` ran, run raises :class:`LockLost` once
@@ -236,7 +237,7 @@ class Client:
                 lock = self.acquire(name, lease, wait=True if left is None else left)
                 break
             except MonolockError as e:
-                delay = retry_delay(e, backoff)
+                delay = retry_delay(e, backoff, lease)
                 if delay is None or (end is not None and time.monotonic() + delay >= end):
                     raise
                 time.sleep(delay)

@@ -2,7 +2,8 @@
 
 import unittest
 
-from monolock import ProtocolViolation, ServerError, Unavailable, _wire
+from monolock import Busy, ProtocolViolation, ServerError, Unavailable, _wire
+from monolock._common import Backoff, retry_delay, shutdown_jitter
 from monolock._core import Session
 from monolock._schedule import HeartbeatSchedule
 
@@ -24,6 +25,26 @@ def take(s: Session) -> bytes:
     out = bytes(s.outbox)
     s.outbox.clear()
     return out
+
+
+class RetryTest(unittest.TestCase):
+    def test_after_shutting_down_a_random_wait_of_at_most_a_quarter_lease(self) -> None:
+        for lease, limit in ((2.0, 0.5), (60.0, 1.0), (0.4, 0.1)):
+            for _ in range(100):
+                w = shutdown_jitter(lease)
+                self.assertTrue(0.0 <= w <= limit, f"lease {lease}: {w} outside [0, {limit}]")
+                d = retry_delay(Unavailable("shutting down", code=0x01), Backoff(), lease)
+                self.assertIsNotNone(d)
+                assert d is not None
+                self.assertTrue(0.0 <= d <= limit)
+
+    def test_other_conditions_back_off_and_client_errors_are_not_retried(self) -> None:
+        d = retry_delay(Unavailable("gone"), Backoff(), 2.0)
+        self.assertIsNotNone(d)
+        assert d is not None
+        self.assertTrue(0.05 <= d <= 0.1)
+        self.assertIsNone(retry_delay(ServerError(0x16, "bad name"), Backoff(), 2.0))
+        self.assertIsNone(retry_delay(Busy("held"), Backoff(), 2.0))
 
 
 class ScheduleTest(unittest.TestCase):
