@@ -44,6 +44,13 @@ func (o *owner) fireBounded(t *timerwheel.Timer[*session]) {
 	o.onTimer(t)
 }
 
+// tick is the turn that runs the timer wheel up to now.
+func (o *owner) tick() {
+	o.begin()
+	o.advance()
+	o.end(nil)
+}
+
 // advance runs the timer wheel up to the turn's now; the turn's end plans
 // the next tick.
 func (o *owner) advance() {

@@ -13,7 +13,7 @@ import (
 
 // A TLS session lives in the event loop like a plain one: one descriptor, no
 // goroutine. Only its handshake, which crypto/tls cannot suspend and resume,
-// runs on a goroutine of its own (handshake.go); then the tls.Conn's
+// runs on a goroutine of its own (handshake_loop.go); then the tls.Conn's
 // transport switches to gnet's buffers. crypto/tls keeps a connection usable
 // when its transport reports a temporary error, so "no more ciphertext yet"
 // is simply that error, and the next OnTraffic carries on where this one

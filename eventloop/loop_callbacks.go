@@ -2,12 +2,15 @@ package eventloop
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
+
+// This file is the event loop's side of gnet: its callbacks, each of which
+// is one turn of the owner (turn.go) or a visit to the control connection
+// (control_conn.go) or the liveness probe (probe.go).
 
 // handler adapts gnet's callbacks to the owner. Every callback runs on the
 // event loop; the fields below it are shared with other goroutines.
@@ -19,16 +22,9 @@ type handler struct {
 	loop atomic.Pointer[gnet.EventLoop] // published when the control connection opens
 }
 
-// control marks the connection that gives the server a handle on the loop.
-type control struct{}
-
-var errNoLoop = errors.New("the event loop is not running")
-
 func newHandler(o *owner, srv *Server) *handler {
 	return &handler{owner: o, srv: srv}
 }
-
-// Each callback for a session is one turn of the owner (turn.go).
 
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	o := h.owner
@@ -39,13 +35,13 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	case probe:
 		return nil, gnet.None
-	case *tlsConn:
+	case securedConn: // a TLS connection, made at accept
 		ctx.join(c, &o.now)
 		if o.shuttingDown {
 			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
 		o.begin()
-		o.open(ctx, ctx) // its handshake starts in OnTraffic (handshake.go)
+		o.open(ctx, ctx) // its handshake starts in OnTraffic (handshake_loop.go)
 		o.end(nil)
 		return nil, gnet.None
 	default:
@@ -113,40 +109,11 @@ func (h *handler) OnShutdown(gnet.Engine) {
 	}
 }
 
-// tickLoop runs on its own goroutine, not the loop. It sleeps until the
-// owner's next wake-up (see wakeup.go), hands the loop a tick, and waits for
-// the tick to plan the next one; a deadline earlier than planned wakes it to
-// re-plan. A server with no timers due soon costs no CPU, while expiry keeps
-// the wheel's 1 ms precision. It returns an error when the loop refuses a
-// tick: the loop is gone, and no lease could ever expire again.
-func tickLoop(w *wakeup, tick func() error, stop <-chan struct{}) error {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		var fire <-chan time.Time
-		if d, ok := w.sleep(); ok {
-			timer.Reset(d)
-			fire = timer.C
-		}
-		select {
-		case <-fire:
-			if err := tick(); err != nil {
-				select {
-				case <-stop: // the loop stopped because the server did
-					return nil
-				default:
-					return fmt.Errorf("hand the event loop a tick: %w", err)
-				}
-			}
-			select { // the tick re-plans when it is done
-			case <-w.replan:
-			case <-stop:
-				return nil
-			}
-		case <-w.replan:
-			timer.Stop()
-		case <-stop:
-			return nil
-		}
-	}
+// securedConn is a connection that brings its own security layer: a TLS
+// session, which the accept loop creates and OnOpen attaches to gnet's
+// connection.
+type securedConn interface {
+	conn
+	security
+	join(gc gnet.Conn, now *time.Duration)
 }

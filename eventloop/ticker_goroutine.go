@@ -1,6 +1,7 @@
 package eventloop
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -53,5 +54,43 @@ func (w *wakeup) set(at, now time.Duration, ok bool) {
 	select {
 	case w.replan <- struct{}{}:
 	default:
+	}
+}
+
+// tickLoop runs on its own goroutine, not the loop. It sleeps until the
+// owner's next wake-up (see wakeup), hands the loop a tick, and waits for
+// the tick to plan the next one; a deadline earlier than planned wakes it to
+// re-plan. A server with no timers due soon costs no CPU, while expiry keeps
+// the wheel's 1 ms precision. It returns an error when the loop refuses a
+// tick: the loop is gone, and no lease could ever expire again.
+func tickLoop(w *wakeup, tick func() error, stop <-chan struct{}) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var fire <-chan time.Time
+		if d, ok := w.sleep(); ok {
+			timer.Reset(d)
+			fire = timer.C
+		}
+		select {
+		case <-fire:
+			if err := tick(); err != nil {
+				select {
+				case <-stop: // the loop stopped because the server did
+					return nil
+				default:
+					return fmt.Errorf("hand the event loop a tick: %w", err)
+				}
+			}
+			select { // the tick re-plans when it is done
+			case <-w.replan:
+			case <-stop:
+				return nil
+			}
+		case <-w.replan:
+			timer.Stop()
+		case <-stop:
+			return nil
+		}
 	}
 }

@@ -154,30 +154,6 @@ func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action
 	return gnet.None
 }
 
-// handshake runs the TLS handshake of one connection once its ClientHello
-// has arrived, and hands the result back to the loop. Shutdown can cut it
-// short; the session's io-timeout, on the loop, closes the connection and so
-// ends it too.
-func (s *Server) handshake(c *tlsConn) {
-	defer s.handshakes.wg.Done()
-	in := c.tr.hs
-	err := c.tls.HandshakeContext(s.handshakes.ctx)
-	identity := ""
-	if err == nil && s.cfg.Identity != nil {
-		identity = s.cfg.Identity(c.tls.ConnectionState())
-	}
-	in.finish(identity, err)
-	// The loop picks the result up in OnTraffic. Wake queues behind the
-	// writes of the handshake's last flight, so they are out first.
-	s.handshakes.wg.Add(1)
-	if c.Conn.Wake(func(gnet.Conn, error) error {
-		s.handshakes.wg.Done()
-		return nil
-	}) != nil {
-		s.handshakes.wg.Done()
-	}
-}
-
 // handshakeClosed runs in OnClose for a session whose handshake never
 // finished: the goroutine, if any, stops waiting for input.
 func (c *tlsConn) handshakeClosed(h *handler) {

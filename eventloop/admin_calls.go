@@ -13,6 +13,10 @@ import (
 	"github.com/monolock/monolock/protocol/admin"
 )
 
+// This file is the admin calls into the loop: reads and changes another
+// goroutine asks for, each run on the loop as calls of bounded size
+// (control_conn.go), each call a turn of the owner.
+
 // The admin API's shapes are declared once, in protocol/admin, for the
 // server and its clients alike.
 type (
@@ -315,4 +319,30 @@ const kickPerCall = 4096
 func (o *owner) closeByAdmin(s *session, reason string) {
 	o.sendError(s, protocol.CodeClosedByAdmin, reason)
 	o.closeSession(s, ReleaseForce, "closed by administrator")
+}
+
+// SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
+// allows every lock. Sessions already granted or queued are not re-judged.
+func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
+	if a == nil {
+		a = allowAll{}
+	}
+	return s.call(ctx, func(o *owner) { o.authorizer = a })
+}
+
+// Stats is a snapshot of the server's state.
+type Stats struct {
+	Sessions int // open connections
+	Locks    int // locks with a holder
+	Waiters  int // sessions queued behind a holder
+	Timers   int // armed timers
+}
+
+// Stats reads a consistent snapshot on the event loop.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := s.call(ctx, func(o *owner) {
+		st = Stats{Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len()}
+	})
+	return st, err
 }
