@@ -231,10 +231,14 @@ func (sc *script) num(s string) int {
 	return n
 }
 
-// frame encodes what a client sends: "heartbeat", "heartbeat*N",
-// "acquire lock=NAME lease=DUR|far", "raw=HEX", each optionally cut to
-// bytes=FROM:TO (either end may be left out).
+// frame encodes what a client sends in one segment: frames joined by "+",
+// each "heartbeat", "heartbeat*N", "acquire lock=NAME lease=DUR|far" or
+// "raw=HEX", and optionally cut to bytes=FROM:TO (either end may be left
+// out).
 func (sc *script) frame(args []string) []byte {
+	if i := slices.Index(args, "+"); i >= 0 {
+		return append(sc.frame(args[:i]), sc.frame(args[i+1:])...)
+	}
 	var b []byte
 	switch what, n, _ := strings.Cut(sc.arg(args, 0), "*"); {
 	case what == "heartbeat":
@@ -341,6 +345,27 @@ func (sc *script) expect(args []string) {
 	case "unparsed":
 		if n := sc.num(sc.arg(rest, 1)); len(p.in) != n {
 			sc.fatalf("%s: %d bytes unparsed, want %d", subject, len(p.in), n)
+		}
+	case "stalled": // stalled since DUR
+		if want := sc.dur(sc.arg(rest, 2)); p.s.stalledSince != sc.start+want {
+			sc.fatalf("%s: stalled since %v, want %v", subject, p.s.stalledSince-sc.start, want)
+		}
+	case "not-stalled":
+		if p.s.stalledSince != 0 {
+			sc.fatalf("%s: stalled since %v", subject, p.s.stalledSince-sc.start)
+		}
+	case "partial": // partial since DUR: a frame began arriving then
+		if want := sc.dur(sc.arg(rest, 2)); p.s.partialSince != sc.start+want {
+			sc.fatalf("%s: partial since %v, want %v", subject, p.s.partialSince-sc.start, want)
+		}
+	case "not-partial":
+		if p.s.partialSince != 0 {
+			sc.fatalf("%s: partial since %v", subject, p.s.partialSince-sc.start)
+		}
+	case "granted": // granted when OTHER closed: in the same step
+		o := sc.peer(sc.arg(rest, 2))
+		if p.s.claim.State() != locktable.Holding || !o.closed || p.s.since != o.closedAt {
+			sc.fatalf("%s: %v since %v; %s closed %v at %v", subject, p.s.claim.State(), p.s.since-sc.start, rest[2], o.closed, o.closedAt-sc.start)
 		}
 	case "wakes":
 		if n := sc.num(sc.arg(rest, 1)); p.wakes != n {
