@@ -32,7 +32,7 @@ func (r *loopRig) turnUntil(done <-chan struct{}, between func(calls int)) {
 	for {
 		select {
 		case <-r.wakes:
-			r.srv.calls.turn(r.o.advance, func(c *loopCall) { r.calls++; r.o.runCall(c) })
+			r.srv.calls.turn(r.o.tick, func(c *loopCall) { r.calls++; r.o.runCall(c) })
 			between(r.calls)
 		case <-done:
 			return
