@@ -1,9 +1,12 @@
 package eventloop
 
 import (
+	"context"
 	"errors"
 	"net"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +23,11 @@ const (
 // client that never sends its ClientHello costs a descriptor and a timer,
 // like a silent plain one. An accept error never ends it: descriptor
 // exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's
-// backlog, so the loop backs off and tries again, and serves the queue as
-// descriptors free up.
+// backlog, so the loop first has the owner evict the connection that has
+// waited longest for its ACQUIRE (see evict.go) and accepts again at once;
+// when none is old enough it waits until one is, and when none is waiting
+// for its ACQUIRE at all it backs off and serves the queue as descriptors
+// free up.
 //
 // This goroutine is the only one that takes descriptors for connections
 // (accept, and gnet's dup inside enroll), so the spare descriptor freed for
@@ -31,6 +37,7 @@ func (s *Server) acceptLoop() {
 	var (
 		backoff time.Duration
 		failed  int
+		evicted evictionLog
 	)
 	for {
 		conn, err := s.ln.Accept()
@@ -52,16 +59,76 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.metrics.AcceptError()
+		var wait time.Duration
+		if outOfDescriptors(err) {
+			var done bool
+			if done, wait = s.evict(); done {
+				// The loop has closed the socket before evict returned,
+				// so the next accept finds its descriptor free.
+				evicted.note(s.log)
+				continue
+			}
+		}
 		if failed == 0 {
 			s.log.Error().Err(err).Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
 		}
 		failed++
-		backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+		pause := wait
+		if wait == 0 { // nothing will become evictable: wait for a descriptor to free
+			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+			pause = backoff
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(max(pause, minEvictWait)):
 		case <-s.stopAccept:
 			return
 		}
+	}
+}
+
+// outOfDescriptors reports whether err is the process's or the system's
+// descriptor limit.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
+}
+
+const (
+	// evictCallTimeout bounds the accept loop's wait for the event loop to
+	// evict; on a loop that slow, the accept backs off as for any error.
+	evictCallTimeout = 100 * time.Millisecond
+	// minEvictWait keeps the accept loop from spinning on a session about
+	// to pass evictGrace.
+	minEvictWait = time.Millisecond
+)
+
+// evict has the owner close the session that has waited longest for its
+// ACQUIRE (see evict.go). When none is old enough, wait is how long until
+// one is: 0 when no session is waiting for its ACQUIRE, or when the loop did
+// not answer in time.
+func (s *Server) evict() (evicted bool, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), evictCallTimeout)
+	defer cancel()
+	if s.call(ctx, func(o *owner) { evicted, wait = o.evictPending() }) != nil {
+		return false, 0
+	}
+	return evicted, wait
+}
+
+// evictionLog reports evictions at most once per evictionLogEvery: under an
+// attack they happen thousands of times a second.
+type evictionLog struct {
+	last  time.Time
+	count int
+}
+
+const evictionLogEvery = 5 * time.Second
+
+func (l *evictionLog) note(log zerolog.Logger) {
+	l.count++
+	if now := time.Now(); now.Sub(l.last) >= evictionLogEvery {
+		log.Warn().Int("evicted", l.count).
+			Msg("descriptor limit reached: closed connections that had not sent ACQUIRE to accept new ones; raise the descriptor limit (ulimit -n) unless this is an attack of idle connections")
+		l.last, l.count = now, 0
 	}
 }
 

@@ -20,7 +20,7 @@ func (o *owner) traffic(s *session) {
 			_ = c.Wake(nil) // another turn, after the sessions already waiting
 			break
 		}
-		if len(o.pending) >= replyBatch {
+		if len(o.outbuf) >= replyBatch {
 			// A client pipelining many frames costs one write(2) per batch,
 			// and the backlog below sees what the peer has not taken.
 			o.apply(nil)
@@ -95,6 +95,7 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			return
 		}
 		s.leaseMS = f.LeaseMS
+		o.pending.remove(s)
 		s.lastSeen, s.since = o.now, o.now
 		if o.table.AcquireBytes(&s.claim, f.Name, o.wall) {
 			o.granted(s)

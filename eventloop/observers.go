@@ -27,6 +27,7 @@ type Metrics interface {
 	ProtocolError(code protocol.Code)                  // an ERROR was sent
 	ACLDenied()                                        // the Authorizer refused an ACQUIRE
 	AcceptError()                                      // accepting or enrolling a connection failed
+	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
 	TLSHandshakeError()                                // a TLS handshake failed or timed out
 }
 
@@ -79,6 +80,7 @@ func (noMetrics) Released(ReleaseReason, time.Duration) {}
 func (noMetrics) ProtocolError(protocol.Code)           {}
 func (noMetrics) ACLDenied()                            {}
 func (noMetrics) AcceptError()                          {}
+func (noMetrics) Evicted()                              {}
 func (noMetrics) TLSHandshakeError()                    {}
 
 // ReleaseReason says why a holder stopped holding (see locktable).

@@ -64,6 +64,7 @@ type owner struct {
 	table    *locktable.Table[*session]
 	wheel    *timerwheel.Wheel[*session]
 	sessions sessionList
+	pending  pendingList // sessions without ACQUIRE, oldest first
 	fire     func(*timerwheel.Timer[*session])
 
 	metrics    Metrics
@@ -78,7 +79,7 @@ type owner struct {
 	now     time.Duration // the monotonic offset when it began
 	inTurn  bool          // between begin and the end of end
 	effects []effect      // what the rules decided, in order
-	pending []byte        // the bytes of its write effects
+	outbuf  []byte        // the bytes of its write effects
 	later   []*session    // sessions gnet closed during the turn: their next turns
 	armed   time.Duration // the earliest deadline armed; 0 for none
 	ticked  bool          // the turn advanced the wheel
@@ -123,6 +124,7 @@ func (o *owner) open(c conn, sec security) *session {
 	s.timer.Value = s
 	c.SetContext(s)
 	o.sessions.add(s)
+	o.pending.push(s)
 	o.metrics.Opened()
 	o.schedule(s, o.now+o.ioTimeout)
 	return s

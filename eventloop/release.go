@@ -13,6 +13,7 @@ import (
 func (o *owner) forget(s *session) {
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s)
+	o.pending.remove(s)
 	o.metrics.Closed()
 	switch s.claim.State() {
 	case locktable.Holding:

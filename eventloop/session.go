@@ -32,6 +32,9 @@ type session struct {
 	closed      bool          // OnClose has run: never touch conn again
 
 	prev, next *session // the owner's list of open sessions
+
+	pending                  bool     // in the owner's list of sessions without ACQUIRE
+	pendingPrev, pendingNext *session // that list, oldest first (see evict.go)
 }
 
 // registered reports whether the session has sent its ACQUIRE.

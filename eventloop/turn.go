@@ -37,15 +37,15 @@ func (o *owner) begin() {
 // send queues frame for s. frame may be the owner's scratch buffer: it is
 // copied. Consecutive frames to one session become one write.
 func (o *owner) send(s *session, frame []byte) {
-	from := len(o.pending)
-	o.pending = append(o.pending, frame...)
+	from := len(o.outbuf)
+	o.outbuf = append(o.outbuf, frame...)
 	if n := len(o.effects); n > 0 {
 		if e := &o.effects[n-1]; e.kind == effectWrite && e.s == s && e.to == from {
-			e.to = len(o.pending)
+			e.to = len(o.outbuf)
 			return
 		}
 	}
-	o.effects = append(o.effects, effect{s: s, kind: effectWrite, from: from, to: len(o.pending)})
+	o.effects = append(o.effects, effect{s: s, kind: effectWrite, from: from, to: len(o.outbuf)})
 }
 
 // closeSession decides that s ends, for reason: it takes no more input, and
@@ -96,7 +96,7 @@ func (o *owner) apply(self *session) (closeSelf bool) {
 		switch e.kind {
 		case effectWrite:
 			s.unchecked += e.to - e.from
-			_, _ = s.conn.Write(o.pending[e.from:e.to])
+			_, _ = s.conn.Write(o.outbuf[e.from:e.to])
 			if !s.closed {
 				o.noteOutput(s)
 			}
@@ -110,7 +110,7 @@ func (o *owner) apply(self *session) (closeSelf bool) {
 		}
 	}
 	o.effects = o.effects[:0]
-	o.pending = o.pending[:0]
+	o.outbuf = o.outbuf[:0]
 	return closeSelf
 }
 

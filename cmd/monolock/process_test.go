@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"syscall"
 	"testing"
@@ -68,6 +69,60 @@ func TestDescriptorExhaustion(t *testing.T) {
 		p := startServer(t, "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
 		exhaustDescriptors(t, p, pki.ClientTLS(certstest.ClientURI))
 	})
+}
+
+// TestDescriptorExhaustionBySilentClients fills the server's descriptors
+// with connections that never send anything, under an io-timeout that would
+// keep them for an hour: a holder keeps its lock, a new client is served
+// all the same (the server closes the connection that has waited longest
+// for its ACQUIRE), and /readyz answers at the limit.
+func TestDescriptorExhaustionBySilentClients(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		p := startServer(t, "-io-timeout", "1h", "-ops-listen", "127.0.0.1:0")
+		evictSilent(t, p, wire.Options{})
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		_, pki, _ := labFiles(t)
+		p := startServer(t, "-io-timeout", "1h", "-ops-listen", "127.0.0.1:0",
+			"-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
+		evictSilent(t, p, wire.Options{TLS: pki.ClientTLS(certstest.ClientURI)})
+	})
+}
+
+func evictSilent(t *testing.T, p *proc.Process, o wire.Options) {
+	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
+	pid := p.Pid()
+	const headroom = 16
+	limit := uint64(openDescriptors(t, pid) + headroom)
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+		t.Fatalf("lower the server's descriptor limit: %v", err)
+	}
+	// More silent connections than descriptors: those past the limit wait
+	// in the backlog, and the server evicts older ones to take them.
+	for range 3 * headroom {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	p.MustWaitLog(t, "descriptor limit reached")
+
+	if !connectQueued(t, p.Addr, o.TLS, "fresh").acquired(t, 30*time.Second) {
+		t.Fatal("a new client was not served while silent connections held every descriptor")
+	}
+	holder.SendHeartbeat()
+	holder.ExpectToken(token)
+
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + p.OpsAddr + "/readyz")
+	if err != nil {
+		t.Fatalf("/readyz at the descriptor limit: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz at the descriptor limit: %s, want 200", resp.Status)
+	}
 }
 
 // queuedClient connects, sends ACQUIRE for lock and reads the first answer

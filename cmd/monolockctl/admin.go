@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,10 +11,12 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/monolock/monolock/protocol/admin"
 )
+
+// The admin API's client: the flags that find it, one bounded request, and
+// what its failures mean.
 
 // defaultAdminAddress is where the admin commands look for the admin API
 // without -admin or MONOLOCK_ADMIN_ADDRESS.
@@ -178,64 +179,6 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 	return nil, &apiError{status: resp.StatusCode, notAPI: true, msg: fmt.Sprintf("%s %s answered %s (%q), not an admin API error: is -admin the admin API's address?", method, target, resp.Status, excerpt)}
 }
 
-// failed prints err as "monolockctl: <message>" and returns the exit status:
-// exitUnavailable for no answer or the API's 503, notFound for the API's 404
-// (the command decides what a 404 means), exitFailed otherwise.
-func failed(e *env, err error, notFound int) int {
-	fmt.Fprintf(e.stderr, "monolockctl: %v\n", err)
-	var unreachable *unreachableError
-	var api *apiError
-	switch {
-	case errors.As(err, &unreachable):
-		return exitUnavailable
-	case !errors.As(err, &api) || api.notAPI:
-		return exitFailed
-	case api.status == http.StatusServiceUnavailable:
-		return exitUnavailable
-	case api.status == http.StatusNotFound:
-		return notFound
-	}
-	return exitFailed
-}
-
-// printJSON writes an answer indented.
-func printJSON(e *env, body []byte) int {
-	var out bytes.Buffer
-	if err := json.Indent(&out, bytes.TrimSpace(body), "", "  "); err != nil {
-		return failed(e, err, exitFailed)
-	}
-	out.WriteByte('\n')
-	_, _ = e.stdout.Write(out.Bytes())
-	return 0
-}
-
-// fetch makes an admin command's one request. With -json it prints the
-// answer as it is; otherwise it decodes the answer into v for the command's
-// table (tokens are uint64 fields, which encoding/json decodes exactly).
-// done reports that the command is over, with status its exit status: the
-// request failed, the answer was printed, or it did not decode. When the API
-// answers 404 and missing is set, missing is printed in place of the API's
-// message (which names HTTP paths, not commands) and the status is
-// exitNoSuch; without missing a 404 is a failure like any other.
-func fetch(e *env, a *adminFlags, c *adminClient, method, path string, query url.Values, missing string, v any) (status int, done bool) {
-	body, err := c.call(method, path, query)
-	var api *apiError
-	if missing != "" && errors.As(err, &api) && api.status == http.StatusNotFound && !api.notAPI {
-		fmt.Fprintf(e.stderr, "monolockctl: %s\n", missing)
-		return exitNoSuch, true
-	}
-	if err != nil {
-		return failed(e, err, exitFailed), true
-	}
-	if a.json {
-		return printJSON(e, body), true
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return failed(e, fmt.Errorf("unexpected answer from the admin API: %v", err), exitFailed), true
-	}
-	return 0, false
-}
-
 // lockPath is the API path of a lock: the name is one percent-encoded path
 // segment, so that a '/' in it stays part of it.
 func lockPath(name string) string {
@@ -250,50 +193,4 @@ func pathSegment(s string) string {
 		esc = strings.ReplaceAll(esc, ".", "%2E")
 	}
 	return esc
-}
-
-// timeFormat is how tables print times: UTC, milliseconds.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(timeFormat)
-}
-
-func fmtMS(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
-
-// cell makes a string safe for a table cell: empty is "-", and a string with
-// tabs, newlines or other unprintable characters is quoted.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return fmt.Sprintf("%q", s)
-	}
-	return s
-}
-
-// holderCell is the holder's address, with its identity under mutual TLS.
-func holderCell(addr, identity string) string {
-	if identity == "" {
-		return cell(addr)
-	}
-	return cell(addr) + " (" + cell(identity) + ")"
-}
-
-func orOff(s string) string {
-	if s == "" {
-		return "off"
-	}
-	return cell(s)
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }

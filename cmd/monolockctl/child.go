@@ -78,7 +78,9 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 		select {
 		case <-exited:
 			if err := lock.Close(); err != nil {
-				r.report(e, "lock lost while the command ran: %v", err)
+				if !stopping { // else stop has said so, with the cause
+					r.report(e, "lock lost while the command ran: %v", err)
+				}
 				return exitLost
 			}
 			return exitStatus(guard.ProcessState)

@@ -39,7 +39,6 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +53,7 @@ import (
 // *eventloop.Server satisfies it.
 type Backend interface {
 	// Locks returns every held lock whose name match accepts (all for a nil
-	// match), in any order, each with its full FIFO queue. match must be
+	// match), sorted by name, each with its full FIFO queue. match must be
 	// called on the caller's goroutine, never on the server's event loop,
 	// where a costly pattern over many names would delay every client.
 	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
@@ -296,7 +295,6 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
 		return
 	}
-	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) })
 	if locks == nil {
 		locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 	}

@@ -519,6 +519,7 @@ func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.Lock
 	if match != nil {
 		locks = slices.DeleteFunc(locks, func(l admin.LockInfo) bool { return !match(l.Name) })
 	}
+	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) }) // as the server does
 	return locks, f.err
 }
 

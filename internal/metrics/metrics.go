@@ -25,6 +25,7 @@ type Metrics struct {
 	aclDenials          prometheus.Counter
 	connectionsAccepted prometheus.Counter
 	acceptErrors        prometheus.Counter
+	evictions           prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
@@ -58,6 +59,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		aclDenials:          counter("acl_denials_total", "ACQUIREs denied by the ACL."),
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
+		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -71,7 +73,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.tlsHandshakeErrors, m.heartbeats,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -133,6 +135,12 @@ func (m *Metrics) ACLDenied() {
 // AcceptError counts a failed accept or enrollment.
 func (m *Metrics) AcceptError() {
 	m.acceptErrors.Inc()
+}
+
+// Evicted counts a connection closed before its ACQUIRE because no
+// descriptor was left for a new one.
+func (m *Metrics) Evicted() {
+	m.evictions.Inc()
 }
 
 // TLSHandshakeError counts a failed or timed-out TLS handshake.

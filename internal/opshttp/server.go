@@ -87,11 +87,14 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // idle ones can lock a probe out, however many there are, since the probe
 // sends its header at once and is never among them. Only requests whose header
 // is in, each bounded by hs's timeouts, make a new connection wait.
+// At the process's descriptor limit it accepts with a spare descriptor it
+// keeps for that (see spare.go), so probes are answered then too.
 // LimitListener sets hs.ConnState to learn each connection's state.
 func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
 		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
+		spare: newSpare(ln),
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -108,6 +111,7 @@ type limitListener struct {
 	slots     chan struct{} // one element per connection served
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
+	spare     *spareDescriptor // for an accept at the descriptor limit (see spare.go)
 
 	mu        sync.Mutex
 	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)
@@ -122,7 +126,7 @@ type limitListener struct {
 const silentGrace = 100 * time.Millisecond
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+	c, err := l.accept()
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +164,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 func (l *limitListener) wrap(c net.Conn) *limitConn {
-	return &limitConn{Conn: c, l: l, release: func() { <-l.slots }}
+	return &limitConn{Conn: c, l: l, release: func() {
+		<-l.slots
+		l.spare.reserve() // the descriptor the connection just freed, if the spare was used
+	}}
 }
 
 // signal wakes an Accept waiting for a connection to close.
@@ -219,6 +226,7 @@ func (l *limitListener) evict(silent bool) bool {
 
 func (l *limitListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
+	l.spare.close()
 	return l.Listener.Close()
 }
 

@@ -1,0 +1,125 @@
+package opshttp
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// spareChildEnv makes the test binary play the server of
+// TestProbeAtDescriptorLimit.
+const spareChildEnv = "OPSHTTP_SPARE_CHILD"
+
+// TestProbeAtDescriptorLimit: a process that has no descriptor left still
+// answers its probes, one after another, through the listener's spare. The
+// server runs in a child process, which takes every descriptor it may have
+// itself; without the spare, accept fails for good and no request is
+// answered.
+func TestProbeAtDescriptorLimit(t *testing.T) {
+	if os.Getenv(spareChildEnv) != "" {
+		serveWithoutDescriptors()
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestProbeAtDescriptorLimit$")
+	cmd.Env = append(os.Environ(), spareChildEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the child exits when its stdin closes
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child: %v", err)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	var addr string
+	for lines.Scan() { // the test framework may print lines of its own
+		if a, ok := strings.CutPrefix(lines.Text(), "full "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("the child did not report its address after taking every descriptor")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	hc := &http.Client{Timeout: safety, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 5 { // each one takes the spare, and hands it back when its connection closes
+		resp, err := hc.Get("http://" + addr + "/readyz")
+		if err != nil {
+			t.Fatalf("probe %d at the descriptor limit: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("probe %d: %s %q, want 200 ok", i, resp.Status, body)
+		}
+	}
+}
+
+// serveWithoutDescriptors serves "ok" behind a LimitListener, lowers its
+// descriptor limit and takes every descriptor left, reports "full ADDR",
+// and serves until its stdin closes.
+func serveWithoutDescriptors() {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(2)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	hs := NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}), DefaultLimits(1024), zerolog.Nop())
+	ln := LimitListener(hs, inner, 4)
+	go func() { _ = hs.Serve(ln) }()
+
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fail(err)
+	}
+	limit := uint64(len(open) + 16)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+		fail(fmt.Errorf("lower the descriptor limit: %w", err))
+	}
+	var held []int
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			if !outOfDescriptors(err) {
+				fail(err)
+			}
+			break
+		}
+		held = append(held, fd)
+	}
+	fmt.Printf("full %s\n", inner.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, fd := range held {
+		_ = unix.Close(fd)
+	}
+}
