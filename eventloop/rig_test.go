@@ -162,21 +162,3 @@ func framesText(fs []protocol.Frame) string {
 	}
 	return s
 }
-
-// expectQueue checks the holder and the queue of lock name.
-func (r *rig) expectQueue(name string, holder peer, waiters ...peer) {
-	r.t.Helper()
-	if h := r.o.table.Holder(name); h == nil || h.Value != holder.s {
-		r.t.Fatalf("lock %q: holder is not %v", name, holder)
-	}
-	i := 0
-	for c := range r.o.table.Waiters(name) {
-		if i >= len(waiters) || c.Value != waiters[i].s {
-			r.t.Fatalf("lock %q: waiter %d is %v, want %v in order", name, i, c.Value.remoteAddr(), waiters)
-		}
-		i++
-	}
-	if i != len(waiters) {
-		r.t.Fatalf("lock %q: %d waiters, want %v", name, i, waiters)
-	}
-}

@@ -160,6 +160,21 @@ func (sc *script) do(text string) {
 		p := sc.peer(sc.arg(args, 1))
 		ok, err := sc.r.server().KickWaiter(sc.t.Context(), sc.arg(args, 0), p.RemoteAddr().String())
 		sc.result(ok, err, args[2:])
+	case "evict": // evict => P | none | wait DUR
+		var evicted bool
+		var wait time.Duration
+		sc.r.turnOf(func() { evicted, wait = sc.r.o.evictPending() })
+		want := sc.arg(args, 1)
+		switch {
+		case want == "none" && (evicted || wait != 0):
+			sc.fatalf("evicted %v, wait %v; want nobody to evict", evicted, wait)
+		case want == "wait" && (evicted || wait != sc.dur(sc.arg(args, 2))):
+			sc.fatalf("evicted %v, wait %v; want a wait of %s", evicted, wait, args[2])
+		case want != "none" && want != "wait":
+			if p := sc.peer(want); !evicted || !p.closed {
+				sc.fatalf("evicted %v, %s closed %v; want %s evicted", evicted, want, p.closed, want)
+			}
+		}
 	case "shutdown":
 		sc.r.turnOf(sc.r.o.shutdown)
 	case "join-late": // a connection that joins during shutdown is refused
