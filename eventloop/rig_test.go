@@ -89,14 +89,6 @@ func (r *rig) expectPromoted(p peer, after uint64) uint64 {
 	return f.Token
 }
 
-// expectError consumes ERROR(code).
-func (r *rig) expectError(p peer, code protocol.Code) {
-	r.t.Helper()
-	if f := r.one(p); f.Type != protocol.TypeError || f.Code != code {
-		r.t.Fatalf("%v: got %s, want ERROR 0x%02x", p, frameText(f), uint8(code))
-	}
-}
-
 func (r *rig) expectOpen(p peer, what string) {
 	r.t.Helper()
 	if p.closed || p.s.closed {

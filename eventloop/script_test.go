@@ -93,6 +93,12 @@ type script struct {
 	peers  map[string]peer
 	tokens map[string]uint64
 	ran    bool // a command other than config has run
+
+	// The last admin call read in pieces.
+	calls  int        // calls into the loop it took
+	read   LockInfo   // what read returned
+	held   bool       // whether read found a holder
+	listed []LockInfo // what list returned
 }
 
 func newScript(t *testing.T, file string, cfg Config) *script {
@@ -137,6 +143,17 @@ func (sc *script) do(text string) {
 		sc.connect(sc.arg(args, 0))
 	case "acquire":
 		name := sc.arg(args, 0)
+		if base, n, ok := strings.Cut(name, "*"); ok { // NAME*N: NAME0 … NAME{N-1}, replies dropped
+			lock := sc.kv(args, "lock", "x")
+			for i := range sc.num(n) {
+				p := base + strconv.Itoa(i)
+				sc.connect(p)
+				spec := []string{"acquire", "lock=" + strings.ReplaceAll(lock, "{i}", fmt.Sprintf("%06d", i)), "lease=" + sc.kv(args, "lease", "far")}
+				sc.r.send(sc.peers[p].fakeConn, sc.frame(spec))
+				sc.peers[p].takeReads()
+			}
+			return
+		}
 		if _, ok := sc.peers[name]; !ok {
 			sc.connect(name)
 		}
@@ -175,6 +192,8 @@ func (sc *script) do(text string) {
 				sc.fatalf("evicted %v, %s closed %v; want %s evicted", evicted, want, p.closed, want)
 			}
 		}
+	case "read", "list", "kick-search":
+		sc.pieces(cmd, text)
 	case "shutdown":
 		sc.r.turnOf(sc.r.o.shutdown)
 	case "join-late": // a connection that joins during shutdown is refused
@@ -329,6 +348,19 @@ func (sc *script) expect(args []string) {
 		return
 	case "metric":
 		sc.expectMetric(sc.arg(rest, 0), sc.arg(rest, 1))
+		return
+	case "calls":
+		if n := sc.num(sc.arg(rest, 0)); sc.calls != n {
+			sc.fatalf("the last admin call took %d calls into the loop, want %d", sc.calls, n)
+		}
+		return
+	case "read":
+		sc.expectRead(rest)
+		return
+	case "listed":
+		if n := sc.num(sc.arg(rest, 0)); len(sc.listed) != n {
+			sc.fatalf("listed %d locks, want %d", len(sc.listed), n)
+		}
 		return
 	}
 	p := sc.peer(subject)
@@ -526,5 +558,112 @@ func (sc *script) expectMetric(series, want string) {
 	}
 	if strconv.FormatFloat(got, 'f', -1, 64) != want {
 		sc.fatalf("%s = %v, want %s", series, got, want)
+	}
+}
+
+// pieces runs an admin call that the server serves in calls of bounded size
+// (read LOCK, list suffix=S, kick-search LOCK P), one call per loop turn,
+// and runs the script commands after ", after call N:" between the turns.
+func (sc *script) pieces(cmd, text string) {
+	call, hook, _ := strings.Cut(text, ",")
+	args := strings.Fields(call)[1:]
+	hookAt := -1
+	if hook = strings.TrimSpace(hook); hook != "" {
+		spec, hookCmd, ok := strings.Cut(hook, ":")
+		n, found := strings.CutPrefix(spec, "after call ")
+		if !ok || !found {
+			sc.fatalf("want \", after call N: COMMAND\"")
+		}
+		hookAt, hook = sc.num(n), strings.TrimSpace(hookCmd)
+	}
+	wakes := make(chan struct{}, 4)
+	srv := &Server{handler: &handler{owner: sc.r.o}}
+	srv.calls = newCallQueue(func() { wakes <- struct{}{} })
+	done := make(chan error, 1)
+	ctx := sc.t.Context()
+	switch cmd {
+	case "read":
+		lock := sc.arg(args, 0)
+		go func() {
+			var err error
+			sc.read, sc.held, err = srv.Lock(ctx, lock)
+			done <- err
+		}()
+	case "list":
+		suffix := sc.kv(args, "suffix", "")
+		go func() {
+			var err error
+			sc.listed, err = srv.Locks(ctx, func(name string) bool { return strings.HasSuffix(name, suffix) })
+			done <- err
+		}()
+	case "kick-search":
+		lock, addr := sc.arg(args, 0), sc.peer(sc.arg(args, 1)).RemoteAddr().String()
+		go func() {
+			ok, err := srv.KickWaiter(ctx, lock, addr)
+			if err == nil && !ok {
+				err = fmt.Errorf("%s is not a waiter of %s", args[1], lock)
+			}
+			done <- err
+		}()
+	}
+	sc.calls = 0
+	for {
+		select {
+		case <-wakes:
+			srv.calls.turn(sc.r.o.tick, func(c *loopCall) { sc.calls++; sc.r.o.runCall(c) })
+			if sc.calls == hookAt {
+				hookAt = -1
+				sc.do(hook)
+			}
+		case err := <-done:
+			if err != nil {
+				sc.fatalf("%v", err)
+			}
+			if cmd == "list" {
+				for i, l := range sc.listed {
+					if !strings.HasSuffix(l.Name, sc.kv(args, "suffix", "")) || (i > 0 && sc.listed[i-1].Name >= l.Name) {
+						sc.fatalf("listed %q at %d: not matched, or not in order", l.Name, i)
+					}
+				}
+			}
+			return
+		}
+	}
+}
+
+// expectRead checks what the last read returned: "holder P waiters P Q …",
+// where NAMEi..NAMEj stands for NAMEi to NAMEj, or "idle".
+func (sc *script) expectRead(want []string) {
+	if slices.Equal(want, []string{"idle"}) {
+		if sc.held {
+			sc.fatalf("read found a holder, want an idle lock")
+		}
+		return
+	}
+	if len(want) < 3 || want[0] != "holder" || want[2] != "waiters" {
+		sc.fatalf("want \"expect read: holder P waiters …\"")
+	}
+	if h := sc.peer(want[1]); !sc.held || sc.read.Holder.RemoteAddr != h.RemoteAddr().String() {
+		sc.fatalf("read holder %q (held %v), want %s", sc.read.Holder.RemoteAddr, sc.held, want[1])
+	}
+	var addrs []string
+	for _, w := range want[3:] {
+		from, to, ok := strings.Cut(w, "..")
+		if !ok {
+			addrs = append(addrs, sc.peer(w).RemoteAddr().String())
+			continue
+		}
+		base := strings.TrimRight(from, "0123456789")
+		lo, hi := sc.num(from[len(base):]), sc.num(strings.TrimPrefix(to, base))
+		for i := lo; i <= hi; i++ {
+			addrs = append(addrs, sc.peer(base+strconv.Itoa(i)).RemoteAddr().String())
+		}
+	}
+	got := make([]string, len(sc.read.Waiters))
+	for i, w := range sc.read.Waiters {
+		got[i] = w.RemoteAddr
+	}
+	if !slices.Equal(got, addrs) {
+		sc.fatalf("read %d waiters %v…, want %d", len(got), got[:min(len(got), 3)], len(addrs))
 	}
 }
