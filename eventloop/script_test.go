@@ -140,7 +140,13 @@ func (sc *script) do(text string) {
 	case "wall":
 		sc.r.clk.wall = sc.r.clk.wall.Add(sc.dur(sc.arg(args, 0)))
 	case "connect":
-		sc.connect(sc.arg(args, 0))
+		if base, n, ok := strings.Cut(sc.arg(args, 0), "*"); ok { // NAME*N: NAME0 … NAME{N-1}
+			for i := range sc.num(n) {
+				sc.connect(base + strconv.Itoa(i))
+			}
+			return
+		}
+		sc.connect(args[0])
 	case "acquire":
 		name := sc.arg(args, 0)
 		if base, n, ok := strings.Cut(name, "*"); ok { // NAME*N: NAME0 … NAME{N-1}, replies dropped
@@ -311,7 +317,8 @@ func (sc *script) frame(args []string) []byte {
 
 // setPeer changes how the fake peer behaves: "stuck" (reads nothing),
 // "drain" (reads everything), "pending=N" (N bytes wait outbound),
-// "fail-writes" (the next write fails).
+// "fail-writes" (the next write fails), "kernel=N" (the kernel holds N bytes
+// for it), "acked=N" and "acked+=N" (what it has acknowledged).
 func (sc *script) setPeer(p peer, args []string) {
 	for _, a := range args {
 		switch {
@@ -323,6 +330,12 @@ func (sc *script) setPeer(p peer, args []string) {
 			p.failWrite = true
 		case strings.HasPrefix(a, "pending="):
 			p.pending = sc.num(strings.TrimPrefix(a, "pending="))
+		case strings.HasPrefix(a, "kernel="): // bytes the kernel holds for the peer
+			p.kernelQueued = sc.num(strings.TrimPrefix(a, "kernel="))
+		case strings.HasPrefix(a, "acked+="): // the peer acknowledges more
+			p.kernelAcked += uint64(sc.num(strings.TrimPrefix(a, "acked+=")))
+		case strings.HasPrefix(a, "acked="):
+			p.kernelAcked = uint64(sc.num(strings.TrimPrefix(a, "acked=")))
 		default:
 			sc.fatalf("unknown peer setting %q", a)
 		}
@@ -348,6 +361,17 @@ func (sc *script) expect(args []string) {
 		return
 	case "metric":
 		sc.expectMetric(sc.arg(rest, 0), sc.arg(rest, 1))
+		return
+	case "closed": // how many of the case's connections are closed
+		n := 0
+		for _, p := range sc.peers {
+			if p.closed {
+				n++
+			}
+		}
+		if want := sc.num(sc.arg(rest, 0)); n != want {
+			sc.fatalf("%d connections closed, want %d", n, want)
+		}
 		return
 	case "calls":
 		if n := sc.num(sc.arg(rest, 0)); sc.calls != n {
@@ -413,6 +437,10 @@ func (sc *script) expect(args []string) {
 		o := sc.peer(sc.arg(rest, 2))
 		if p.s.claim.State() != locktable.Holding || !o.closed || p.s.since != o.closedAt {
 			sc.fatalf("%s: %v since %v; %s closed %v at %v", subject, p.s.claim.State(), p.s.since-sc.start, rest[2], o.closed, o.closedAt-sc.start)
+		}
+	case "kernel-looks":
+		if n := sc.num(sc.arg(rest, 1)); p.kernelLooks != n {
+			sc.fatalf("%s: %d looks at the kernel's send queue, want %d", subject, p.kernelLooks, n)
 		}
 	case "wakes":
 		if n := sc.num(sc.arg(rest, 1)); p.wakes != n {
