@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -65,57 +64,6 @@ func (r *rig) one(p peer) protocol.Frame {
 		r.t.Fatalf("%v: got %s at %v, want one frame", p, framesText(fs), r.now())
 	}
 	return fs[0]
-}
-
-// quiet checks that p was sent nothing.
-func (r *rig) quiet(p peer, what string) {
-	r.t.Helper()
-	if fs := p.takeReads(); len(fs) != 0 {
-		r.t.Fatalf("%s: %v was sent %s at %v, want nothing", what, p, framesText(fs), r.now())
-	}
-}
-
-// expectPromoted consumes the ACQUIRED pushed to p, whose token must exceed
-// after, and returns the token.
-func (r *rig) expectPromoted(p peer, after uint64) uint64 {
-	r.t.Helper()
-	f := r.one(p)
-	if f.Type != protocol.TypeAcquired || f.Token <= after {
-		r.t.Fatalf("%v: got %s, want ACQUIRED with a token above %d", p, frameText(f), after)
-	}
-	if p.s.claim.State() != locktable.Holding || p.s.claim.Token() != f.Token {
-		r.t.Fatalf("%v: sent ACQUIRED(%d) but its claim is %v with token %d", p, f.Token, p.s.claim.State(), p.s.claim.Token())
-	}
-	return f.Token
-}
-
-func (r *rig) expectOpen(p peer, what string) {
-	r.t.Helper()
-	if p.closed || p.s.closed {
-		r.t.Fatalf("%s: %v was closed at %v (%v); now %v", what, p, p.closedAt, p.s.closeReason, r.now())
-	}
-}
-
-// expectClosed checks that p was closed for reason at a time in [lo, hi].
-func (r *rig) expectClosed(p peer, reason ReleaseReason, lo, hi time.Duration) {
-	r.t.Helper()
-	switch {
-	case !p.closed || !p.s.closed:
-		r.t.Fatalf("%v still open at %v, want closed (%v) within [%v, %v]", p, r.now(), reason, lo, hi)
-	case p.s.closeReason != reason:
-		r.t.Fatalf("%v closed at %v for %v, want %v", p, p.closedAt, p.s.closeReason, reason)
-	case p.closedAt < lo || p.closedAt > hi:
-		r.t.Fatalf("%v closed (%v) at %v, want within [%v, %v]", p, reason, p.closedAt, lo, hi)
-	}
-}
-
-// until moves the clock forward to at, ticking where the owner planned.
-func (r *rig) until(at time.Duration) {
-	r.t.Helper()
-	if now := r.now(); at < now {
-		r.t.Fatalf("until %v: the clock is already at %v", at, now)
-	}
-	r.runTo(at)
 }
 
 // tick hands the owner a tick now although it planned none, as the ticker
