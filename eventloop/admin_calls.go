@@ -324,9 +324,6 @@ func (o *owner) closeByAdmin(s *session, reason string) {
 // SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
 // allows every lock. Sessions already granted or queued are not re-judged.
 func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
-	if a == nil {
-		a = allowAll{}
-	}
 	return s.call(ctx, func(o *owner) { o.authorizer = a })
 }
 

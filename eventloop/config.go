@@ -63,9 +63,6 @@ func (c Config) withDefaults() Config {
 	if c.Audit == nil {
 		c.Audit = noAudit{}
 	}
-	if c.Authorizer == nil {
-		c.Authorizer = allowAll{}
-	}
 	if c.MaxTLSHandshakes <= 0 {
 		c.MaxTLSHandshakes = DefaultMaxTLSHandshakes
 	}

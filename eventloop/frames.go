@@ -90,7 +90,7 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
 			return
 		}
-		if !o.authorizer.Allowed(s.sec.identity(), string(f.Name)) {
+		if o.authorizer != nil && !o.authorizer.Allowed(s.sec.identity(), string(f.Name)) {
 			o.deny(s, string(f.Name))
 			return
 		}

@@ -69,7 +69,7 @@ type owner struct {
 
 	metrics    Metrics
 	audit      AuditRecorder
-	authorizer Authorizer
+	authorizer Authorizer // nil when no ACL is configured
 
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply

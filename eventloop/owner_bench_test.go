@@ -42,6 +42,7 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 
 func (o *owner) join(b *testing.B, frame []byte) *session {
 	c := &fakeConn{o: o, in: frame}
+	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
 	o.begin()
 	o.open(c, plainTCP{})
 	o.end(nil)
