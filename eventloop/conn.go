@@ -17,7 +17,7 @@ type conn interface {
 	// Discard drops the first n bytes of what Peek returned.
 	Discard(n int) (int, error)
 	// Write sends p or buffers what the socket does not take at once. A
-	// write that fails closes the connection, running onClose first.
+	// write that fails closes the connection, running OnClose first.
 	Write(p []byte) (int, error)
 	// OutboundBuffered is how many written bytes the peer has not drained.
 	OutboundBuffered() int

@@ -5,8 +5,9 @@ import (
 )
 
 // Every way a session ends — the client closes, a protocol error, lease
-// expiry, io-timeout, force-release, kick, shutdown — ends in onClose, and
-// onClose is the only place a waiter is promoted.
+// expiry, io-timeout, force-release, kick, shutdown, eviction — ends in
+// gnet's OnClose, and the turn after it runs forget, the only place a waiter
+// is promoted.
 
 // forget removes a closed session and hands its lock on at once. It is the
 // turn that follows gnet's OnClose (see owner.closed).
