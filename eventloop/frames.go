@@ -71,7 +71,9 @@ func (o *owner) traffic(s *session) {
 		s.partialSince = o.now
 		o.armBy(s, o.now+o.ioTimeout)
 	}
-	o.noteOutput(s) // output left from earlier turns; this turn's is noted as it is written
+	if n := len(o.effects); n == 0 || o.effects[n-1].s != s {
+		o.noteOutput(s) // output left from earlier turns; this turn's is noted as it is written
+	}
 }
 
 // handle applies one well-formed frame to the session.
@@ -109,11 +111,13 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 
 // sendState answers ACQUIRE and HEARTBEAT with the session's state.
 func (o *owner) sendState(s *session) {
+	from := len(o.outbuf)
 	if s.claim.State() == locktable.Holding {
-		o.send(s, protocol.AppendAcquired(o.out[:0], s.claim.Token()))
+		o.outbuf = protocol.AppendAcquired(o.outbuf, s.claim.Token())
 	} else {
-		o.send(s, protocol.AppendWaiting(o.out[:0]))
+		o.outbuf = protocol.AppendWaiting(o.outbuf)
 	}
+	o.wrote(s, from)
 }
 
 // sendError writes ERROR(code, reason) and counts it: every ERROR the server

@@ -39,6 +39,12 @@ func (o *owner) begin() {
 func (o *owner) send(s *session, frame []byte) {
 	from := len(o.outbuf)
 	o.outbuf = append(o.outbuf, frame...)
+	o.wrote(s, from)
+}
+
+// wrote records the bytes appended to the turn's output since from as a
+// write to s.
+func (o *owner) wrote(s *session, from int) {
 	if n := len(o.effects); n > 0 {
 		if e := &o.effects[n-1]; e.kind == effectWrite && e.s == s && e.to == from {
 			e.to = len(o.outbuf)
@@ -88,7 +94,6 @@ func (o *owner) end(self *session) (closeSelf bool) {
 func (o *owner) apply(self *session) (closeSelf bool) {
 	for i := 0; i < len(o.effects); i++ {
 		e := o.effects[i]
-		o.effects[i].s = nil
 		s := e.s
 		if s.closed {
 			continue
@@ -109,6 +114,7 @@ func (o *owner) apply(self *session) (closeSelf bool) {
 			}
 		}
 	}
+	clear(o.effects) // keep no closed session alive
 	o.effects = o.effects[:0]
 	o.outbuf = o.outbuf[:0]
 	return closeSelf
