@@ -19,7 +19,7 @@ const (
 )
 
 // acceptLoop accepts connections and enrolls them into the event loop, TLS
-// ones too: their handshake starts in the loop (see handshake.go), so a
+// ones too: their handshake starts in the loop (see handshake_loop.go), so a
 // client that never sends its ClientHello costs a descriptor and a timer,
 // like a silent plain one. An accept error never ends it: descriptor
 // exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's

@@ -60,6 +60,9 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
+	if c.Audit == nil {
+		c.Audit = noAudit{}
+	}
 	if c.MaxTLSHandshakes <= 0 {
 		c.MaxTLSHandshakes = DefaultMaxTLSHandshakes
 	}

@@ -17,7 +17,7 @@ type conn interface {
 	// Discard drops the first n bytes of what Peek returned.
 	Discard(n int) (int, error)
 	// Write sends p or buffers what the socket does not take at once. A
-	// write that fails closes the connection, running onClose first.
+	// write that fails closes the connection, running OnClose first.
 	Write(p []byte) (int, error)
 	// OutboundBuffered is how many written bytes the peer has not drained.
 	OutboundBuffered() int
@@ -27,13 +27,13 @@ type conn interface {
 	RemoteAddr() net.Addr
 }
 
-// closeNower is a conn that closes itself at once, running onClose before it
-// returns: a TLS session (which first sends close_notify) or a test fake.
+// closeNower is a conn that closes itself at once, running OnClose before it
+// returns: a TLS session (whose gnet.Conn is inside) or a test fake.
 type closeNower interface {
 	closeNow() error
 }
 
-// closeConn closes c from the owner's side and runs onClose before it
+// closeConn closes c from the owner's side and runs OnClose before it
 // returns. gnet.Conn.Close only queues the close; the loop's own Close is
 // synchronous, which keeps the owner's bookkeeping in one step.
 func closeConn(c conn) error {
@@ -43,3 +43,39 @@ func closeConn(c conn) error {
 	gc := c.(gnet.Conn)
 	return gc.EventLoop().Close(gc)
 }
+
+// security is what a session's transport adds to its bytes: nothing for
+// plain TCP (plainTCP), the handshake, records, close_notify and the
+// certificate identity for TLS (tlsConn). Generic code reaches TLS only
+// through it.
+type security interface {
+	// ready reports whether the session carries protocol bytes; until then
+	// OnTraffic hands it to handshakeTurn.
+	ready() bool
+	// handshaking reports whether a goroutine runs its handshake; shutdown
+	// leaves the session to that handshake's end.
+	handshaking() bool
+	// handshakeTurn serves OnTraffic before the session is ready.
+	handshakeTurn(h *handler, s *session) gnet.Action
+	// handshakeClosed runs in OnClose: a handshake cut short is counted
+	// and its goroutine stopped.
+	handshakeClosed(h *handler)
+	// identity is the client's certificate identity; "" without mutual TLS.
+	identity() string
+	// halfRecord reports whether input has arrived that is not yet
+	// plaintext: a record or handshake message in part.
+	halfRecord() bool
+	// closeNotify tells the client the session ends on purpose.
+	closeNotify()
+}
+
+// plainTCP is the security of a plain TCP session: none.
+type plainTCP struct{}
+
+func (plainTCP) ready() bool                                  { return true }
+func (plainTCP) handshaking() bool                            { return false }
+func (plainTCP) handshakeTurn(*handler, *session) gnet.Action { return gnet.None }
+func (plainTCP) handshakeClosed(*handler)                     {}
+func (plainTCP) identity() string                             { return "" }
+func (plainTCP) halfRecord() bool                             { return false }
+func (plainTCP) closeNotify()                                 {}

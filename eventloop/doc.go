@@ -4,10 +4,17 @@
 // One gnet event loop is the owner goroutine. It parses frames straight from
 // gnet's inbound buffers, runs the lock table and the timer wheel, and writes
 // every reply, including the ACQUIRED pushed to a promoted waiter. Nothing else
-// touches that state, so the hot path takes no lock. Work from other goroutines
-// (the ticker, Shutdown, inspection) enters the loop through a queue of ours
-// that the loop serves, a bounded slice per turn, when a control socket it
-// polls with the others becomes readable (see call.go).
+// touches that state, so the hot path takes no lock. The owner works in turns
+// (turn.go): each reads the clock once, its rules record effects, and the
+// effects are applied at its end. Work from other goroutines (the ticker,
+// Shutdown, the admin calls) enters the loop through a queue of ours that the
+// loop serves, a bounded slice per turn, when a control socket it polls with
+// the others becomes readable (see control_conn.go).
+//
+// Files are named for who runs them: loop_callbacks.go (gnet's callbacks, on
+// the loop), ticker_goroutine.go, handshake_goroutine.go beside
+// handshake_loop.go, admin_calls.go (calls from the admin API into the loop)
+// and control_conn.go (how any goroutine reaches the loop).
 //
 // Connections are accepted by a goroutine of ours rather than by gnet, which
 // stops its poller when accept(2) fails with EMFILE; ours backs off and retries,

@@ -89,7 +89,7 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 	var holder *session
 	if err := s.call(context.Background(), func(o *owner) {
 		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
-		holder = o.open(c, 0)
+		holder = o.open(c, plainTCP{})
 		o.traffic(holder)
 	}); err != nil {
 		t.Fatal(err)
@@ -118,12 +118,12 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 func TestTickLoopStopsWhenTheLoopRefuses(t *testing.T) {
 	var w wakeup
 	w.init()
-	w.set(0, true) // a timer is due now
+	w.set(0, 0, true) // a timer is due now
 	refused := errors.New("engine in shutdown")
 	ticks := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- tickLoop(&w, func() time.Duration { return time.Second }, func() error { ticks++; return refused }, make(chan struct{}))
+		done <- tickLoop(&w, func() error { ticks++; return refused }, make(chan struct{}))
 	}()
 	select {
 	case err := <-done:
@@ -165,31 +165,13 @@ func TestServeReturnsWhenTheLoopDies(t *testing.T) {
 	_ = s.ln.Close()
 }
 
-// A TLS session joins after its handshake: one io-timeout covers the
-// handshake and the ACQUIRE together, counted from accept.
-func TestIOTimeoutCountsFromAccept(t *testing.T) {
-	r := newRig(t, Config{IOTimeout: time.Second})
-	accepted := r.o.now()
-	r.run(600 * time.Millisecond) // the handshake
-	c := &fakeConn{o: r.o, keep: true}
-	r.o.open(c, accepted)
-	r.runTo(accepted + time.Second - time.Millisecond)
-	if c.closed {
-		t.Fatal("closed before io-timeout from accept")
-	}
-	r.runTo(accepted + time.Second)
-	if !c.closed {
-		t.Fatal("still open at io-timeout from accept; the clock restarted at the handshake")
-	}
-}
-
 // A lock listing's match function runs on the caller's goroutine: while it
 // is stuck, the loop still answers.
 func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	s := startInternal(t)
 	if err := s.call(context.Background(), func(o *owner) {
 		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
-		o.traffic(o.open(c, 0))
+		o.traffic(o.open(c, plainTCP{}))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,10 @@ func (o *owner) evictPending() (evicted bool, wait time.Duration) {
 	if s == nil {
 		return false, 0
 	}
-	now := o.now()
-	if age := now - s.since; age < evictGrace {
+	if age := o.now - s.since; age < evictGrace {
 		return false, evictGrace - age
 	}
 	o.metrics.Evicted()
-	o.closeNow(s, ReleaseIOTimeout, "closing the connection that has waited longest for its ACQUIRE: no descriptor is left for new connections")
+	o.closeSession(s, ReleaseIOTimeout, "closing the connection that has waited longest for its ACQUIRE: no descriptor is left for new connections")
 	return true, 0
 }

@@ -107,9 +107,9 @@ func (c *fakeConn) closeNow() error {
 		return nil
 	}
 	c.closed = true
-	c.closedAt = c.o.now()
+	c.closedAt = offsetNow(c.o)
 	if s := c.session(); s != nil {
-		c.o.onClose(s)
+		c.o.closed(s) // gnet's OnClose
 	}
 	return nil
 }
@@ -149,11 +149,22 @@ func newRig(t testing.TB, cfg Config) *rig {
 	return &rig{t: t, o: newOwner(cfg.withDefaults(), clk), clk: clk}
 }
 
+// offsetNow is the owner's clock as the next turn will read it.
+func offsetNow(o *owner) time.Duration {
+	_, mono := o.clk.Now()
+	return mono - o.mono0 + wheelTick
+}
+
+// now is the owner's clock as the next turn will read it.
+func (r *rig) now() time.Duration { return offsetNow(r.o) }
+
 // connect opens a connection, as OnOpen does.
 func (r *rig) connect() *fakeConn {
 	r.conns++
 	c := &fakeConn{o: r.o, keep: true, port: r.conns}
-	r.o.open(c, 0)
+	r.o.begin()
+	r.o.open(c, plainTCP{})
+	r.o.end(nil)
 	return c
 }
 
@@ -170,7 +181,7 @@ func (r *rig) turn(c *fakeConn) {
 	if s == nil {
 		r.t.Fatalf("%v: no open session", c)
 	}
-	if r.o.traffic(s) == gnet.Close {
+	if r.o.trafficTurn(s) {
 		_ = c.closeNow()
 	}
 }
@@ -198,12 +209,27 @@ func (r *rig) run(d time.Duration) {
 		if at > mono {
 			r.clk.advance(at - mono)
 		}
-		r.o.advance()
+		r.o.tick()
 	}
 }
 
 // runTo moves the clock to the owner offset at, ticking on the way.
-func (r *rig) runTo(at time.Duration) { r.run(at - r.o.now()) }
+func (r *rig) runTo(at time.Duration) { r.run(at - r.now()) }
+
+// turnOf runs fn as a turn of its own, as a call from another goroutine.
+func (r *rig) turnOf(fn func()) {
+	r.o.begin()
+	fn()
+	r.o.end(nil)
+}
+
+// trafficTurn is OnTraffic for a plain session: true when the handler
+// would return gnet.Close.
+func (o *owner) trafficTurn(s *session) bool {
+	o.begin()
+	o.traffic(s)
+	return o.end(s)
+}
 
 // server returns a Server around the rig's owner, so that a test reaches the
 // owner through the Server's own methods (ForceRelease, KickWaiter, Locks),
@@ -211,6 +237,6 @@ func (r *rig) runTo(at time.Duration) { r.run(at - r.o.now()) }
 // the caller's goroutine, so the rig's owner is driven by the test alone.
 func (r *rig) server() *Server {
 	s := &Server{handler: &handler{owner: r.o}}
-	s.calls = newCallQueue(func() { s.calls.turn(r.o.advance, r.o.runCall) })
+	s.calls = newCallQueue(func() { s.calls.turn(r.o.tick, r.o.runCall) })
 	return s
 }

@@ -1,33 +1,32 @@
 package eventloop
 
 import (
-	"time"
-
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
 // traffic parses and answers every complete frame buffered for s, within the
 // per-turn and backlog limits.
-func (o *owner) traffic(s *session) gnet.Action {
+func (o *owner) traffic(s *session) {
 	c := s.conn
 	buf, end := c.Peek(-1) // end: a TLS stream ended after buf
 	if s.closed {          // a TLS session's transport failed while decrypting
-		return gnet.None
+		return
 	}
-	wall, now := o.clock()
 	used := 0
 	s.backlogged = false
-	o.replying = s
 	for used < len(buf) {
 		if used >= bytesPerTurn {
 			_ = c.Wake(nil) // another turn, after the sessions already waiting
 			break
 		}
-		if len(o.replies) >= replyBatch {
-			o.flushReplies(s)
+		if len(o.outbuf) >= replyBatch {
+			// A client pipelining many frames costs one write(2) per batch,
+			// and the backlog below sees what the peer has not taken.
+			o.apply(nil)
+		}
+		if s.closed {
+			return
 		}
 		if c.OutboundBuffered() >= outboundLimit {
 			s.backlogged = true
@@ -42,60 +41,50 @@ func (o *owner) traffic(s *session) gnet.Action {
 			break
 		}
 		used += n
-		o.handle(s, &o.frame, wall, now)
-		if s.closed || s.closing {
+		o.handle(s, &o.frame)
+		if s.closing {
 			break
 		}
 	}
-	o.flushReplies(s)
-	o.replying = nil
-	if s.closed { // a failed write closed it under us; gnet has released c
-		return gnet.None
-	}
 	if s.closing {
-		return gnet.Close
+		return
 	}
 	if end != nil { // the client's close_notify, or TLS input crypto/tls refused
-		s.closing = true
+		reason := ReleaseGraceful
 		if !isEOF(end) {
-			s.closeReason = ReleaseProtocolError
+			reason = ReleaseProtocolError
 		}
-		return gnet.Close
+		o.closeSession(s, reason, "")
+		return
 	}
 	if used > 0 { // gnet's Discard(0) discards everything, the partial frame too
 		_, _ = c.Discard(used)
 	}
 	rest := len(buf) - used
-	half := rest > 0 // a frame, or for TLS a record or handshake message, is half-sent
-	if tc, ok := c.(*tlsConn); ok && !half {
-		half = tc.halfRecord()
-	}
+	half := rest > 0 || s.sec.halfRecord() // a frame, or for TLS a record or handshake message, is half-sent
 	switch {
 	case !half:
 		s.partialSince = 0
 	case s.backlogged && rest > inboundLimit, rest > maxUnparsed:
-		if e := o.log.Debug(); e.Enabled() {
-			e.Str("remote", s.remoteAddr()).Msg("closing a peer that sends faster than it reads its replies")
-		}
-		s.closing, s.closeReason = true, ReleaseIOTimeout
-		return gnet.Close
+		o.closeSession(s, ReleaseIOTimeout, "closing a peer that sends faster than it reads its replies")
 	case !s.backlogged && (used > 0 || s.partialSince == 0):
-		s.partialSince = now
-		o.armBy(s, now+o.ioTimeout)
+		s.partialSince = o.now
+		o.armBy(s, o.now+o.ioTimeout)
 	}
-	o.noteOutput(s, now)
-	return gnet.None
+	if n := len(o.effects); n == 0 || o.effects[n-1].s != s {
+		o.noteOutput(s) // output left from earlier turns; this turn's is noted as it is written
+	}
 }
 
 // handle applies one well-formed frame to the session.
-func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.Duration) {
+func (o *owner) handle(s *session, f *protocol.Frame) {
 	switch f.Type {
 	case protocol.TypeHeartbeat:
 		if !s.registered() {
 			o.rejectWith(s, protocol.ErrFirstMessageNotAcquire, "first message must be ACQUIRE: got HEARTBEAT; send ACQUIRE once, then heartbeats")
 			return
 		}
-		s.lastSeen = now
+		s.lastSeen = o.now
 		o.metrics.Heartbeat()
 		o.sendState(s)
 	case protocol.TypeAcquire:
@@ -103,15 +92,15 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
 			return
 		}
-		if o.authorizer != nil && !o.authorizer.Allowed(s.identity(), string(f.Name)) {
-			o.deny(s, string(f.Name), wall)
+		if o.authorizer != nil && !o.authorizer.Allowed(s.sec.identity(), string(f.Name)) {
+			o.deny(s, string(f.Name))
 			return
 		}
 		s.leaseMS = f.LeaseMS
 		o.sessions.acquired(s)
-		s.lastSeen, s.since = now, now
-		if o.table.AcquireBytes(&s.claim, f.Name, wall) {
-			o.granted(s, wall, now)
+		s.lastSeen, s.since = o.now, o.now
+		if o.table.AcquireBytes(&s.claim, f.Name, o.wall) {
+			o.granted(s)
 		} else {
 			o.metrics.Queued()
 		}
@@ -122,23 +111,13 @@ func (o *owner) handle(s *session, f *protocol.Frame, wall time.Time, now time.D
 
 // sendState answers ACQUIRE and HEARTBEAT with the session's state.
 func (o *owner) sendState(s *session) {
+	from := len(o.outbuf)
 	if s.claim.State() == locktable.Holding {
-		o.send(s, protocol.AppendAcquired(o.out[:0], s.claim.Token()))
+		o.outbuf = protocol.AppendAcquired(o.outbuf, s.claim.Token())
 	} else {
-		o.send(s, protocol.AppendWaiting(o.out[:0]))
+		o.outbuf = protocol.AppendWaiting(o.outbuf)
 	}
-}
-
-// send writes one frame. gnet copies what the socket does not take at once,
-// so the reused buffer is free again on return. A write that fails closes the
-// connection inside gnet, which runs onClose before send returns.
-func (o *owner) send(s *session, frame []byte) {
-	if s == o.replying {
-		o.replies = append(o.replies, frame...)
-		return
-	}
-	s.unchecked += uint32(len(frame))
-	_, _ = s.conn.Write(frame)
+	o.wrote(s, from)
 }
 
 // sendError writes ERROR(code, reason) and counts it: every ERROR the server
@@ -148,20 +127,11 @@ func (o *owner) sendError(s *session, code protocol.Code, reason string) {
 	o.send(s, protocol.AppendError(o.out[:0], code, reason))
 }
 
-// flushReplies writes the collected answers of the session being parsed.
-func (o *owner) flushReplies(s *session) {
-	if len(o.replies) > 0 && !s.closed {
-		s.unchecked += uint32(len(o.replies))
-		_, _ = s.conn.Write(o.replies)
-	}
-	o.replies = o.replies[:0]
-}
-
 // noteOutput starts the io-timeout clock for output the peer has not drained:
 // in gnet's buffer, or in the kernel's send queue, looked at every
 // outputCheck bytes written (see outq.go). Once started, the clock is the
 // timer's to stop (onTimer), which looks at both every stallPoll.
-func (o *owner) noteOutput(s *session, now time.Duration) {
+func (o *owner) noteOutput(s *session) {
 	if s.stalledSince != 0 {
 		return
 	}
@@ -170,7 +140,7 @@ func (o *owner) noteOutput(s *session, now time.Duration) {
 		pending, _ = s.lookAtKernel()
 	}
 	if pending > 0 {
-		s.stalledSince = now
-		o.armBy(s, now+stallPoll)
+		s.stalledSince = o.now
+		o.armBy(s, o.now+stallPoll)
 	}
 }

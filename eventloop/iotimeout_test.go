@@ -19,16 +19,14 @@ const ioTimeout = 300 * time.Millisecond
 
 // checkNotBefore fails if the server closed a connection before io-timeout
 // had passed since start (a time taken before the client's last action), and
-// logs how late it was.
+// logs how late it was. How late is no assertion: on a busy machine it may
+// be anything; the rule scripts pin it to the wheel's tick.
 func checkNotBefore(t *testing.T, what string, start time.Time) {
 	t.Helper()
 	d := time.Since(start)
 	t.Logf("%s: closed %v after the client's last action (io-timeout %v)", what, d, ioTimeout)
 	if d < ioTimeout {
 		t.Fatalf("%s: closed after %v, before io-timeout %v", what, d, ioTimeout)
-	}
-	if d > ioTimeout+3*time.Second {
-		t.Fatalf("%s: closed only after %v, io-timeout %v", what, d, ioTimeout)
 	}
 }
 

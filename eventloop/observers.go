@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -13,27 +14,28 @@ import (
 // interfaces, so that it depends on none of their packages. Every method is
 // called on the event loop and must return at once: no I/O, no waiting.
 
-// Metrics counts what the loop does. Config.Metrics nil counts nothing.
+// Metrics counts what the loop does. Config.Metrics nil counts nothing
+// (noMetrics): the loop never checks for nil.
 type Metrics interface {
-	Opened()                                    // a connection joined the loop
-	Closed()                                    // and left it
-	Heartbeat()                                 // a HEARTBEAT was answered
-	Queued()                                    // a session joined a queue
-	Dequeued()                                  // one left it, by promotion or departure
-	Granted(waited time.Duration)               // a fencing token was issued
-	Released(reason string, held time.Duration) // a holder let go, for reason
-	ProtocolError(code protocol.Code)           // an ERROR was sent
-	ACLDenied()                                 // the Authorizer refused an ACQUIRE
-	AcceptError()                               // accepting or enrolling a connection failed
-	Evicted()                                   // a connection without ACQUIRE was closed at the descriptor limit
-	TLSHandshakeError()                         // a TLS handshake failed or timed out
+	Opened()                                           // a connection joined the loop
+	Closed()                                           // and left it
+	Heartbeat()                                        // a HEARTBEAT was answered
+	Queued()                                           // a session joined a queue
+	Dequeued()                                         // one left it, by promotion or departure
+	Granted(waited time.Duration)                      // a fencing token was issued
+	Released(reason ReleaseReason, held time.Duration) // a holder let go, for reason
+	ProtocolError(code protocol.Code)                  // an ERROR was sent
+	ACLDenied()                                        // the Authorizer refused an ACQUIRE
+	AcceptError()                                      // accepting or enrolling a connection failed
+	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
+	TLSHandshakeError()                                // a TLS handshake failed or timed out
 }
 
 // AuditRecorder receives one event per ownership change. lock, identity and
 // remote say whom it concerns; identity is "" without mutual TLS. It is
 // called on every grant and release, so it should not allocate: remote is
 // the connection's address as is, for the recorder to format.
-// Config.Audit nil records nothing.
+// Config.Audit nil records nothing (noAudit).
 type AuditRecorder interface {
 	Granted(at time.Time, lock, identity string, remote net.Addr, token uint64, waited time.Duration)
 	Released(at time.Time, lock, identity string, remote net.Addr, token uint64, held time.Duration, reason string)
@@ -42,7 +44,18 @@ type AuditRecorder interface {
 	KickWaiter(at time.Time, lock, identity string, remote net.Addr)
 }
 
-// Authorizer is the access-control decision on ACQUIRE.
+// noAudit is the AuditRecorder of a server without an audit log.
+type noAudit struct{}
+
+func (noAudit) Granted(time.Time, string, string, net.Addr, uint64, time.Duration)          {}
+func (noAudit) Released(time.Time, string, string, net.Addr, uint64, time.Duration, string) {}
+func (noAudit) Denied(time.Time, string, string, net.Addr)                                  {}
+func (noAudit) ForceRelease(time.Time, string, string, net.Addr, uint64)                    {}
+func (noAudit) KickWaiter(time.Time, string, string, net.Addr)                              {}
+
+// Authorizer is the access-control decision on ACQUIRE. Unlike the
+// observers above it stays nil when there is no ACL: asking it would cost a
+// copy of the lock name on every ACQUIRE.
 type Authorizer interface {
 	Allowed(identity, lock string) bool
 }
@@ -54,43 +67,28 @@ type IdentityFunc func(tls.ConnectionState) string
 // noMetrics is the Metrics of a server that keeps none.
 type noMetrics struct{}
 
-func (noMetrics) Opened()                        {}
-func (noMetrics) Closed()                        {}
-func (noMetrics) Heartbeat()                     {}
-func (noMetrics) Queued()                        {}
-func (noMetrics) Dequeued()                      {}
-func (noMetrics) Granted(time.Duration)          {}
-func (noMetrics) Released(string, time.Duration) {}
-func (noMetrics) ProtocolError(protocol.Code)    {}
-func (noMetrics) ACLDenied()                     {}
-func (noMetrics) AcceptError()                   {}
-func (noMetrics) Evicted()                       {}
-func (noMetrics) TLSHandshakeError()             {}
+func (noMetrics) Opened()                               {}
+func (noMetrics) Closed()                               {}
+func (noMetrics) Heartbeat()                            {}
+func (noMetrics) Queued()                               {}
+func (noMetrics) Dequeued()                             {}
+func (noMetrics) Granted(time.Duration)                 {}
+func (noMetrics) Released(ReleaseReason, time.Duration) {}
+func (noMetrics) ProtocolError(protocol.Code)           {}
+func (noMetrics) ACLDenied()                            {}
+func (noMetrics) AcceptError()                          {}
+func (noMetrics) Evicted()                              {}
+func (noMetrics) TLSHandshakeError()                    {}
 
-// ReleaseReason says why a holder stopped holding; its String is the name
-// in metrics labels and audit events.
-type ReleaseReason uint8
+// ReleaseReason says why a holder stopped holding (see locktable).
+type ReleaseReason = locktable.ReleaseReason
 
 // The release reasons.
 const (
-	ReleaseGraceful      ReleaseReason = iota // the client closed its connection
-	ReleaseExpired                            // no heartbeat within the lease
-	ReleaseIOTimeout                          // a half-sent frame or undrained output for io-timeout
-	ReleaseForce                              // an administrator's force-release
-	ReleaseShutdown                           // the server shut down
-	ReleaseProtocolError                      // the client broke the protocol
-	releaseReasons
+	ReleaseGraceful      = locktable.ReleaseGraceful
+	ReleaseExpired       = locktable.ReleaseExpired
+	ReleaseIOTimeout     = locktable.ReleaseIOTimeout
+	ReleaseForce         = locktable.ReleaseForce
+	ReleaseShutdown      = locktable.ReleaseShutdown
+	ReleaseProtocolError = locktable.ReleaseProtocolError
 )
-
-var releaseReasonNames = [releaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
-
-func (r ReleaseReason) String() string {
-	if r < releaseReasons {
-		return releaseReasonNames[r]
-	}
-	return "unknown"
-}
-
-// ReleaseReasons lists every reason's name, for a metrics sink that
-// creates its series up front.
-func ReleaseReasons() []string { return releaseReasonNames[:] }

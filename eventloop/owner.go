@@ -44,11 +44,12 @@ const (
 )
 
 // owner is the state that only the event-loop goroutine touches: the lock
-// table, the timer wheel and every session. Its methods run on that goroutine.
-// It reads time only from its Clock and reaches connections only through the
-// conn interface, so its rules can be driven by a test without sockets.
+// table, the timer wheel and every session. Its methods run on that goroutine,
+// one turn at a time (turn.go): time comes in once per turn, effects go out
+// at its end. It reaches connections only through the conn interface, so its
+// rules can be driven by a test without sockets.
 //
-// Its steps live in files named for them: frames.go parses input and
+// Its rules live in files named for them: frames.go parses input and
 // answers, timers.go runs deadlines, release.go ends sessions and promotes
 // waiters, shutdown.go ends them all.
 type owner struct {
@@ -66,27 +67,24 @@ type owner struct {
 	fire     func(*timerwheel.Timer[*session])
 
 	metrics    Metrics
-	audit      AuditRecorder // nil when the audit log is off
-	authorizer Authorizer    // nil when no ACL is configured
+	audit      AuditRecorder
+	authorizer Authorizer // nil when no ACL is configured
 
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
 
-	// replies collects the answers to one batch of a session's input, so that
-	// a client pipelining many frames costs one write(2) per batch, not one
-	// per frame: a heartbeat flood must not monopolize the loop.
-	replies  []byte
-	replying *session
+	// The turn in progress (turn.go).
+	wall    time.Time     // the wall clock when it began
+	now     time.Duration // the monotonic offset when it began
+	inTurn  bool          // between begin and the end of end
+	effects []effect      // what the rules decided, in order
+	outbuf  []byte        // the bytes of its write effects
+	later   []*session    // sessions gnet closed during the turn: their next turns
+	armed   time.Duration // the earliest deadline armed; 0 for none
+	ticked  bool          // the turn advanced the wheel
+	fired   int           // timers run by the tick in progress
 
-	// grants holds promoted sessions whose ACQUIRED is not yet written. A
-	// failing write closes a session, which may promote the next one; queueing
-	// instead of recursing keeps that chain flat.
-	grants   []*session
-	granting bool
-
-	wakeup  wakeup // when the ticker should next hand the owner a tick
-	ticking bool   // inside advance, which plans the next wake-up itself
-	fired   int    // timers run by the tick in progress
+	wakeup wakeup // when the ticker should next hand the owner a tick
 
 	shuttingDown bool
 }
@@ -113,38 +111,19 @@ func newOwner(cfg Config, clk Clock) *owner {
 	return o
 }
 
-// clock returns the wall clock (for tokens and people) and the monotonic
-// offset since the owner started (for every duration). Offsets start at one
-// tick so that zero can mean "not set".
-func (o *owner) clock() (time.Time, time.Duration) {
-	wall, mono := o.clk.Now()
-	return wall, mono - o.mono0 + wheelTick
-}
-
-// now is the monotonic offset without the wall clock; the ticker goroutine
-// uses it too (the clock is safe for that, and mono0 never changes).
-func (o *owner) now() time.Duration {
-	_, now := o.clock()
-	return now
-}
-
 // wallAt converts a monotonic offset back to wall-clock time for people.
 func (o *owner) wallAt(d time.Duration) time.Time { return o.wall0.Add(d - wheelTick) }
 
-// open registers a new connection. accepted is when it was accepted, on the
-// owner's clock (zero: now): a TLS session joins after its handshake, and
-// one io-timeout covers the handshake and the ACQUIRE together.
-func (o *owner) open(c conn, accepted time.Duration) *session {
-	now := o.now()
-	if accepted == 0 || accepted > now {
-		accepted = now
-	}
-	s := &session{conn: c, since: accepted}
+// open registers a new connection; sec is its security layer (plainTCP{}
+// or the *tlsConn). One io-timeout from now covers a TLS handshake and the
+// ACQUIRE together.
+func (o *owner) open(c conn, sec security) *session {
+	s := &session{conn: c, sec: sec, since: o.now}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)
 	o.sessions.add(s)
 	o.metrics.Opened()
-	o.schedule(s, accepted+o.ioTimeout)
+	o.schedule(s, o.now+o.ioTimeout)
 	return s
 }

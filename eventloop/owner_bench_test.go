@@ -42,9 +42,14 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 
 func (o *owner) join(b *testing.B, frame []byte) *session {
 	c := &fakeConn{o: o, in: frame}
-	o.open(c, 0)
+	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
+	o.begin()
+	o.open(c, plainTCP{})
+	o.end(nil)
 	s := c.ctx.(*session)
-	o.traffic(s)
+	if o.trafficTurn(s) {
+		b.Fatal("ACQUIRE refused")
+	}
 	if s.claim.State() == 0 {
 		b.Fatal("ACQUIRE not applied")
 	}
@@ -78,7 +83,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				c.in = hb
-				o.traffic(s)
+				o.trafficTurn(s)
 			}
 			b.StopTimer()
 			reportCPU(b, start)
@@ -100,19 +105,19 @@ func BenchmarkGrant(b *testing.B) {
 			acquire := protocol.AppendAcquire(nil, 2000, "bench")
 			s := o.join(b, acquire)
 			c := s.conn.(*fakeConn)
-			o.onClose(s)
+			o.closed(s)
 			b.ReportAllocs()
 			start := cpuTime()
 			b.ResetTimer()
 			for range b.N {
 				// The session is reopened in place, as a new connection would be.
-				*s = session{conn: c}
+				*s = session{conn: c, sec: plainTCP{}}
 				s.claim.Value, s.timer.Value = s, s
 				c.ctx = s
 				o.sessions.add(s)
 				c.in = acquire
-				o.traffic(s)
-				o.onClose(s)
+				o.trafficTurn(s)
+				o.closed(s)
 			}
 			b.StopTimer()
 			reportCPU(b, start)
@@ -134,7 +139,7 @@ func BenchmarkHandover(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		o.onClose(holder)
+		o.closed(holder)
 		holder = o.table.Holder("bench").Value
 		b.StopTimer()
 		o.join(b, acquire)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/monolock/monolock/protocol"
 )
@@ -44,20 +43,18 @@ func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
 		e.Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
 	}
 	o.sendError(s, pe.Code, reason)
-	s.closing, s.closeReason = true, ReleaseProtocolError
+	o.closeSession(s, ReleaseProtocolError, "")
 }
 
 // quote renders a lock name for an error reason.
 func quote(name string) string { return strconv.Quote(name) }
 
 // deny refuses an ACQUIRE the access-control list does not allow.
-func (o *owner) deny(s *session, name string, wall time.Time) {
+func (o *owner) deny(s *session, name string) {
 	o.metrics.ACLDenied()
 	if e := o.denyLog.Info(); e.Enabled() { // sampled; the metric counts every denial
-		e.Str("identity", s.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+		e.Str("identity", s.sec.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	}
-	if o.audit != nil {
-		o.audit.Denied(wall, name, s.identity(), s.conn.RemoteAddr())
-	}
-	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.identity())+" has no ACL rule for it; ask the operator to add one")
+	o.audit.Denied(o.wall, name, s.sec.identity(), s.conn.RemoteAddr())
+	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.sec.identity())+" has no ACL rule for it; ask the operator to add one")
 }

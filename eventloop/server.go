@@ -2,7 +2,6 @@ package eventloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -105,52 +104,15 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	s.ticking.Add(1)
 	go func() {
 		defer s.ticking.Done()
-		if err := tickLoop(&s.handler.owner.wakeup, s.handler.owner.now, s.tick, s.stopTicks); err != nil {
+		if err := tickLoop(&s.handler.owner.wakeup, s.tick, s.stopTicks); err != nil {
 			s.fail(err)
 		}
 	}()
 	return s, nil
 }
 
-// openControl enrolls one end of a socket pair into the loop. gnet hands out
-// its EventLoop only through a connection, and the server needs it to run
-// ticks and requests on the loop before any client connects.
-func (s *Server) openControl() error {
-	inner, outer, err := socketPair()
-	if err != nil {
-		return fmt.Errorf("control %w", err)
-	}
-	if _, err := s.engine.EnrollContext(inner, control{}); err != nil {
-		_ = outer.Close()
-		return fmt.Errorf("enroll control connection: %w", err)
-	}
-	s.ctlPeer = outer
-	if s.handler.loop.Load() == nil {
-		return errors.New("control connection opened without an event loop")
-	}
-	return nil
-}
-
-// wakeByte is what the control connection carries: its arrival, not its
-// value, tells the loop to serve its call queue.
-var wakeByte = []byte{1}
-
-// wakeLoop makes the control connection readable. At most a byte or two are
-// ever unread (see callQueue.arm), so the write never waits.
-func (s *Server) wakeLoop() {
-	if _, err := s.ctlPeer.Write(wakeByte); err != nil {
-		s.log.Debug().Err(err).Msg("cannot wake the event loop; it has stopped")
-	}
-}
-
 // Addr returns the protocol listener's address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
-// allows every lock. Sessions already granted or queued are not re-judged.
-func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
-	return s.call(ctx, func(o *owner) { o.authorizer = a })
-}
 
 // Serve accepts connections until Shutdown, then waits for it to finish. It
 // returns nil after a Shutdown, and an error at once if the event loop stops
@@ -211,21 +173,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Stats is a snapshot of the server's state.
-type Stats struct {
-	Sessions int // open connections
-	Locks    int // locks with a holder
-	Waiters  int // sessions queued behind a holder
-	Timers   int // armed timers
-}
-
-// Stats reads a consistent snapshot on the event loop.
-func (s *Server) Stats(ctx context.Context) (Stats, error) {
-	var st Stats
-	err := s.call(ctx, func(o *owner) {
-		st = Stats{Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len()}
-	})
-	return st, err
 }

@@ -10,9 +10,10 @@ import (
 )
 
 // session is one connection: one claim on one lock. Times are offsets on the
-// owner's monotonic clock (see owner.now); zero means "not set".
+// owner's monotonic clock (see owner.begin); zero means "not set".
 type session struct {
 	conn  conn                       // a gnet.Conn, or a *tlsConn around one
+	sec   security                   // plainTCP{}, or the same *tlsConn
 	claim locktable.Claim[*session]  // Value is the session
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
@@ -28,7 +29,7 @@ type session struct {
 
 	closing     bool          // the server decided to close it; ignore further input
 	closeReason ReleaseReason // why it ended; graceful when the client closed
-	closed      bool          // OnClose has run: never write to conn again
+	closed      bool          // OnClose has run: never touch conn again
 
 	prev, next *session // the owner's list of open sessions
 }
@@ -63,14 +64,6 @@ func (s *session) hasAddr(addr netip.AddrPort) bool {
 	}
 	ap := tcp.AddrPort() // String shows an IPv4 client of a dual-stack socket as IPv4
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == addr
-}
-
-// identity returns the client's certificate identity; empty without mutual TLS.
-func (s *session) identity() string {
-	if tc, ok := s.conn.(*tlsConn); ok {
-		return tc.identity
-	}
-	return ""
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown

@@ -11,14 +11,9 @@ func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
-		if tc, ok := s.conn.(*tlsConn); ok && tc.handshaking() {
-			s = next // told once its handshake finishes (handshake.go)
-			continue
-		}
-		s.closing, s.closeReason = true, ReleaseShutdown // also if the write fails
-		o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
-		if !s.closed {
-			o.closeNow(s, ReleaseShutdown, "")
+		if !s.sec.handshaking() { // else told once its handshake finishes (handshake_loop.go)
+			o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
+			o.closeSession(s, ReleaseShutdown, "")
 		}
 		s = next
 	}

@@ -3,8 +3,6 @@ package eventloop
 import (
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/monolock/monolock/eventloop/timerwheel"
 )
 
@@ -20,13 +18,11 @@ func (o *owner) armBy(s *session, at time.Duration) {
 	}
 }
 
-// schedule arms the session's timer for at, and wakes the ticker if that is
-// earlier than it planned.
+// schedule arms the session's timer for at; the turn's end wakes the
+// ticker if that is earlier than it planned.
 func (o *owner) schedule(s *session, at time.Duration) {
 	o.wheel.Schedule(&s.timer, at)
-	if planned, ok := o.wakeup.planned(); !o.ticking && (!ok || at < planned) {
-		o.wakeup.set(at, true)
-	}
+	o.armedAt(at)
 }
 
 // firesPerTick bounds the timers one tick runs. A mass expiry (thousands of
@@ -48,32 +44,38 @@ func (o *owner) fireBounded(t *timerwheel.Timer[*session]) {
 	o.onTimer(t)
 }
 
-// advance runs the timer wheel up to the present and plans the next tick.
+// tick is the turn that runs the timer wheel up to now.
+func (o *owner) tick() {
+	o.begin()
+	o.advance()
+	o.end(nil)
+}
+
+// advance runs the timer wheel up to the turn's now; the turn's end plans
+// the next tick.
 func (o *owner) advance() {
-	o.ticking = true
 	o.fired = 0
-	o.wheel.Advance(o.now(), o.fire)
-	o.ticking = false
-	o.wakeup.set(o.wheel.NextDue())
+	o.ticked = true
+	o.wheel.Advance(o.now, o.fire)
 }
 
 // onTimer checks every deadline of one session.
 func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 	s := t.Value
-	if s.closed {
+	if s.closed || s.closing {
 		return
 	}
-	now := o.now()
+	now := o.now
 	excused, serverTurn := o.serverTurns(s)
 	switch {
 	case !s.registered() && !serverTurn && now-s.since-excused >= o.ioTimeout:
-		o.closeNow(s, ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
+		o.closeSession(s, ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
 		return
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
-		o.closeNow(s, ReleaseIOTimeout, "frame left half-sent for io-timeout")
+		o.closeSession(s, ReleaseIOTimeout, "frame left half-sent for io-timeout")
 		return
 	case s.registered() && now >= s.expiresAt():
-		o.closeNow(s, ReleaseExpired, "lease expired without a heartbeat")
+		o.closeSession(s, ReleaseExpired, "lease expired without a heartbeat")
 		return
 	}
 	if s.stalledSince != 0 {
@@ -93,15 +95,13 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 		case pending == 0:
 			s.stalledSince = 0
 			if s.backlogged { // the peer reads again: parse what it sent meanwhile
-				if o.traffic(s) == gnet.Close {
-					o.closeNow(s, s.closeReason, "")
-				}
-				if s.closed {
+				o.traffic(s)
+				if s.closed || s.closing {
 					return
 				}
 			}
 		case now-s.stalledSince >= o.ioTimeout:
-			o.closeNow(s, ReleaseIOTimeout, "output not drained for io-timeout")
+			o.closeSession(s, ReleaseIOTimeout, "output not drained for io-timeout")
 			return
 		}
 	}

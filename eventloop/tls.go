@@ -14,7 +14,7 @@ import (
 
 // A TLS session lives in the event loop like a plain one: one descriptor, no
 // goroutine. Only its handshake, which crypto/tls cannot suspend and resume,
-// runs on a goroutine of its own (handshake.go); then the tls.Conn's
+// runs on a goroutine of its own (handshake_loop.go); then the tls.Conn's
 // transport switches to gnet's buffers. crypto/tls keeps a connection usable
 // when its transport reports a temporary error, so "no more ciphertext yet"
 // is simply that error, and the next OnTraffic carries on where this one
@@ -27,10 +27,10 @@ type tlsConn struct {
 	gnet.Conn // the TCP connection
 
 	phase    tlsPhase
-	tls      *tls.Conn            // from the ClientHello on
-	now      func() time.Duration // the owner's clock, for the control-record rate
+	tls      *tls.Conn      // from the ClientHello on
+	now      *time.Duration // the owner's turn's now, for the control-record rate
 	control  controlRate
-	identity string  // from the verified client certificate; "" without one
+	peerID   string  // from the verified client certificate; "" without one
 	scratch  *[]byte // the loop's plaintext buffer, shared by every session
 	lingered int     // input dropped after a refused handshake
 
@@ -200,17 +200,16 @@ func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 
 // join attaches the session to the loop's connection gc. It runs on the
 // loop, in OnOpen, right after the accept.
-// join switches the session from its socket to the loop's connection c. It
-// runs on the loop, in OnOpen.
-func (c *tlsConn) join(gc gnet.Conn, now func() time.Duration) {
+func (c *tlsConn) join(gc gnet.Conn, now *time.Duration) {
 	c.Conn = gc
 	c.tr.gc = gc
 	c.now = now
 }
 
-// handshaking reports whether the handshake is still running on its
-// goroutine; the session then waits for it to finish, even at shutdown.
+// The session's security (conn.go).
+func (c *tlsConn) ready() bool       { return c.phase == phaseOpen }
 func (c *tlsConn) handshaking() bool { return c.phase == phaseHandshake }
+func (c *tlsConn) identity() string  { return c.peerID }
 
 // Peek decrypts what has arrived and returns the plaintext not yet parsed,
 // including any a previous turn left. The slice is the loop's scratch buffer
@@ -234,7 +233,7 @@ func (c *tlsConn) Peek(int) ([]byte, error) {
 			c.tr.appAt, c.tr.appRecords = c.tr.handed, c.tr.records
 			control = max(control-1, 0)
 		}
-		if control > 0 && !c.control.spend(control, c.now()) {
+		if control > 0 && !c.control.spend(control, *c.now) {
 			err = errControlRate
 			break
 		}
@@ -289,10 +288,9 @@ func (c *tlsConn) closeNotify() {
 	}
 }
 
-// closeNow sends close_notify and closes the connection at once; onClose has
-// run when it returns.
+// closeNow closes the connection at once (close_notify is already out);
+// OnClose has run when it returns.
 func (c *tlsConn) closeNow() error {
-	c.closeNotify()
 	return c.EventLoop().Close(c.Conn)
 }
 

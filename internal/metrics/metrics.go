@@ -11,16 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
-// releaseReasons are the documented reasons a holder stops holding, the
-// label values of monolock_releases_total. Their series exist from the
-// start, so that a dashboard shows zero rather than nothing.
-var releaseReasons = []string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
-
-// Metrics are the server's series. Every method is safe on a nil *Metrics
-// and then does nothing, so a server without an ops endpoint pays nothing.
+// Metrics are the server's series. A server without an ops endpoint has
+// none: the event loop then counts into its own no-op.
 type Metrics struct {
 	connectionsActive   prometheus.Gauge
 	locksHeld           prometheus.Gauge
@@ -34,9 +30,8 @@ type Metrics struct {
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
 	holdSeconds         prometheus.Observer
-	releases            map[string]prometheus.Counter // by reason; resolved once
-	releasesVec         *prometheus.CounterVec
-	protocolErrors      [256]prometheus.Counter // by wire code; only defined codes are set
+	releases            [locktable.ReleaseReasons]prometheus.Counter // by reason; every series exists from the start
+	protocolErrors      [256]prometheus.Counter                      // by wire code; only defined codes are set
 }
 
 // New creates the metrics and registers them, with the Go runtime and process
@@ -69,11 +64,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
 		holdSeconds:         hold,
-		releases:            make(map[string]prometheus.Counter, len(releaseReasons)),
-		releasesVec:         releases,
 	}
-	for _, r := range releaseReasons {
-		m.releases[r] = releases.WithLabelValues(r)
+	for r := range locktable.ReleaseReasons {
+		m.releases[r] = releases.WithLabelValues(r.String())
 	}
 	for _, code := range protocol.Codes() {
 		m.protocolErrors[code] = protoErrs.WithLabelValues(code.Label())
@@ -89,96 +82,70 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Opened counts a new connection.
 func (m *Metrics) Opened() {
-	if m != nil {
-		m.connectionsActive.Inc()
-		m.connectionsAccepted.Inc()
-	}
+	m.connectionsActive.Inc()
+	m.connectionsAccepted.Inc()
 }
 
 // Closed counts a connection's end.
 func (m *Metrics) Closed() {
-	if m != nil {
-		m.connectionsActive.Dec()
-	}
+	m.connectionsActive.Dec()
 }
 
 // Heartbeat counts an answered HEARTBEAT.
 func (m *Metrics) Heartbeat() {
-	if m != nil {
-		m.heartbeats.Inc()
-	}
+	m.heartbeats.Inc()
 }
 
 // Queued counts a session joining a queue; Dequeued one leaving it.
 func (m *Metrics) Queued() {
-	if m != nil {
-		m.waiters.Inc()
-	}
+	m.waiters.Inc()
 }
 
 // Dequeued counts a session leaving a queue, by promotion or departure.
 func (m *Metrics) Dequeued() {
-	if m != nil {
-		m.waiters.Dec()
-	}
+	m.waiters.Dec()
 }
 
 // Granted counts a grant after wait in the queue (zero for a free lock).
 func (m *Metrics) Granted(wait time.Duration) {
-	if m != nil {
-		m.acquires.Inc()
-		m.locksHeld.Inc()
-		m.waitSeconds.Observe(wait.Seconds())
-	}
+	m.acquires.Inc()
+	m.locksHeld.Inc()
+	m.waitSeconds.Observe(wait.Seconds())
 }
 
 // Released counts a holder's release, for reason, after holding for held.
-func (m *Metrics) Released(reason string, held time.Duration) {
-	if m != nil {
-		m.locksHeld.Dec()
-		m.holdSeconds.Observe(held.Seconds())
-		c, ok := m.releases[reason]
-		if !ok { // a reason this package does not document: still counted
-			c = m.releasesVec.WithLabelValues(reason)
-		}
-		c.Inc()
-	}
+func (m *Metrics) Released(reason locktable.ReleaseReason, held time.Duration) {
+	m.locksHeld.Dec()
+	m.holdSeconds.Observe(held.Seconds())
+	m.releases[reason].Inc()
 }
 
 // ProtocolError counts an ERROR frame sent with code.
 func (m *Metrics) ProtocolError(code protocol.Code) {
-	if m != nil && m.protocolErrors[code] != nil {
+	if m.protocolErrors[code] != nil {
 		m.protocolErrors[code].Inc()
 	}
 }
 
 // ACLDenied counts an ACQUIRE the ACL refused.
 func (m *Metrics) ACLDenied() {
-	if m != nil {
-		m.aclDenials.Inc()
-	}
+	m.aclDenials.Inc()
 }
 
 // AcceptError counts a failed accept or enrollment.
 func (m *Metrics) AcceptError() {
-	if m != nil {
-		m.acceptErrors.Inc()
-	}
+	m.acceptErrors.Inc()
 }
 
 // Evicted counts a connection closed before its ACQUIRE because no
 // descriptor was left for a new one.
 func (m *Metrics) Evicted() {
-	if m != nil {
-		m.evictions.Inc()
-	}
+	m.evictions.Inc()
 }
 
 // TLSHandshakeError counts a failed or timed-out TLS handshake.
 func (m *Metrics) TLSHandshakeError() {
-	if m != nil {
-		m.tlsHandshakeErrors.Inc()
-	}
+	m.tlsHandshakeErrors.Inc()
 }
 
 // AuditSource is what the audit log reports about itself (see audit.Log).

@@ -54,9 +54,9 @@ const (
 	maxHandshakeInput = 64 << 10
 )
 
-// handshakeTraffic serves a TLS session whose handshake is not done; it runs
-// on the loop, in OnTraffic.
-func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
+// handshakeTurn serves a TLS session whose handshake is not done; it runs
+// on the loop, in OnTraffic, inside the owner's turn.
+func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 	switch c.phase {
 	case phaseHello:
 		buf, _ := c.Conn.Peek(-1)
@@ -107,7 +107,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		if err != nil {
 			return h.handshakeFailed(s, c, err)
 		}
-		c.phase, c.identity = phaseOpen, identity
+		c.phase, c.peerID = phaseOpen, identity
 		c.tr.opened()
 		if h.owner.shuttingDown {
 			h.owner.refuse(c)
@@ -117,7 +117,7 @@ func (h *handler) handshakeTraffic(s *session, c *tlsConn) gnet.Action {
 		// Records that came with the handshake's last flight (a client that
 		// sends ACQUIRE at once) are already inside crypto/tls or left over
 		// from the handshake's input: no OnTraffic will announce them.
-		return h.closing(s, h.owner.traffic(s))
+		h.owner.traffic(s)
 	case phaseRefused:
 		c.lingered += c.Conn.InboundBuffered()
 		_, _ = c.Conn.Discard(-1)
@@ -162,37 +162,13 @@ func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action
 		return gnet.Close
 	}
 	_, _ = c.Conn.Discard(-1)
-	h.owner.closeBy(s, h.owner.now()+lingerTime)
+	h.owner.closeBy(s, h.owner.now+lingerTime)
 	return gnet.None
-}
-
-// handshake runs the TLS handshake of one connection once its ClientHello
-// has arrived, and hands the result back to the loop. Shutdown can cut it
-// short; the session's io-timeout, on the loop, closes the connection and so
-// ends it too.
-func (s *Server) handshake(c *tlsConn) {
-	defer s.handshakes.wg.Done()
-	in := c.tr.hs
-	err := c.tls.HandshakeContext(s.handshakes.ctx)
-	identity := ""
-	if err == nil && s.cfg.Identity != nil {
-		identity = s.cfg.Identity(c.tls.ConnectionState())
-	}
-	in.finish(identity, err)
-	// The loop picks the result up in OnTraffic. Wake queues behind the
-	// writes of the handshake's last flight, so they are out first.
-	s.handshakes.wg.Add(1)
-	if c.Conn.Wake(func(gnet.Conn, error) error {
-		s.handshakes.wg.Done()
-		return nil
-	}) != nil {
-		s.handshakes.wg.Done()
-	}
 }
 
 // handshakeClosed runs in OnClose for a session whose handshake never
 // finished: the goroutine, if any, stops waiting for input.
-func (h *handler) handshakeClosed(c *tlsConn) {
+func (c *tlsConn) handshakeClosed(h *handler) {
 	switch c.phase {
 	case phaseHello:
 		h.srv.metrics.TLSHandshakeError()

@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
+// This file is the control connection: how every other goroutine reaches
+// the loop.
+//
 // Every other goroutine reaches the owner through call (requests from the
 // admin API, health probes, shutdown) or through tick (the ticker). Both go
 // through a queue of ours that the loop serves when the control connection
@@ -29,6 +35,11 @@ const callsPerTurn = 4
 // admin and health endpoints cap their connections); the bound keeps a bug
 // or a flood from growing the queue without limit.
 const maxQueuedCalls = 4096
+
+// control marks the connection that gives the server a handle on the loop.
+type control struct{}
+
+var errNoLoop = errors.New("the event loop is not running")
 
 var errCallQueueFull = errors.New("too many requests are waiting for the event loop; retry shortly")
 
@@ -193,13 +204,74 @@ func (s *Server) call(ctx context.Context, fn func(*owner)) error {
 	}
 }
 
-// runCall runs a queued call on the loop unless its caller withdrew it.
+// runCall runs a queued call on the loop, as a turn of its own, unless its
+// caller withdrew it. The caller learns the result once the turn's effects
+// are applied: a force-released holder is closed, its successor told.
 func (o *owner) runCall(c *loopCall) {
 	if c.state.CompareAndSwap(callQueued, callRunning) {
+		o.begin()
 		c.fn(o)
+		o.end(nil)
 		close(c.done)
 	}
 }
 
 // tick hands the owner a tick of the timer wheel.
 func (s *Server) tick() error { return s.calls.pushTick() }
+
+// openControl enrolls one end of a socket pair into the loop. gnet hands out
+// its EventLoop only through a connection, and the server needs it to run
+// ticks and requests on the loop before any client connects.
+func (s *Server) openControl() error {
+	inner, outer, err := socketPair()
+	if err != nil {
+		return fmt.Errorf("control %w", err)
+	}
+	if _, err := s.engine.EnrollContext(inner, control{}); err != nil {
+		_ = outer.Close()
+		return fmt.Errorf("enroll control connection: %w", err)
+	}
+	s.ctlPeer = outer
+	if s.handler.loop.Load() == nil {
+		return errors.New("control connection opened without an event loop")
+	}
+	return nil
+}
+
+// wakeByte is what the control connection carries: its arrival, not its
+// value, tells the loop to serve its call queue.
+var wakeByte = []byte{1}
+
+// wakeLoop makes the control connection readable. At most a byte or two are
+// ever unread (see callQueue.arm), so the write never waits.
+func (s *Server) wakeLoop() {
+	if _, err := s.ctlPeer.Write(wakeByte); err != nil {
+		s.log.Debug().Err(err).Msg("cannot wake the event loop; it has stopped")
+	}
+}
+
+// socketPair returns two connected stream sockets as net.Conns: the inner
+// end for the loop to enroll, the outer one for the server to keep. The
+// control connection uses it.
+func socketPair() (inner, outer net.Conn, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket pair: %w", err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "monolock-socket-pair")
+		conns[i], err = net.FileConn(f)
+		_ = f.Close()
+		if err != nil {
+			for _, c := range conns[:i] {
+				_ = c.Close()
+			}
+			if i == 0 {
+				_ = syscall.Close(fds[1])
+			}
+			return nil, nil, fmt.Errorf("socket pair: %w", err)
+		}
+	}
+	return conns[0], conns[1], nil
+}

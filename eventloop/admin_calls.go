@@ -13,6 +13,10 @@ import (
 	"github.com/monolock/monolock/protocol/admin"
 )
 
+// This file is the admin calls into the loop: reads and changes another
+// goroutine asks for, each run on the loop as calls of bounded size
+// (control_conn.go), each call a turn of the owner.
+
 // The admin API's shapes are declared once, in protocol/admin, for the
 // server and its clients alike.
 type (
@@ -221,7 +225,7 @@ func dropHolder(info *LockInfo) {
 func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	h := holder.Value
 	return HolderInfo{
-		Identity:   h.identity(),
+		Identity:   h.sec.identity(),
 		RemoteAddr: h.remoteAddr(),
 		Since:      o.wallAt(h.since).UTC(),
 		LeaseMS:    int64(h.leaseMS),
@@ -230,7 +234,7 @@ func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 }
 
 func (o *owner) waiterInfo(w *session) WaiterInfo {
-	return WaiterInfo{Identity: w.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
+	return WaiterInfo{Identity: w.sec.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -244,10 +248,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		}
 		h := holder.Value
 		token, ok = holder.Token(), true
-		if o.audit != nil {
-			wall, _ := o.clock()
-			o.audit.ForceRelease(wall, name, h.identity(), h.conn.RemoteAddr(), token)
-		}
+		o.audit.ForceRelease(o.wall, name, h.sec.identity(), h.conn.RemoteAddr(), token)
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
 	return token, ok, err
@@ -287,10 +288,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 				}
 				for n := 0; next != nil && n < kickPerCall; n++ {
 					if w := next.Value; w.hasAddr(want) {
-						if o.audit != nil {
-							wall, _ := o.clock()
-							o.audit.KickWaiter(wall, name, w.identity(), w.conn.RemoteAddr())
-						}
+						o.audit.KickWaiter(o.wall, name, w.sec.identity(), w.conn.RemoteAddr())
 						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 						ok, done = true, true
 						return
@@ -320,7 +318,28 @@ const kickPerCall = 4096
 // promotes the next waiter.
 func (o *owner) closeByAdmin(s *session, reason string) {
 	o.sendError(s, protocol.CodeClosedByAdmin, reason)
-	if !s.closed {
-		o.closeNow(s, ReleaseForce, "closed by administrator")
-	}
+	o.closeSession(s, ReleaseForce, "closed by administrator")
+}
+
+// SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
+// allows every lock. Sessions already granted or queued are not re-judged.
+func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
+	return s.call(ctx, func(o *owner) { o.authorizer = a })
+}
+
+// Stats is a snapshot of the server's state.
+type Stats struct {
+	Sessions int // open connections
+	Locks    int // locks with a holder
+	Waiters  int // sessions queued behind a holder
+	Timers   int // armed timers
+}
+
+// Stats reads a consistent snapshot on the event loop.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := s.call(ctx, func(o *owner) {
+		st = Stats{Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len()}
+	})
+	return st, err
 }
