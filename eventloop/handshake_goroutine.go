@@ -13,6 +13,7 @@ import "github.com/panjf2000/gnet/v2"
 func (s *Server) handshake(c *tlsConn) {
 	defer s.handshakes.wg.Done()
 	in := c.tr.hs
+	in.serverTurn() // the ClientHello is here
 	err := c.tls.HandshakeContext(s.handshakes.ctx)
 	identity := ""
 	if err == nil && s.cfg.Identity != nil {

@@ -201,6 +201,10 @@ func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
 // summed, for io-timeout to leave out.
 func TestHandshakeTurns(t *testing.T) {
 	in := newHandshakeInput(newHandshakeSlots(1))
+	if _, server := in.excused(); server {
+		t.Fatal("before the goroutine starts: want no server's turn")
+	}
+	in.serverTurn() // the goroutine starts with the hello
 	if ended, server := in.excused(); ended != 0 || !server {
 		t.Fatalf("after the hello: %v ended, server's turn %v; want 0 and true", ended, server)
 	}
@@ -224,7 +228,7 @@ func TestHandshakeTurns(t *testing.T) {
 	in.feed([]byte{2})
 	<-done
 	if _, server := in.excused(); !server {
-		t.Fatal("input arrived: want the server's turn")
+		t.Fatal("input read: want the server's turn")
 	}
 	in.finish("", nil)
 	ended, server := in.excused()
@@ -240,6 +244,7 @@ func TestRuleServerTurnsAreExcused(t *testing.T) {
 	r := newRig(t, Config{IOTimeout: time.Second})
 	o := r.o
 	hs := newHandshakeInput(newHandshakeSlots(1))
+	hs.serverTurn()
 	s := &session{conn: &tlsConn{phase: phaseHandshake, tr: tlsTransport{hs: hs}}}
 	if excused, server := o.serverTurns(s); excused != 0 || !server {
 		t.Fatalf("server's turn: excused %v, %v", excused, server)

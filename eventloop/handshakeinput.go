@@ -27,14 +27,24 @@ type handshakeInput struct {
 	// a compute slot, then computing) does not count toward it. A fleet
 	// that reconnects at once queues for the slots, and a client that did
 	// its part must not be closed while it waits for the server's.
+	// Only the handshake goroutine reads the clock for them; the loop's
+	// turns keep their one reading of it.
 	serverSince time.Time     // the server's turn began; zero on the client's
 	serverTime  time.Duration // the server's turns that have ended
 }
 
-// newHandshakeInput starts a handshake whose ClientHello has arrived: the
-// next step is the server's.
 func newHandshakeInput(slots *handshakeSlots) *handshakeInput {
-	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots, serverSince: time.Now()}
+	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots}
+}
+
+// serverTurn begins a turn of the server's: the goroutine has input to work
+// on (the ClientHello at its start, then each flight of the client's).
+func (in *handshakeInput) serverTurn() {
+	in.mu.Lock()
+	if in.serverSince.IsZero() && !in.done {
+		in.serverSince = time.Now()
+	}
+	in.mu.Unlock()
 }
 
 // excused says how much of the handshake so far was the server's turn, and
@@ -55,9 +65,6 @@ func (in *handshakeInput) feed(p []byte) bool {
 		return false
 	}
 	in.buf = append(in.buf, p...)
-	if len(p) > 0 && in.serverSince.IsZero() && !in.done {
-		in.serverSince = time.Now() // the client has done its part
-	}
 	in.signal()
 	return true
 }
@@ -102,6 +109,7 @@ func (in *handshakeInput) Read(p []byte) (int, error) {
 			in.release()
 			return 0, net.ErrClosed
 		case n > 0:
+			in.serverTurn() // the client's flight is here: waiting for a slot is the server's
 			if !in.holding {
 				in.slots.take() // a wait for the CPU, never for a client
 				in.holding = true
