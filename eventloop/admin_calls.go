@@ -225,7 +225,7 @@ func dropHolder(info *LockInfo) {
 func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	h := holder.Value
 	return HolderInfo{
-		Identity:   h.sec.identity(),
+		Identity:   h.sec().identity(),
 		RemoteAddr: h.remoteAddr(),
 		Since:      o.wallAt(h.since).UTC(),
 		LeaseMS:    int64(h.leaseMS),
@@ -234,7 +234,7 @@ func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 }
 
 func (o *owner) waiterInfo(w *session) WaiterInfo {
-	return WaiterInfo{Identity: w.sec.identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
+	return WaiterInfo{Identity: w.sec().identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -248,7 +248,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		}
 		h := holder.Value
 		token, ok = holder.Token(), true
-		o.audit.ForceRelease(o.wall, name, h.sec.identity(), h.conn.RemoteAddr(), token)
+		o.audit.ForceRelease(o.wall, name, h.sec().identity(), h.conn.RemoteAddr(), token)
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
 	return token, ok, err
@@ -288,7 +288,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 				}
 				for n := 0; next != nil && n < kickPerCall; n++ {
 					if w := next.Value; w.hasAddr(want) {
-						o.audit.KickWaiter(o.wall, name, w.sec.identity(), w.conn.RemoteAddr())
+						o.audit.KickWaiter(o.wall, name, w.sec().identity(), w.conn.RemoteAddr())
 						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 						ok, done = true, true
 						return

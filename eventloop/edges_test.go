@@ -89,7 +89,7 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 	var holder *session
 	if err := s.call(context.Background(), func(o *owner) {
 		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
-		holder = o.open(c, plainTCP{})
+		holder = o.open(c)
 		o.traffic(holder)
 	}); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	s := startInternal(t)
 	if err := s.call(context.Background(), func(o *owner) {
 		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
-		o.traffic(o.open(c, plainTCP{}))
+		o.traffic(o.open(c))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func (r *rig) connect() *fakeConn {
 	r.conns++
 	c := &fakeConn{o: r.o, keep: true, port: r.conns}
 	r.o.begin()
-	r.o.open(c, plainTCP{})
+	r.o.open(c)
 	r.o.end(nil)
 	return c
 }

@@ -61,7 +61,7 @@ func (o *owner) traffic(s *session) {
 		_, _ = c.Discard(used)
 	}
 	rest := len(buf) - used
-	half := rest > 0 || s.sec.halfRecord() // a frame, or for TLS a record or handshake message, is half-sent
+	half := rest > 0 || s.sec().halfRecord() // a frame, or for TLS a record or handshake message, is half-sent
 	switch {
 	case !half:
 		s.partialSince = 0
@@ -92,7 +92,7 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			o.rejectWith(s, protocol.ErrDuplicateAcquire, "duplicate ACQUIRE: this connection already claimed lock "+quote(s.claim.Name())+"; open a new connection for another claim")
 			return
 		}
-		if o.authorizer != nil && !o.authorizer.Allowed(s.sec.identity(), string(f.Name)) {
+		if o.authorizer != nil && !o.authorizer.Allowed(s.sec().identity(), string(f.Name)) {
 			o.deny(s, string(f.Name))
 			return
 		}

@@ -41,7 +41,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
 		o.begin()
-		o.open(ctx, ctx) // its handshake starts in OnTraffic (handshake_loop.go)
+		o.open(ctx) // its handshake starts in OnTraffic (handshake_loop.go)
 		o.end(nil)
 		return nil, gnet.None
 	default:
@@ -50,7 +50,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 			return nil, gnet.Close
 		}
 		o.begin()
-		o.open(c, plainTCP{})
+		o.open(c)
 		o.end(nil)
 		return nil, gnet.None
 	}
@@ -78,10 +78,10 @@ func (h *handler) sessionTurn(s *session) gnet.Action {
 	o := h.owner
 	o.begin()
 	a := gnet.None
-	if s.sec.ready() {
+	if s.sec().ready() {
 		o.traffic(s)
 	} else {
-		a = s.sec.handshakeTurn(h, s)
+		a = s.sec().handshakeTurn(h, s)
 	}
 	if o.end(s) {
 		a = gnet.Close
@@ -94,7 +94,7 @@ func (h *handler) sessionTurn(s *session) gnet.Action {
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
-		s.sec.handshakeClosed(h)
+		s.sec().handshakeClosed(h)
 		h.owner.closed(s)
 	}
 	return gnet.None

@@ -114,11 +114,10 @@ func newOwner(cfg Config, clk Clock) *owner {
 // wallAt converts a monotonic offset back to wall-clock time for people.
 func (o *owner) wallAt(d time.Duration) time.Time { return o.wall0.Add(d - wheelTick) }
 
-// open registers a new connection; sec is its security layer (plainTCP{}
-// or the *tlsConn). One io-timeout from now covers a TLS handshake and the
-// ACQUIRE together.
-func (o *owner) open(c conn, sec security) *session {
-	s := &session{conn: c, sec: sec, since: o.now}
+// open registers a new connection, plain or a *tlsConn. One io-timeout from
+// now covers a TLS handshake and the ACQUIRE together.
+func (o *owner) open(c conn) *session {
+	s := &session{conn: c, since: o.now}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)

@@ -44,7 +44,7 @@ func (o *owner) join(b *testing.B, frame []byte) *session {
 	c := &fakeConn{o: o, in: frame}
 	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
 	o.begin()
-	o.open(c, plainTCP{})
+	o.open(c)
 	o.end(nil)
 	s := c.ctx.(*session)
 	if o.trafficTurn(s) {
@@ -111,7 +111,7 @@ func BenchmarkGrant(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				// The session is reopened in place, as a new connection would be.
-				*s = session{conn: c, sec: plainTCP{}}
+				*s = session{conn: c}
 				s.claim.Value, s.timer.Value = s, s
 				c.ctx = s
 				o.sessions.add(s)

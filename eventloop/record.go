@@ -7,7 +7,7 @@ func (o *owner) granted(s *session) {
 	wait := o.now - s.since
 	s.since = o.now
 	o.metrics.Granted(wait)
-	o.audit.Granted(o.wall, s.claim.Name(), s.sec.identity(), s.conn.RemoteAddr(), s.claim.Token(), wait)
+	o.audit.Granted(o.wall, s.claim.Name(), s.sec().identity(), s.conn.RemoteAddr(), s.claim.Token(), wait)
 }
 
 // released does the bookkeeping of a holder's release. For one lock it always
@@ -15,5 +15,5 @@ func (o *owner) granted(s *session) {
 func (o *owner) released(s *session) {
 	held := o.now - s.since
 	o.metrics.Released(s.closeReason, held)
-	o.audit.Released(o.wall, s.claim.Name(), s.sec.identity(), s.conn.RemoteAddr(), s.claim.Token(), held, s.closeReason.String())
+	o.audit.Released(o.wall, s.claim.Name(), s.sec().identity(), s.conn.RemoteAddr(), s.claim.Token(), held, s.closeReason.String())
 }

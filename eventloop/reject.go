@@ -53,8 +53,8 @@ func quote(name string) string { return strconv.Quote(name) }
 func (o *owner) deny(s *session, name string) {
 	o.metrics.ACLDenied()
 	if e := o.denyLog.Info(); e.Enabled() { // sampled; the metric counts every denial
-		e.Str("identity", s.sec.identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
+		e.Str("identity", s.sec().identity()).Str("remote", s.remoteAddr()).Str("lock", name).Msg("ACQUIRE denied by the ACL")
 	}
-	o.audit.Denied(o.wall, name, s.sec.identity(), s.conn.RemoteAddr())
-	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.sec.identity())+" has no ACL rule for it; ask the operator to add one")
+	o.audit.Denied(o.wall, name, s.sec().identity(), s.conn.RemoteAddr())
+	o.rejectWith(s, protocol.ErrNotAuthorized, "not authorized for lock "+quote(name)+": identity "+quote(s.sec().identity())+" has no ACL rule for it; ask the operator to add one")
 }

@@ -13,7 +13,6 @@ import (
 // owner's monotonic clock (see owner.begin); zero means "not set".
 type session struct {
 	conn  conn                       // a gnet.Conn, or a *tlsConn around one
-	sec   security                   // plainTCP{}, or the same *tlsConn
 	claim locktable.Claim[*session]  // Value is the session
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
@@ -32,6 +31,16 @@ type session struct {
 	closed      bool          // OnClose has run: never touch conn again
 
 	prev, next *session // the owner's list of open sessions
+}
+
+// sec is the session's security layer: the connection itself when it has
+// one (a *tlsConn), else plain TCP's, which is none. It is looked up rather
+// than kept, because a session is kept small: there are tens of thousands.
+func (s *session) sec() security {
+	if sc, ok := s.conn.(security); ok {
+		return sc
+	}
+	return plainTCP{}
 }
 
 // registered reports whether the session has sent its ACQUIRE.

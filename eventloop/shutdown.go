@@ -11,7 +11,7 @@ func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
 		next := s.next
-		if !s.sec.handshaking() { // else told once its handshake finishes (handshake_loop.go)
+		if !s.sec().handshaking() { // else told once its handshake finishes (handshake_loop.go)
 			o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
 			o.closeSession(s, ReleaseShutdown, "")
 		}

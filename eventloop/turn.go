@@ -106,7 +106,7 @@ func (o *owner) apply(self *session) (closeSelf bool) {
 				o.noteOutput(s)
 			}
 		case effectClose:
-			s.sec.closeNotify()
+			s.sec().closeNotify()
 			if s == self {
 				closeSelf = true
 			} else {
