@@ -281,7 +281,7 @@ func TestTicketResumptionOpenSSL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := &lockedBuffer{}
+		out := &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -322,25 +322,6 @@ func sessionWritten(path string, args []string) bool {
 		}
 	}
 	return true
-}
-
-// lockedBuffer is a bytes.Buffer that a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestTicketKeyFileModeWarning: a key file others can read starts the server

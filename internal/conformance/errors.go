@@ -54,14 +54,7 @@ func fmtBoolPtr(b *bool) string {
 func errorsNotRetried(e *Env) {
 	codes := []protocol.Code{0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x7f}
 	for _, code := range codes {
-		f := e.Fake()
-		req := NewRequest(f.Addr(), "client-error", 2*time.Second)
-		req.Mode = ModeRun
-		p := e.StartJudged(req)
-		c, err := f.Next(safety)
-		e.must("connect", err)
-		_, err = c.NextReq(safety)
-		e.must("frames: ACQUIRE", err)
+		f, p, c := e.runToAcquire("client-error")
 		reason := fmt.Sprintf("conformance: code 0x%02x", uint8(code))
 		e.must("kit", c.Reply(errorFrame(code, reason)))
 		c.Close()
@@ -112,14 +105,7 @@ func errorBackoff(e *Env) {
 // reconnect within 1 s (the rule says at once; 1 s leaves room for a busy
 // machine) and take the grant.
 func errorShutdownAtOnce(e *Env) {
-	f := e.Fake()
-	req := NewRequest(f.Addr(), "shutdown", 2*time.Second)
-	req.Mode = ModeRun
-	p := e.StartJudged(req)
-	c, err := f.Next(safety)
-	e.must("connect", err)
-	_, err = c.NextReq(safety)
-	e.must("frames: ACQUIRE", err)
+	f, p, c := e.runToAcquire("shutdown")
 	e.must("kit", c.Reply(waiting()))
 	time.Sleep(100 * time.Millisecond)
 	errAt := time.Now()
@@ -170,4 +156,18 @@ func errorWhileHolding(e *Env) {
 	e.expect("rule 8 (the work stops)", p, "work-stopped", safety)
 	e.must("driver", p.Release())
 	e.expect("release after loss is harmless", p, "released", safety)
+}
+
+// runToAcquire starts the judged client in run mode (retrying) against a
+// fresh fake server and reads its ACQUIRE on the first connection.
+func (e *Env) runToAcquire(name string) (*FakeServer, *Process, *ServerConn) {
+	f := e.Fake()
+	req := NewRequest(f.Addr(), name, 2*time.Second)
+	req.Mode = ModeRun
+	p := e.StartJudged(req)
+	c, err := f.Next(safety)
+	e.must("connect", err)
+	_, err = c.NextReq(safety)
+	e.must("frames: ACQUIRE", err)
+	return f, p, c
 }
