@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/auditcheck"
 )
 
 // grant is one grant in a server's audit log.
@@ -16,33 +19,26 @@ type grant struct {
 	At    time.Time
 }
 
-// readGrants returns the granted events of an audit log.
+// readGrants returns the granted events of an audit log, read with
+// internal/auditcheck's reader. Lines that are not audit events are passed
+// over: a primary that was SIGKILLed may leave a torn last line.
 func readGrants(path string) ([]grant, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []grant
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Event string `json:"event"`
-			Lock  string `json:"lock"`
-			Token uint64 `json:"token"`
-			Time  string `json:"time"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event != "granted" {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, e.Time)
-		if err != nil {
-			return nil, fmt.Errorf("%s: time %q: %w", path, e.Time, err)
-		}
-		out = append(out, grant{Lock: e.Lock, Token: e.Token, At: at})
+	events, _, err := auditcheck.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return out, sc.Err()
+	var out []grant
+	for _, e := range events {
+		if e.Event == audit.EventGranted {
+			out = append(out, grant{Lock: e.Lock, Token: e.Token, At: e.Time})
+		}
+	}
+	return out, nil
 }
 
 // readEvents parses the client process's output, handing each event to f
