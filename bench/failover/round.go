@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"io"
 	"os"
 	"sync"
@@ -207,14 +208,12 @@ func (h *harness) roles() (primary, standby *serverHost, err error) {
 	return nil, nil, errors.New("not exactly one host holds the virtual address")
 }
 
-// await polls cond every 20ms until it holds or the timeout passes.
+// await polls cond (at most 20ms apart) until it holds or the timeout passes.
 func (h *harness) await(timeout time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %v", what, timeout)
+	return poll.Until(timeout, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/protocol/admin"
 )
 
@@ -238,11 +239,10 @@ func (h *harness) reap(cmd *exec.Cmd) {
 
 // awaitQueued waits until the lock has a waiter (the next holder).
 func (h *harness) awaitQueued(lock string) error {
-	deadline := time.Now().Add(h.patience)
-	for {
+	return poll.Until(h.patience, func() error {
 		resp, err := http.Get("http://" + h.srv.AdminAddr + "/api/locks/" + url.PathEscape(lock))
 		if err != nil {
-			return err
+			return poll.Abort(err)
 		}
 		var info admin.LockInfo
 		err = json.NewDecoder(resp.Body).Decode(&info)
@@ -250,11 +250,8 @@ func (h *harness) awaitQueued(lock string) error {
 		if err == nil && len(info.Waiters) > 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lock %s: no waiter within %v", lock, h.patience)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("lock %s: no waiter", lock)
+	})
 }
 
 // shellJoin quotes args for sh.
