@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -89,22 +90,21 @@ func run(args []string, stdout io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+	_, hard, err := fdbudget.Limits()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		return 2
 	}
 	// A server holds every session, plus its listeners, logs and the
 	// runtime's own descriptors.
-	fit := int(rl.Max) - 200
 	notes := []string{}
 	for _, n := range []*int{&c.plain, &c.mtls} {
-		if *n > fit {
-			notes = append(notes, fmt.Sprintf("%d sessions lowered to %d to fit the descriptor hard limit %d", *n, fit, rl.Max))
+		if fit := fdbudget.Room(hard, *n, 1, 200); fit < *n {
+			notes = append(notes, fmt.Sprintf("%d sessions lowered to %d to fit the descriptor hard limit %d", *n, fit, hard))
 			*n = fit
 		}
 	}
-	c.perProc = min(c.perProc, int(rl.Max)-500)
+	c.perProc = fdbudget.Room(hard, c.perProc, 1, 500)
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
