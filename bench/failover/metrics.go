@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/auditcheck"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // grant is one grant in a server's audit log.
@@ -41,19 +40,17 @@ func readGrants(path string) ([]grant, error) {
 	return out, nil
 }
 
-// readEvents parses the client process's output, handing each event to f
-// as it arrives.
-func readEvents(r io.Reader, f func(event)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+// readEvents parses the client process's lines, handing each event to f as
+// it arrives, until the lines end.
+func readEvents(lines <-chan proc.Line, f func(event)) error {
+	for l := range lines {
 		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return fmt.Errorf("client output %q: %w", sc.Text(), err)
+		if err := json.Unmarshal([]byte(l.Text), &e); err != nil {
+			return fmt.Errorf("client output %q: %w", l.Text, err)
 		}
 		f(e)
 	}
-	return sc.Err()
+	return nil
 }
 
 // observation is what the harness saw of one round.

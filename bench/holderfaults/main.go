@@ -39,10 +39,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -57,9 +55,6 @@ type harness struct {
 	patience  time.Duration
 	dir       string
 	all       []scenario
-
-	mu     sync.Mutex
-	exited map[*exec.Cmd]chan struct{}
 }
 
 func (h *harness) index(sc scenario) int {
@@ -120,7 +115,7 @@ func run() int {
 	defer res.close()
 	absCtl, _ := filepath.Abs(*ctl)
 	h := &harness{self: self, ctl: absCtl, srv: srv, res: res, lease: *lease,
-		patience: 10*(*lease) + 5*time.Second, dir: dir, all: scenarios(), exited: map[*exec.Cmd]chan struct{}{}}
+		patience: 10*(*lease) + 5*time.Second, dir: dir, all: scenarios()}
 
 	fmt.Printf("holderfaults: %d rounds per scenario, lease %v, server %s (logs in %s)\n", *rounds, *lease, srv.Addr, dir)
 	start := time.Now()
