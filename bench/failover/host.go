@@ -228,8 +228,3 @@ func readPid(path string) (int, error) {
 	_, err = fmt.Sscan(string(b), &pid)
 	return pid, err
 }
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
