@@ -43,6 +43,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -107,7 +108,7 @@ func run() int {
 		return 2
 	}
 	defer srv.Kill()
-	res, err := startResource()
+	res, err := startResource(fenced.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderfaults:", err)
 		return 2

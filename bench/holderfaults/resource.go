@@ -26,12 +26,14 @@ type resource struct {
 	conns map[net.Conn]bool
 }
 
-func startResource() (*resource, error) {
+// startResource starts the resource's TCP front; o is the fenced
+// resource's (the zero value: in memory, on the wall clock).
+func startResource(o fenced.Options) (*resource, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &resource{ln: ln, fence: fenced.New(fenced.Options{}), conns: map[net.Conn]bool{}}
+	r := &resource{ln: ln, fence: fenced.New(o), conns: map[net.Conn]bool{}}
 	go r.accept()
 	return r, nil
 }
