@@ -171,7 +171,7 @@ failover: build
 ## failover-deps: install what make failover needs (root): keepalived, iproute2, curl
 failover-deps:
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y keepalived iproute2 curl
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y keepalived iproute2 curl
 
 ## storm: a reconnect storm on loopback: 15,000 plain and 5,000 mutual-TLS sessions re-admitted by a second server, full vs resumed handshakes, with and without jitter (a few minutes)
 storm: build

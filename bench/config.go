@@ -1,9 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"slices"
-	"syscall"
 	"time"
 )
 
@@ -96,17 +95,9 @@ const fdHeadroom = 500
 // headroom in the harness and in a server with the same limit. Loopback
 // ephemeral ports bound it as well.
 func raiseNoFile(ports int) (soft, hard uint64, maxSessions int, err error) {
-	var rl syscall.Rlimit
-	if err = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return 0, 0, 0, fmt.Errorf("getrlimit: %w", err)
+	if soft, hard, err = fdbudget.RaiseSoft(); err != nil {
+		return 0, 0, 0, err
 	}
-	if rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		if err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-			return 0, 0, 0, fmt.Errorf("setrlimit: %w", err)
-		}
-	}
-	soft, hard = rl.Cur, rl.Max
 	limit := min(int64(soft), 1<<20) - fdHeadroom
 	if ports > 0 {
 		limit = min(limit, int64(ports)-2*fdHeadroom)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"net"
 	"os"
@@ -91,21 +92,18 @@ func freePort() (int, error) {
 
 // waitFor retries probe until it succeeds, the process dies or timeout ends.
 func waitFor(p *peerProc, timeout time.Duration, probe func(ctx context.Context) error) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
+	err := poll.Until(timeout, func() error {
 		if !p.Alive() {
-			return fmt.Errorf("exited (%v); see its log", p.Err())
+			return poll.Abort(fmt.Errorf("exited (%v); see its log", p.Err()))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		last = probe(ctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		return probe(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("not ready: %w", err)
 	}
-	return fmt.Errorf("not ready after %v: %w", timeout, last)
+	return nil
 }
 
 // openClients opens n worker clients in parallel.

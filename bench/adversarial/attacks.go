@@ -12,10 +12,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/internal/testsupport/tlsrecord"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
@@ -132,11 +133,11 @@ func closeAll(conns []*wire.Conn) {
 
 // fdRoom is how many more connections this process may open, with a margin.
 func fdRoom(want int) int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+	n, err := fdbudget.Fit(want, 1, 2048)
+	if err != nil {
 		return want
 	}
-	return max(1, min(want, int(rl.Cur)-2048))
+	return max(1, n)
 }
 
 // --- 1: admin reads of a long queue -----------------------------------------
@@ -237,21 +238,21 @@ func runKeyUpdates(ctx context.Context, e *env) string {
 	var updates, closed, failed atomic.Int64
 	const burst = 128 << 10
 	fleet(ctx, 80, func(ctx context.Context, i int) {
-		w, err := dialRecords(e.tMTLS.addr, e.tMTLS.tls, 5*time.Second)
+		raw, w, err := tlsrecord.Dial(e.tMTLS.addr, e.tMTLS.tls, 5*time.Second)
 		if err != nil {
 			failed.Add(1)
 			pause(ctx, 200*time.Millisecond)
 			return
 		}
-		defer closeWith(ctx, w.raw)()
-		defer w.raw.Close()
+		defer closeWith(ctx, raw)()
+		defer raw.Close()
 		gone := make(chan struct{}) // the server closed the connection
 		// Read the answers to the heartbeats until the close.
 		go func() {
-			_, _ = io.Copy(io.Discard, w.raw)
+			_, _ = io.Copy(io.Discard, raw)
 			close(gone)
 		}()
-		out := w.appendRecord(nil, contentApplication, protocol.AppendAcquire(nil, 600_000, fmt.Sprintf("adversarial/keyupdate/%d", i)))
+		out := w.AppendRecord(nil, tlsrecord.ContentApplication, protocol.AppendAcquire(nil, 600_000, fmt.Sprintf("adversarial/keyupdate/%d", i)))
 		for {
 			// A burst goes out in pieces of 16 KiB, each encrypted just
 			// before it is written, and stops once the server has closed the
@@ -269,16 +270,16 @@ func runKeyUpdates(ctx context.Context, e *env) string {
 				}
 				for len(out) < burst/8 {
 					if n++; n%8 == 0 { // crypto/tls gives up after 16 records without application data
-						out = w.appendRecord(out, contentApplication, protocol.AppendHeartbeat(nil))
+						out = w.AppendRecord(out, tlsrecord.ContentApplication, protocol.AppendHeartbeat(nil))
 						continue
 					}
-					if out, err = w.appendKeyUpdate(out); err != nil {
+					if out, err = w.AppendKeyUpdate(out); err != nil {
 						failed.Add(1)
 						return
 					}
 					updates.Add(1)
 				}
-				if _, err := w.raw.Write(out); err != nil {
+				if _, err := raw.Write(out); err != nil {
 					if ctx.Err() == nil {
 						closed.Add(1)
 					}
@@ -373,21 +374,21 @@ func runHalfSentTLS(ctx context.Context, e *env) string {
 	var opened, closed, failed atomic.Int64
 	half := append([]byte{24, 0x00, 0xff, 0xff}, make([]byte, 16_000)...) // declares 65,535 bytes
 	fleet(ctx, 500, func(ctx context.Context, i int) {
-		w, err := dialRecords(e.tMTLS.addr, e.tMTLS.tls, 5*time.Second)
+		raw, w, err := tlsrecord.Dial(e.tMTLS.addr, e.tMTLS.tls, 5*time.Second)
 		if err != nil {
 			failed.Add(1)
 			pause(ctx, 200*time.Millisecond)
 			return
 		}
 		opened.Add(1)
-		out := w.appendRecord(nil, contentApplication, protocol.AppendAcquire(nil, 600_000, fmt.Sprintf("adversarial/half/%d", i)))
-		out = w.appendRecord(out, contentHandshake, half)
-		if _, err := w.raw.Write(out); err != nil {
-			_ = w.raw.Close()
+		out := w.AppendRecord(nil, tlsrecord.ContentApplication, protocol.AppendAcquire(nil, 600_000, fmt.Sprintf("adversarial/half/%d", i)))
+		out = w.AppendRecord(out, tlsrecord.ContentHandshake, half)
+		if _, err := raw.Write(out); err != nil {
+			_ = raw.Close()
 			return
 		}
-		awaitClose(ctx, w.raw)
-		_ = w.raw.Close()
+		awaitClose(ctx, raw)
+		_ = raw.Close()
 		if ctx.Err() == nil {
 			closed.Add(1)
 		}

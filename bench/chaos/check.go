@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/monolock/monolock/internal/audit"
 )
 
 // The four properties, as the report names them.
@@ -127,7 +129,7 @@ func checkAudit(r *Report, runs []ServerRun) map[lockToken]*hold {
 		var runMin, runMax uint64
 		for _, e := range run.Events {
 			switch e.Event {
-			case eventGranted:
+			case audit.EventGranted:
 				r.ServerGrants++
 				if e.Token == 0 {
 					r.add(checkTokens, "run %d: lock %q granted with token 0 at %s", ri+1, e.Lock, ts(e.Time))
@@ -151,7 +153,7 @@ func checkAudit(r *Report, runs []ServerRun) map[lockToken]*hold {
 					runMin = e.Token
 				}
 				runMax = max(runMax, e.Token)
-			case eventReleased:
+			case audit.EventReleased:
 				h := cur[e.Lock]
 				if h == nil || h.Token != e.Token {
 					holder := "nobody"

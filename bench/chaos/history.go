@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
-)
 
-// Audit event names written by internal/audit.
-const (
-	eventGranted  = "granted"
-	eventReleased = "released"
+	"github.com/monolock/monolock/internal/auditcheck"
 )
 
 // Release reasons: the holders a SIGTERM closed, and the holders whose lease
@@ -20,15 +14,6 @@ const (
 	reasonShutdown = "shutdown"
 	reasonExpired  = "expired"
 )
-
-// AuditEvent is one line of a server's audit log.
-type AuditEvent struct {
-	Time   time.Time
-	Event  string
-	Lock   string
-	Token  uint64
-	Reason string // released only
-}
 
 // ServerRun is the history of one server process.
 type ServerRun struct {
@@ -41,7 +26,7 @@ type ServerRun struct {
 	ExitedAt time.Time
 	// Exit describes an abnormal end ("" when SIGTERM led to exit status 0).
 	Exit   string
-	Events []AuditEvent
+	Events []auditcheck.Event
 }
 
 // ClientGrant is what one client recorded about one grant it was told of.
@@ -82,36 +67,16 @@ type History struct {
 	Writes []Write       // the resource's history, in its order
 }
 
-type auditLine struct {
-	Time   string `json:"time"`
-	Event  string `json:"event"`
-	Lock   string `json:"lock"`
-	Token  uint64 `json:"token"`
-	Reason string `json:"reason"`
-}
-
-// ParseAudit reads an audit log: one JSON object per line.
-func ParseAudit(r io.Reader) ([]AuditEvent, error) {
-	var events []AuditEvent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		var l auditLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("audit line %d: %w", n, err)
-		}
-		t, err := time.Parse(time.RFC3339Nano, l.Time)
-		if err != nil {
-			return nil, fmt.Errorf("audit line %d: time: %w", n, err)
-		}
-		events = append(events, AuditEvent{Time: t, Event: l.Event, Lock: l.Lock, Token: l.Token, Reason: l.Reason})
-	}
-	if err := sc.Err(); err != nil {
+// ParseAudit reads an audit log with internal/auditcheck's reader. The
+// harness stops its servers with SIGTERM and reads the log after the exit,
+// so a line that is not an audit event is an error here.
+func ParseAudit(r io.Reader) ([]auditcheck.Event, error) {
+	events, bad, err := auditcheck.Read(r)
+	if err != nil {
 		return nil, err
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("audit %v (and %d more bad lines)", &bad[0], len(bad)-1)
 	}
 	return events, nil
 }

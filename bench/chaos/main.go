@@ -77,6 +77,8 @@ import (
 	"github.com/monolock/monolock/client"
 	"github.com/monolock/monolock/internal/testsupport/faultproxy"
 	"github.com/monolock/monolock/internal/testsupport/proc"
+
+	"github.com/monolock/monolock/internal/audit"
 )
 
 type config struct {
@@ -409,7 +411,7 @@ func (h *harness) restart(k int) error {
 	var lastGrant time.Time
 	grants := 0
 	for _, e := range last.Events {
-		if e.Event == eventGranted {
+		if e.Event == audit.EventGranted {
 			lastGrant, grants = e.Time, grants+1
 		}
 	}

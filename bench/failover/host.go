@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // serverHost is one member of the pair: a network namespace running
@@ -19,8 +22,8 @@ type serverHost struct {
 	dir     string // this host's files: configuration, logs, pid files
 	scripts string // deploy/keepalived, the scripts under test
 
-	mono     *exec.Cmd
-	monoDone chan struct{}
+	monoMu   sync.Mutex // orders the pid file's writes and removals across runs
+	mono     *proc.Process
 	monoRuns int
 	audit    string // the audit log of the current monolock
 
@@ -63,62 +66,53 @@ func nsCommand(ns string, env []string, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-// startMonolock starts the server with a new audit log and waits for its
-// start line.
+// startMonolock starts the server inside the host's namespace with a new
+// audit log, through proc: ready at its start line.
 func (h *serverHost) startMonolock(bin string, shutdownDelay time.Duration) error {
 	h.monoRuns++
 	h.audit = h.path(fmt.Sprintf("audit-%d.jsonl", h.monoRuns))
-	logPath := h.path(fmt.Sprintf("monolock-%d.log", h.monoRuns))
-	logFile, err := os.Create(logPath)
+	p, err := proc.Monolock(bin, proc.Options{
+		Name:    "monolock of host " + h.name,
+		Netns:   h.ns,
+		Args:    []string{"-listen", "0.0.0.0:" + protoPort, "-ops-listen", "127.0.0.1:9090", "-audit-log", h.audit, "-shutdown-delay", shutdownDelay.String()},
+		LogFile: h.path(fmt.Sprintf("monolock-%d.log", h.monoRuns)),
+	})
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	cmd := nsCommand(h.ns, nil, bin, "-listen", "0.0.0.0:"+protoPort, "-ops-listen", "127.0.0.1:9090",
-		"-audit-log", h.audit, "-log-format", "json", "-shutdown-delay", shutdownDelay.String())
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	h.mono, h.monoDone = cmd, make(chan struct{})
-	done := h.monoDone
+	// The fake systemctl signals the pid in this file (ip netns exec execs
+	// monolock, so the pid is the server's) while this run is alive.
+	pidFile := h.path("monolock.pid")
+	h.monoMu.Lock()
+	defer h.monoMu.Unlock()
+	h.mono = p
 	go func() {
-		_ = cmd.Wait()
-		_ = os.Remove(h.path("monolock.pid"))
-		close(done)
+		<-p.Done()
+		h.monoMu.Lock()
+		defer h.monoMu.Unlock()
+		if h.mono == p { // not a later run's file
+			_ = os.Remove(pidFile)
+		}
 	}()
-	if err := os.WriteFile(h.path("monolock.pid"), []byte(fmt.Sprint(cmd.Process.Pid)), 0o600); err != nil {
-		return err
-	}
-	return awaitFile(logPath, "monolock started", 30*time.Second, done)
+	return os.WriteFile(pidFile, []byte(fmt.Sprint(p.Pid())), 0o600)
 }
 
 // monoAlive reports whether the current monolock process still runs.
-func (h *serverHost) monoAlive() bool {
-	if h.mono == nil {
-		return false
-	}
-	select {
-	case <-h.monoDone:
-		return false
-	default:
-		return true
-	}
-}
+func (h *serverHost) monoAlive() bool { return h.mono != nil && h.mono.Alive() }
 
 func (h *serverHost) signalMonolock(sig syscall.Signal) error {
 	if !h.monoAlive() {
 		return errors.New("monolock of host " + h.name + " is not running")
 	}
-	return h.mono.Process.Signal(sig)
+	return h.mono.Signal(sig)
 }
 
-// stopMonolock kills the server if it still runs and waits for it.
+// stopMonolock kills the server (a stopped one too) if it still runs and
+// waits for it.
 func (h *serverHost) stopMonolock() {
 	if h.monoAlive() {
-		_ = h.mono.Process.Signal(syscall.SIGKILL)
-		_ = h.mono.Process.Signal(syscall.SIGCONT)
-		<-h.monoDone
+		_ = h.mono.Signal(syscall.SIGCONT)
+		h.mono.Kill()
 	}
 }
 
@@ -233,30 +227,4 @@ func readPid(path string) (int, error) {
 	var pid int
 	_, err = fmt.Sscan(string(b), &pid)
 	return pid, err
-}
-
-// awaitFile waits until path contains substr, the process behind it ends
-// (done), or the timeout passes.
-func awaitFile(path, substr string, timeout time.Duration, done <-chan struct{}) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if b, _ := os.ReadFile(path); strings.Contains(string(b), substr) {
-			return nil
-		}
-		select {
-		case <-done:
-			b, _ := os.ReadFile(path)
-			return fmt.Errorf("%s: exited before %q: %s", path, substr, tail(string(b), 5))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: no %q within %v", path, substr, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"time"
+
+	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/auditcheck"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // grant is one grant in a server's audit log.
@@ -16,48 +18,39 @@ type grant struct {
 	At    time.Time
 }
 
-// readGrants returns the granted events of an audit log.
+// readGrants returns the granted events of an audit log, read with
+// internal/auditcheck's reader. Lines that are not audit events are passed
+// over: a primary that was SIGKILLed may leave a torn last line.
 func readGrants(path string) ([]grant, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []grant
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Event string `json:"event"`
-			Lock  string `json:"lock"`
-			Token uint64 `json:"token"`
-			Time  string `json:"time"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event != "granted" {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, e.Time)
-		if err != nil {
-			return nil, fmt.Errorf("%s: time %q: %w", path, e.Time, err)
-		}
-		out = append(out, grant{Lock: e.Lock, Token: e.Token, At: at})
+	events, _, err := auditcheck.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return out, sc.Err()
+	var out []grant
+	for _, e := range events {
+		if e.Event == audit.EventGranted {
+			out = append(out, grant{Lock: e.Lock, Token: e.Token, At: e.Time})
+		}
+	}
+	return out, nil
 }
 
-// readEvents parses the client process's output, handing each event to f
-// as it arrives.
-func readEvents(r io.Reader, f func(event)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+// readEvents parses the client process's lines, handing each event to f as
+// it arrives, until the lines end.
+func readEvents(lines <-chan proc.Line, f func(event)) error {
+	for l := range lines {
 		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return fmt.Errorf("client output %q: %w", sc.Text(), err)
+		if err := json.Unmarshal([]byte(l.Text), &e); err != nil {
+			return fmt.Errorf("client output %q: %w", l.Text, err)
 		}
 		f(e)
 	}
-	return sc.Err()
+	return nil
 }
 
 // observation is what the harness saw of one round.

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // The faults, in the order of the table.
@@ -22,8 +24,8 @@ var faults = []string{faultKill, faultCut, faultStop, faultSIGTERM}
 
 // clientRun is one client process and the events it has written so far.
 type clientRun struct {
-	stdin io.WriteCloser
-	done  chan struct{}
+	child *proc.Child
+	done  chan struct{} // the events are read to the end
 
 	mu       sync.Mutex
 	events   []event
@@ -32,27 +34,20 @@ type clientRun struct {
 }
 
 func (h *harness) startClients() (*clientRun, error) {
-	cmd := nsCommand(h.net.hosts["client"], nil, h.self, "clients",
-		"-n", fmt.Sprint(h.cfg.clients), "-locks", fmt.Sprint(h.cfg.locks), "-lease", h.cfg.lease.String())
-	stdin, err := cmd.StdinPipe()
+	child, err := proc.StartChild(h.self, proc.ChildOptions{
+		Name: "the client process", Netns: h.net.hosts["client"], Stderr: os.Stderr,
+		Args: []string{"clients", "-n", fmt.Sprint(h.cfg.clients), "-locks", fmt.Sprint(h.cfg.locks), "-lease", h.cfg.lease.String()},
+	})
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	cr := &clientRun{stdin: stdin, done: make(chan struct{}), answered: map[int]time.Time{}}
+	cr := &clientRun{child: child, done: make(chan struct{}), answered: map[int]time.Time{}}
 	go func() {
 		defer close(cr.done)
-		err := readEvents(stdout, cr.add)
-		werr := cmd.Wait()
+		err := readEvents(child.Lines(), cr.add)
+		<-child.Done()
 		cr.mu.Lock()
-		cr.err = errors.Join(err, werr)
+		cr.err = errors.Join(err, child.Err())
 		cr.mu.Unlock()
 	}()
 	return cr, nil
@@ -83,12 +78,10 @@ func (cr *clientRun) answeredSince(t time.Time) int {
 
 // stop closes the process's stdin, which ends it, and returns its events.
 func (cr *clientRun) stop() ([]event, error) {
-	_ = cr.stdin.Close()
-	select {
-	case <-cr.done:
-	case <-time.After(20 * time.Second):
-		return nil, errors.New("the client process did not stop within 20s of its stdin closing")
+	if err := cr.child.Close(20 * time.Second); errors.Is(err, proc.ErrKilled) {
+		return nil, err
 	}
+	<-cr.done
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if cr.err != nil {
@@ -207,14 +200,12 @@ func (h *harness) roles() (primary, standby *serverHost, err error) {
 	return nil, nil, errors.New("not exactly one host holds the virtual address")
 }
 
-// await polls cond every 20ms until it holds or the timeout passes.
+// await polls cond (at most 20ms apart) until it holds or the timeout passes.
 func (h *harness) await(timeout time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %v", what, timeout)
+	return poll.Until(timeout, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
+		return nil
+	})
 }

@@ -39,12 +39,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -57,9 +56,6 @@ type harness struct {
 	patience  time.Duration
 	dir       string
 	all       []scenario
-
-	mu     sync.Mutex
-	exited map[*exec.Cmd]chan struct{}
 }
 
 func (h *harness) index(sc scenario) int {
@@ -112,7 +108,7 @@ func run() int {
 		return 2
 	}
 	defer srv.Kill()
-	res, err := startResource()
+	res, err := startResource(fenced.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderfaults:", err)
 		return 2
@@ -120,7 +116,7 @@ func run() int {
 	defer res.close()
 	absCtl, _ := filepath.Abs(*ctl)
 	h := &harness{self: self, ctl: absCtl, srv: srv, res: res, lease: *lease,
-		patience: 10*(*lease) + 5*time.Second, dir: dir, all: scenarios(), exited: map[*exec.Cmd]chan struct{}{}}
+		patience: 10*(*lease) + 5*time.Second, dir: dir, all: scenarios()}
 
 	fmt.Printf("holderfaults: %d rounds per scenario, lease %v, server %s (logs in %s)\n", *rounds, *lease, srv.Addr, dir)
 	start := time.Now()

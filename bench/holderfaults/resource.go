@@ -2,45 +2,38 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 )
 
-// resource is the fenced resource every holder writes to: a TCP service on
-// loopback that takes one line per write, "LOCK HOLDER TOKEN", answers "ok"
-// or "stale", and records each write with its time of arrival. Per lock it
-// keeps the largest token accepted and rejects smaller ones. One mutex orders
-// all arrivals, so "the old holder's last write came after the new holder's
-// first" is read off one clock in one order.
+// resource is the fenced resource every holder writes to: the shared one of
+// package fenced (the fence rule of package fence, every attempt recorded in
+// one order on one clock) behind a TCP front on loopback, because the holders
+// are other processes. The front takes one line per write, "LOCK HOLDER
+// TOKEN", and answers "ok" or "stale".
 type resource struct {
-	ln net.Listener
+	ln    net.Listener
+	fence *fenced.Resource
 
-	mu     sync.Mutex
-	max    map[string]uint64 // largest token accepted, per lock
-	writes map[string][]write
-	conns  map[net.Conn]bool
-	first  map[string]chan struct{} // closed at a holder's first write
+	mu    sync.Mutex
+	conns map[net.Conn]bool
 }
 
-// write is one write as the resource saw it.
-type write struct {
-	holder   string
-	token    uint64
-	at       time.Time
-	accepted bool
-}
-
-func startResource() (*resource, error) {
+// startResource starts the resource's TCP front; o is the fenced
+// resource's (the zero value: in memory, on the wall clock).
+func startResource(o fenced.Options) (*resource, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &resource{ln: ln, max: map[string]uint64{}, writes: map[string][]write{},
-		conns: map[net.Conn]bool{}, first: map[string]chan struct{}{}}
+	r := &resource{ln: ln, fence: fenced.New(o), conns: map[net.Conn]bool{}}
 	go r.accept()
 	return r, nil
 }
@@ -98,42 +91,17 @@ func (r *resource) serve(c net.Conn) {
 
 // record applies the fence and records the write.
 func (r *resource) record(lock, holder string, token uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ok := token >= r.max[lock]
-	if ok {
-		r.max[lock] = token
-	}
-	r.writes[lock] = append(r.writes[lock], write{holder: holder, token: token, at: time.Now(), accepted: ok})
-	if ch := r.firstWrite(holder); ch != nil {
-		select {
-		case <-ch:
-		default:
-			close(ch)
-		}
-	}
-	return ok
-}
-
-// firstWrite returns the channel closed at holder's first write; r.mu held.
-func (r *resource) firstWrite(holder string) chan struct{} {
-	ch := r.first[holder]
-	if ch == nil {
-		ch = make(chan struct{})
-		r.first[holder] = ch
-	}
-	return ch
+	return r.fence.Write(context.Background(), lock, holder, token).Accepted
 }
 
 // awaitFirst waits for holder's first write, at most d.
 func (r *resource) awaitFirst(holder string, d time.Duration) error {
-	r.mu.Lock()
-	ch := r.firstWrite(holder)
-	r.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-ch:
+	case <-r.fence.Written(holder):
 		return nil
-	case <-time.After(d):
+	case <-t.C:
 		return fmt.Errorf("no write from %s within %v", holder, d)
 	}
 }
@@ -150,25 +118,23 @@ type handover struct {
 }
 
 func (r *resource) handover(lock, old, next string) (handover, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var h handover
 	var lastOld, firstNext time.Time
-	for _, w := range r.writes[lock] {
-		switch w.holder {
+	for _, w := range r.fence.Of(lock) {
+		switch w.Writer {
 		case old:
 			h.oldWrites++
-			lastOld = w.at
+			lastOld = w.At
 			if !firstNext.IsZero() {
 				h.oldAfter++
-				if w.accepted {
+				if w.Accepted {
 					h.staleAccepted++
 				}
 			}
 		case next:
 			h.nextWrites++
 			if firstNext.IsZero() {
-				firstNext = w.at
+				firstNext = w.At
 			}
 		}
 	}

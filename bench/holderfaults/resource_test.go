@@ -3,13 +3,17 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/fenced"
 )
 
 // TestResourceFenceAndHandover: the fence rejects a smaller token, and the
 // hand-over sees an overlap exactly when an old write arrives after the next
 // holder's first.
 func TestResourceFenceAndHandover(t *testing.T) {
-	r, err := startResource()
+	base := time.Date(2038, 1, 19, 3, 14, 8, 0, time.UTC)
+	arrivals := 0
+	r, err := startResource(fenced.Options{Now: func() time.Time { arrivals++; return base.Add(time.Duration(arrivals) * time.Millisecond) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,18 +29,17 @@ func TestResourceFenceAndHandover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.overlap <= 0 || h.oldAfter != 1 || h.staleAccepted != 0 || h.oldWrites != 2 || h.nextWrites != 1 {
+	if h.overlap != time.Millisecond || h.oldAfter != 1 || h.staleAccepted != 0 || h.oldWrites != 2 || h.nextWrites != 1 {
 		t.Fatalf("handover %+v; want an overlap, one old write after, none accepted", h)
 	}
 
 	r.record("b", "old", 7)
-	time.Sleep(time.Millisecond) // two arrivals with distinct times
-	r.record("b", "next", 8)
+	r.record("b", "next", 8) // a millisecond later on the injected clock
 	h, err = r.handover("b", "old", "next")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.overlap != 0 || h.gap <= 0 || h.oldAfter != 0 {
+	if h.overlap != 0 || h.gap != time.Millisecond || h.oldAfter != 0 {
 		t.Fatalf("handover %+v; want a gap and no overlap", h)
 	}
 	if _, err := r.handover("c", "old", "next"); err == nil {

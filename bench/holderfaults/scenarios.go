@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/poll"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 	"github.com/monolock/monolock/protocol/admin"
 )
 
@@ -51,7 +52,7 @@ type scenario struct {
 // roundState is what a fault may touch.
 type roundState struct {
 	lock  string
-	old   *exec.Cmd
+	old   *proc.Child
 	proxy *faultproxy.Proxy
 }
 
@@ -60,17 +61,17 @@ func freeze(dir faultproxy.Direction) func(*harness, *roundState) error {
 }
 
 func sendSignal(sig syscall.Signal) func(*harness, *roundState) error {
-	return func(_ *harness, r *roundState) error { return r.old.Process.Signal(sig) }
+	return func(_ *harness, r *roundState) error { return r.old.Cmd.Process.Signal(sig) }
 }
 
 // stopFor stops the old holder's process for three leases, then lets it go
 // on.
 func stopFor(h *harness, r *roundState) error {
-	if err := r.old.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := r.old.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	time.Sleep(3 * h.lease)
-	return r.old.Process.Signal(syscall.SIGCONT)
+	return r.old.Cmd.Process.Signal(syscall.SIGCONT)
 }
 
 func forceRelease(h *harness, r *roundState) error {
@@ -169,80 +170,46 @@ func (h *harness) round(sc scenario, i int) (handover, error) {
 }
 
 // start starts a holder of kind k on lock, writing as holder, for dur (0:
-// until lost or killed).
-func (h *harness) start(k kind, addr, lock, holder string, dur time.Duration, command string, writeFlags []string, stderr *os.File) (*exec.Cmd, error) {
-	var cmd *exec.Cmd
+// until lost or killed). It runs in a process group of its own: the
+// harness's terminal signals do not reach it.
+func (h *harness) start(k kind, addr, lock, holder string, dur time.Duration, command string, writeFlags []string, stderr *os.File) (*proc.Child, error) {
+	var bin string
+	var args []string
 	lease := h.lease.String()
 	switch k {
 	case goHolder:
-		args := []string{"hold", "-addr", addr, "-name", lock, "-lease", lease, "-resource", h.res.addr(), "-holder", holder, "-for", dur.String()}
-		cmd = exec.Command(h.self, args...)
+		bin, args = h.self, []string{"hold", "-addr", addr, "-name", lock, "-lease", lease, "-resource", h.res.addr(), "-holder", holder, "-for", dur.String()}
 	case ctlHolder:
 		write := append([]string{h.self, "write", "-resource", h.res.addr(), "-holder", holder, "-for", dur.String()}, writeFlags...)
-		args := []string{"run", "-addr", addr, "-lease", lease, lock, "--"}
+		bin, args = h.ctl, []string{"run", "-addr", addr, "-lease", lease, lock, "--"}
 		if command != "" {
 			args = append(args, "sh", "-c", fmt.Sprintf(command, shellJoin(write)))
 		} else {
 			args = append(args, write...)
 		}
-		cmd = exec.Command(h.ctl, args...)
 	}
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	cmd.Env = os.Environ()
-	// Its own group: the harness's terminal signals do not reach it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	h.mu.Lock()
-	h.exited[cmd] = done
-	h.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	return cmd, nil
+	return proc.StartChild(bin, proc.ChildOptions{Args: args, Stdout: stderr, Stderr: stderr, NoInput: true})
 }
 
-// awaitExit waits for cmd to exit, at most patience.
-func (h *harness) awaitExit(cmd *exec.Cmd) error {
-	h.mu.Lock()
-	done := h.exited[cmd]
-	h.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(h.patience):
-		return fmt.Errorf("%v did not exit within %v", cmd.Args[:2], h.patience)
+// awaitExit waits for c to exit, at most patience.
+func (h *harness) awaitExit(c *proc.Child) error {
+	if !c.WaitExit(h.patience) {
+		return fmt.Errorf("%v did not exit within %v", c.Cmd.Args[:2], h.patience)
 	}
+	return nil
 }
 
-// reap kills a holder that is still running (SIGKILL; a stopped one is
-// continued) and waits for it. monolockctl's guard then kills COMMAND's group.
-func (h *harness) reap(cmd *exec.Cmd) {
-	h.mu.Lock()
-	done := h.exited[cmd]
-	h.mu.Unlock()
-	select {
-	case <-done:
-	default:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
-		<-done
-	}
-	h.mu.Lock()
-	delete(h.exited, cmd)
-	h.mu.Unlock()
-}
+// reap kills a holder that is still running (SIGKILL to its group; a stopped
+// one is continued) and waits for it. monolockctl's guard then kills
+// COMMAND's group.
+func (h *harness) reap(c *proc.Child) { c.Kill() }
 
 // awaitQueued waits until the lock has a waiter (the next holder).
 func (h *harness) awaitQueued(lock string) error {
-	deadline := time.Now().Add(h.patience)
-	for {
+	return poll.Until(h.patience, func() error {
 		resp, err := http.Get("http://" + h.srv.AdminAddr + "/api/locks/" + url.PathEscape(lock))
 		if err != nil {
-			return err
+			return poll.Abort(err)
 		}
 		var info admin.LockInfo
 		err = json.NewDecoder(resp.Body).Decode(&info)
@@ -250,11 +217,8 @@ func (h *harness) awaitQueued(lock string) error {
 		if err == nil && len(info.Waiters) > 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lock %s: no waiter within %v", lock, h.patience)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("lock %s: no waiter", lock)
+	})
 }
 
 // shellJoin quotes args for sh.

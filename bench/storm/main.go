@@ -26,7 +26,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -89,22 +89,21 @@ func run(args []string, stdout io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+	_, hard, err := fdbudget.Limits()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		return 2
 	}
 	// A server holds every session, plus its listeners, logs and the
 	// runtime's own descriptors.
-	fit := int(rl.Max) - 200
 	notes := []string{}
 	for _, n := range []*int{&c.plain, &c.mtls} {
-		if *n > fit {
-			notes = append(notes, fmt.Sprintf("%d sessions lowered to %d to fit the descriptor hard limit %d", *n, fit, rl.Max))
+		if fit := fdbudget.Room(hard, *n, 1, 200); fit < *n {
+			notes = append(notes, fmt.Sprintf("%d sessions lowered to %d to fit the descriptor hard limit %d", *n, fit, hard))
 			*n = fit
 		}
 	}
-	c.perProc = min(c.perProc, int(rl.Max)-500)
+	c.perProc = fdbudget.Room(hard, c.perProc, 1, 500)
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
@@ -168,13 +167,6 @@ func writeTicketKey(path string) error {
 	return os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(k[:])+"\n"), 0o600)
 }
 
-// clientProc is one client process and its output lines.
-type clientProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-}
-
 func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys string) (result, error) {
 	r := result{stormCase: sc}
 	args := []string{"-ops-listen", "127.0.0.1:0"}
@@ -198,12 +190,10 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 	}
 	defer second.Kill()
 
-	var procs []*clientProc
+	var procs []*proc.Child
 	defer func() {
 		for _, p := range procs {
-			_ = p.stdin.Close()
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
+			p.Kill()
 		}
 	}()
 	for off := 0; off < sc.n; off += c.perProc {
@@ -213,14 +203,14 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 			pair := pki.Clients[certstest.ClientURI]
 			cargs = append(cargs, "-ca", pki.CA, "-cert", pair.Cert, "-key", pair.Key)
 		}
-		p, err := startClientProc(self, cargs)
+		p, err := proc.StartChild(self, proc.ChildOptions{Name: "a client process", Args: cargs, Stderr: os.Stderr})
 		if err != nil {
 			return r, err
 		}
 		procs = append(procs, p)
 	}
 	for _, p := range procs {
-		if _, err := p.await("ready", 5*time.Minute); err != nil {
+		if _, err := p.Await("ready", 5*time.Minute); err != nil {
 			return r, err
 		}
 	}
@@ -234,12 +224,12 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 	}
 	var answered []time.Duration
 	for _, p := range procs {
-		line, err := p.await("done ", 5*time.Minute)
+		line, err := p.Await("done ", 5*time.Minute)
 		if err != nil {
 			return r, err
 		}
 		var s summary
-		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "done ")), &s); err != nil {
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(line.Text, "done ")), &s); err != nil {
 			return r, err
 		}
 		for _, at := range s.Answered {
@@ -266,51 +256,6 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 		return r, errors.New("the second server's /metrics lacks monolock_accept_errors_total or monolock_tls_handshake_errors_total")
 	}
 	return r, nil
-}
-
-func startClientProc(self string, args []string) (*clientProc, error) {
-	cmd := exec.Command(self, args...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &clientProc{cmd: cmd, stdin: stdin, lines: make(chan string, 4)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	return p, nil
-}
-
-// await returns the next output line starting with prefix.
-func (p *clientProc) await(prefix string, timeout time.Duration) (string, error) {
-	deadline := time.After(timeout)
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				return "", errors.New("a client process ended early (its error is above)")
-			}
-			if strings.HasPrefix(line, prefix) {
-				return line, nil
-			}
-		case <-deadline:
-			return "", fmt.Errorf("no %q from a client process within %v", strings.TrimSpace(prefix), timeout)
-		}
-	}
 }
 
 // cpuTime is a process's user plus system CPU time so far, from

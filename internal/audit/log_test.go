@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/rs/zerolog"
 )
 
@@ -297,13 +298,12 @@ func readLines(t *testing.T, path string) []string {
 // awaitLines waits until the writer has put n lines in path.
 func awaitLines(t *testing.T, path string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(safety)
-	for len(readLines(t, path)) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d lines, want %d", path, len(readLines(t, path)), n)
+	poll.Eventually(t, safety, func() error {
+		if got := len(readLines(t, path)); got < n {
+			return fmt.Errorf("%s: %d lines, want %d", path, got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestDeletedFileIsRecreated: rm without SIGHUP must not send the events

@@ -139,6 +139,7 @@ type line struct {
 	Lock       *string `json:"lock"`
 	RemoteAddr string  `json:"remote_addr"`
 	Token      *uint64 `json:"token"` // decoded exactly: tokens are about 2^62
+	Reason     string  `json:"reason"`
 }
 
 // lockState is one held lock's holder while Check reads. A lock that is not
@@ -177,11 +178,9 @@ func Check(r io.Reader) (Report, error) {
 	locks := map[string]lockState{}
 	var lastToken uint64
 	lastTokenLine := 0
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
-	n := 0
+	lr := newLineReader(r)
 	for {
-		raw, tooLong, err := readLine(br, &buf)
+		n, ev, at, bad, err := lr.next()
 		if err != nil {
 			rep.finish(locks)
 			if err == io.EOF {
@@ -189,18 +188,8 @@ func Check(r io.Reader) (Report, error) {
 			}
 			return rep, err
 		}
-		n++
-		if tooLong {
-			rep.badLine(n, fmt.Errorf("line longer than %d bytes", MaxLineLen))
-			continue
-		}
-		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 {
-			continue
-		}
-		ev, at, err := parseLine(raw)
-		if err != nil {
-			rep.badLine(n, err)
+		if bad != nil {
+			rep.badLine(n, bad)
 			continue
 		}
 		rep.Lines++
@@ -258,6 +247,38 @@ func Check(r io.Reader) (Report, error) {
 			holderToken("force_release of token", *ev.Token)
 			// The holder's released event follows.
 		}
+	}
+}
+
+// lineReader reads an audit stream one line at a time into one buffer.
+type lineReader struct {
+	br  *bufio.Reader
+	buf []byte
+	n   int // lines read
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line that is not blank: its number and its event,
+// or in bad why it is not an audit event. err is io.EOF at the end, or the
+// read error.
+func (lr *lineReader) next() (n int, ev line, at time.Time, bad error, err error) {
+	for {
+		raw, tooLong, err := readLine(lr.br, &lr.buf)
+		if err != nil {
+			return lr.n, ev, at, nil, err
+		}
+		lr.n++
+		if tooLong {
+			return lr.n, ev, at, fmt.Errorf("line longer than %d bytes", MaxLineLen), nil
+		}
+		if raw = bytes.TrimSpace(raw); len(raw) == 0 {
+			continue
+		}
+		ev, at, bad = parseLine(raw)
+		return lr.n, ev, at, bad, nil
 	}
 }
 

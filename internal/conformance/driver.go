@@ -7,19 +7,15 @@
 package conformance
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // Driver is one client's driver command.
@@ -93,101 +89,51 @@ type Event struct {
 
 func (e Event) String() string { return e.Line }
 
-// Process is a running driver.
+// Process is a running driver: a child that speaks in lines
+// (internal/testsupport/proc), whose lines are events.
 type Process struct {
-	label  string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	events chan Event
-	done   chan struct{} // closed when the process has exited
+	label string
+	child *proc.Child
 
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	bad    []string // lines that are not events
+	mu  sync.Mutex
+	bad []string // lines that are not events
 }
 
 // Start runs the driver and sends it req.
 func Start(d Driver, label string, req Request) (*Process, error) {
-	cmd := exec.Command(d.Argv[0], d.Argv[1:]...)
-	cmd.Env = append(os.Environ(), "MONOLOCK_CONFORMANCE=1")
-	// Its own process group, so that Close ends whatever the driver started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Process{label: label, cmd: cmd, events: make(chan Event, 256), done: make(chan struct{})}
-	stdin, err := cmd.StdinPipe()
+	child, err := proc.StartChild(d.Argv[0], proc.ChildOptions{
+		Name: "driver " + label, Args: d.Argv[1:], Env: []string{"MONOLOCK_CONFORMANCE=1"},
+	})
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = &lockedWriter{p: p}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start driver %s (%s): %w", d.Name, strings.Join(d.Argv, " "), err)
 	}
-	p.stdin = stdin
-	go p.read(stdout)
+	p := &Process{label: label, child: child}
 	line, _ := json.Marshal(req)
-	if _, err := stdin.Write(append(line, '\n')); err != nil {
+	if err := child.Send(string(line)); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("driver %s: send the request: %w", d.Name, err)
 	}
 	return p, nil
 }
 
-type lockedWriter struct{ p *Process }
-
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	if w.p.stderr.Len() < 64<<10 {
-		w.p.stderr.Write(b)
-	}
-	return len(b), nil
-}
-
-func (p *Process) read(stdout io.Reader) {
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		ev := Event{At: time.Now(), Line: line}
-		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Event == "" {
+// Next returns the driver's next event, or an error when none came within
+// timeout or the driver exited. Lines that are not events are kept for
+// Diagnostics and do not count.
+func (p *Process) Next(timeout time.Duration) (Event, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := p.child.Next(max(time.Until(deadline), 0))
+		if err != nil {
+			return Event{}, err // it names the driver
+		}
+		ev := Event{At: l.At, Line: l.Text}
+		if err := json.Unmarshal([]byte(l.Text), &ev); err != nil || ev.Event == "" {
 			p.mu.Lock()
-			p.bad = append(p.bad, line)
+			p.bad = append(p.bad, l.Text)
 			p.mu.Unlock()
 			continue
 		}
-		p.events <- ev
-	}
-	_ = p.cmd.Wait()
-	close(p.events)
-	close(p.done)
-}
-
-// Next returns the driver's next event, or an error when none came within
-// timeout or the driver exited.
-func (p *Process) Next(timeout time.Duration) (Event, error) {
-	// An event already read wins over a zero timeout (select picks at random
-	// among ready cases).
-	select {
-	case ev, ok := <-p.events:
-		if !ok {
-			return Event{}, fmt.Errorf("driver %s exited without printing the next event", p.label)
-		}
 		return ev, nil
-	default:
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case ev, ok := <-p.events:
-		if !ok {
-			return Event{}, fmt.Errorf("driver %s exited without printing the next event", p.label)
-		}
-		return ev, nil
-	case <-t.C:
-		return Event{}, fmt.Errorf("driver %s printed no event within %v", p.label, timeout)
 	}
 }
 
@@ -210,22 +156,11 @@ func (p *Process) Quiet(d time.Duration) (Event, bool) {
 }
 
 // Release sends {"cmd":"release"}.
-func (p *Process) Release() error {
-	_, err := io.WriteString(p.stdin, "{\"cmd\":\"release\"}\n")
-	return err
-}
+func (p *Process) Release() error { return p.child.Send(`{"cmd":"release"}`) }
 
 // Close ends the driver's input, gives it a few seconds to exit and kills its
 // process group if it does not.
-func (p *Process) Close() {
-	_ = p.stdin.Close()
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (p *Process) Close() { _ = p.child.Close(5 * time.Second) }
 
 // Diagnostics is the driver's stderr and any line it printed that was not an
 // event, for a failure message.
@@ -236,7 +171,7 @@ func (p *Process) Diagnostics() string {
 	if len(p.bad) > 0 {
 		fmt.Fprintf(&b, "driver %s printed lines that are not events: %q\n", p.label, p.bad)
 	}
-	if s := strings.TrimSpace(p.stderr.String()); s != "" {
+	if s := strings.TrimSpace(p.child.Stderr()); s != "" {
 		fmt.Fprintf(&b, "driver %s stderr:\n%s\n", p.label, s)
 	}
 	return b.String()

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/protocol/admin"
 )
 
@@ -44,17 +45,18 @@ func waiters(adminAddr, name string) (int, error) {
 // awaitWaiters polls the admin API until n sessions queue for name: the
 // order in which the kit starts waiters is then their arrival order.
 func (e *Env) awaitWaiters(adminAddr, name string, n int) {
-	deadline := time.Now().Add(safety)
-	for {
+	err := poll.Until(safety, func() error {
 		got, err := waiters(adminAddr, name)
-		e.must("kit: admin API", err)
-		if got == n {
-			return
+		if err != nil {
+			return poll.Abort(fmt.Errorf("kit: admin API: %w", err))
 		}
-		if time.Now().After(deadline) {
-			e.Failf("rule 1 (queued)", "%d waiter(s) queued for %q after %v, want %d", got, name, safety, n)
+		if got != n {
+			return fmt.Errorf("%d waiter(s) queued for %q, want %d", got, name, n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		e.Failf("rule 1 (queued)", "%v", err)
 	}
 }
 

@@ -3,8 +3,10 @@ package conformance
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -52,21 +54,27 @@ func (e *Env) expectToken(p *Process, token uint64) Event {
 
 // awaitRequest waits until request index i has arrived on c.
 func (e *Env) awaitRequest(c *ServerConn, i int, timeout time.Duration) Req {
-	deadline := time.Now().Add(timeout)
-	for {
-		log := c.Log()
-		if len(log) > i {
-			return log[i]
-		}
-		if time.Now().After(deadline) {
-			e.Failf("rule 3 (heartbeats)", "only %d request(s) arrived within %v, want at least %d", len(log), timeout, i+1)
-		}
+	var req Req
+	err := poll.Until(timeout, func() error {
+		ended := false // read before the log: a request logged before the close counts
 		select {
 		case <-c.Ended():
-			e.Failf("rule 3 (heartbeats)", "the client closed the connection after %d request(s), want at least %d", len(c.Log()), i+1)
-		case <-time.After(10 * time.Millisecond):
+			ended = true
+		default:
 		}
+		if log := c.Log(); len(log) > i {
+			req = log[i]
+			return nil
+		}
+		if ended {
+			return poll.Abort(fmt.Errorf("the client closed the connection after %d request(s), want at least %d", len(c.Log()), i+1))
+		}
+		return fmt.Errorf("only %d request(s) arrived, want at least %d", len(c.Log()), i+1)
+	})
+	if err != nil {
+		e.Failf("rule 3 (heartbeats)", "%v", err)
 	}
+	return req
 }
 
 // noEvent fails if the driver reports anything within d (a loss, say).

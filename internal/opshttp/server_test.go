@@ -3,10 +3,10 @@ package opshttp
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/internal/testsupport/keepalive"
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // safety bounds a wait for an event that should come at once.
@@ -270,20 +271,17 @@ func TestEvictionOrder(t *testing.T) {
 	}
 	// Await the server's read of that half (a slow client is one that has
 	// sent part of a header), not time.
-	for heard, deadline := false, time.Now().Add(safety); !heard; {
-		if time.Now().After(deadline) {
-			t.Fatal("the server never read the slow client's half header")
-		}
+	poll.Eventually(t, safety, func() error {
 		ll := ln.(*limitListener)
 		ll.mu.Lock()
+		defer ll.mu.Unlock()
 		for c := range ll.waiting {
-			if c.RemoteAddr().String() == slow.LocalAddr().String() {
-				heard = c.(*limitConn).heard.Load()
+			if c.RemoteAddr().String() == slow.LocalAddr().String() && c.(*limitConn).heard.Load() {
+				return nil
 			}
 		}
-		ll.mu.Unlock()
-		runtime.Gosched()
-	}
+		return errors.New("the server has not read the slow client's half header")
+	})
 	idle := keepalive.Dial(t, addr)
 	if code := idle.Get(t, "/"); code != http.StatusOK {
 		t.Fatalf("status %d", code)

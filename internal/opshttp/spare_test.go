@@ -1,18 +1,18 @@
 package opshttp
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // spareChildEnv makes the test binary play the server of
@@ -33,38 +33,24 @@ func TestProbeAtDescriptorLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestProbeAtDescriptorLimit$")
-	cmd.Env = append(os.Environ(), spareChildEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	child, err := proc.StartChild(exe, proc.ChildOptions{
+		Name: "the descriptor-starved server", Args: []string{"-test.run=^TestProbeAtDescriptorLimit$"},
+		Env: []string{spareChildEnv + "=1"}, Stderr: os.Stderr,
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = stdin.Close() // the child exits when its stdin closes
-		if err := cmd.Wait(); err != nil {
+		if err := child.Close(safety); err != nil { // the child exits when its stdin closes
 			t.Errorf("child: %v", err)
 		}
 	})
-	lines := bufio.NewScanner(stdout)
-	var addr string
-	for lines.Scan() { // the test framework may print lines of its own
-		if a, ok := strings.CutPrefix(lines.Text(), "full "); ok {
-			addr = a
-			break
-		}
+	// The test framework may print lines of its own before.
+	full, err := child.Await("full ", safety)
+	if err != nil {
+		t.Fatalf("the child did not report its address after taking every descriptor: %v", err)
 	}
-	if addr == "" {
-		t.Fatal("the child did not report its address after taking every descriptor")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	addr := strings.TrimPrefix(full.Text, "full ")
 
 	hc := &http.Client{Timeout: safety, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range 5 { // each one takes the spare, and hands it back when its connection closes

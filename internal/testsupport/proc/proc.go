@@ -15,10 +15,15 @@
 // accepted and served; "listen", "ops_listen" and
 // "admin_listen" are the bound addresses (so port 0 works), the last two only
 // when those ports are on. When the line names an ops port, the server is
-// ready once its /readyz also answers 200. That is the whole contract: no
+// ready once its /readyz also answers 200 (unless it runs in a network
+// namespace this process cannot reach, Options.Netns). That is the whole contract: no
 // test dials a port in a loop, sleeps, or reads any other line to learn that
 // a server is up. The bench harness's floor server follows it too, with its
 // own message.
+//
+// A helper process that is not a server but speaks in lines (a harness's
+// client process, a conformance driver) is a Child: StartChild, then Next
+// and Await read its lines with a deadline per line.
 package proc
 
 import (
@@ -58,6 +63,10 @@ type Options struct {
 	Env []string
 	// Credential runs the process as another user (peers run as theirs).
 	Credential *syscall.Credential
+	// Netns runs the process inside that network namespace (ip netns exec;
+	// needs root). Its ops port is then out of this process's reach, so
+	// readiness is the start line alone.
+	Netns string
 	// LogFile, when set, receives a copy of the process's output.
 	LogFile string
 	// StartLine is the "message" of the JSON line on stderr that says the
@@ -129,7 +138,8 @@ func Start(bin string, o Options) (*Process, error) {
 	if name == "" {
 		name = filepath.Base(bin)
 	}
-	cmd := exec.Command(bin, o.Args...)
+	argv := append(netnsWrap(o.Netns), bin)
+	cmd := exec.Command(argv[0], append(argv[1:], o.Args...)...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: o.Credential}
 	var logf *os.File // the child's output without a start line, else the copier's
@@ -195,7 +205,7 @@ func Start(bin string, o Options) (*Process, error) {
 		p.Kill()
 		return nil, fmt.Errorf("%s wrote no %q line within %v: %s", name, o.StartLine, o.StartTimeout, p.Tail())
 	}
-	if p.OpsAddr != "" {
+	if p.OpsAddr != "" && o.Netns == "" {
 		if err := p.awaitReady(time.Now().Add(o.StartTimeout)); err != nil {
 			p.Kill()
 			return nil, err
@@ -415,6 +425,15 @@ func (p *Process) WaitLog(substr string, timeout time.Duration) (map[string]any,
 			return nil, fmt.Errorf("%s logged no line containing %q within %v", p.name, substr, timeout)
 		}
 	}
+}
+
+// netnsWrap is the command that runs another inside network namespace ns
+// (none for "").
+func netnsWrap(ns string) []string {
+	if ns == "" {
+		return nil
+	}
+	return []string{"ip", "netns", "exec", ns}
 }
 
 // --- monolock ---

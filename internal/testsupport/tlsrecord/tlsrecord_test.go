@@ -1,19 +1,21 @@
-package main
+package tlsrecord_test
 
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/tlsrecord"
 )
 
 // The record writer's records are what crypto/tls expects of a TLS 1.3
 // client: application data before and after a run of KeyUpdates arrives
 // whole, which it could not if a key were wrong.
-func TestRecordWriterSendsKeyUpdates(t *testing.T) {
+func TestWriterSendsKeyUpdates(t *testing.T) {
 	dir := t.TempDir()
 	pki := certstest.NewPKI(t, dir)
 	cert, err := tls.LoadX509KeyPair(pki.Server.Cert, pki.Server.Key)
@@ -41,22 +43,29 @@ func TestRecordWriterSendsKeyUpdates(t *testing.T) {
 		}
 		got <- b
 	}()
-	w, err := dialRecords(ln.Addr().String(), pki.ClientTLS(""), 10*time.Second)
+	raw, w, err := tlsrecord.Dial(ln.Addr().String(), pki.ClientTLS(""), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.raw.Close()
-	out := w.appendRecord(nil, contentApplication, []byte("hello"))
+	defer raw.Close()
+	out := w.AppendRecord(nil, tlsrecord.ContentApplication, []byte("hello"))
 	for range 10 { // fewer than crypto/tls's 16 records without application data
-		if out, err = w.appendKeyUpdate(out); err != nil {
+		if out, err = w.AppendKeyUpdate(out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	out = w.appendRecord(out, contentApplication, []byte("world"))
-	if _, err := w.raw.Write(out); err != nil {
+	out = w.AppendRecord(out, tlsrecord.ContentApplication, []byte("world"))
+	if _, err := raw.Write(out); err != nil {
 		t.Fatal(err)
 	}
 	if b := <-got; !bytes.Equal(b, []byte("helloworld")) {
 		t.Fatalf("the server read %q, want helloworld", b)
+	}
+}
+
+func TestOnlyAESGCMSuitesAreWritten(t *testing.T) {
+	_, err := tlsrecord.NewWriter(tls.TLS_CHACHA20_POLY1305_SHA256, make([]byte, 32))
+	if !errors.Is(err, tlsrecord.ErrUnsupportedSuite) {
+		t.Fatalf("err = %v, want ErrUnsupportedSuite", err)
 	}
 }
