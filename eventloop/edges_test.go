@@ -88,7 +88,7 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 	s := startInternal(t)
 	var holder *session
 	if err := s.call(context.Background(), func(o *owner) {
-		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
+		c := &fakeConn{h: s.handler, in: protocol.AppendAcquire(nil, 60_000, "job")}
 		holder = o.open(c)
 		o.traffic(holder)
 	}); err != nil {
@@ -170,7 +170,7 @@ func TestServeReturnsWhenTheLoopDies(t *testing.T) {
 func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	s := startInternal(t)
 	if err := s.call(context.Background(), func(o *owner) {
-		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
+		c := &fakeConn{h: s.handler, in: protocol.AppendAcquire(nil, 60_000, "job")}
 		o.traffic(o.open(c))
 	}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/internal/audit"
@@ -24,7 +25,8 @@ var bookkeeping = []struct {
 	{"metrics+audit", true, true},
 }
 
-func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
+// newBenchLoop is the loop's handler and owner, without sockets.
+func newBenchLoop(b *testing.B, withMetrics, withAudit bool) *handler {
 	cfg := Config{Logger: zerolog.Nop()}
 	if withMetrics {
 		cfg.Metrics = metrics.New(nil)
@@ -37,17 +39,17 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 		b.Cleanup(func() { _ = log.Close() })
 		cfg.Audit = audit.NewRecorder(log)
 	}
-	return newOwner(cfg.withDefaults(), newSystemClock())
+	return newHandler(newOwner(cfg.withDefaults(), newSystemClock()), &Server{})
 }
 
-func (o *owner) join(b *testing.B, frame []byte) *session {
-	c := &fakeConn{o: o, in: frame}
+// join opens a connection and sends frame, through the handler's OnOpen
+// and OnTraffic.
+func (h *handler) join(b *testing.B, frame []byte) *session {
+	c := &fakeConn{h: h, in: frame}
 	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
-	o.begin()
-	o.open(c)
-	o.end(nil)
-	s := c.ctx.(*session)
-	if o.trafficTurn(s) {
+	h.OnOpen(c)
+	s := c.session()
+	if h.OnTraffic(c) == gnet.Close {
 		b.Fatal("ACQUIRE refused")
 	}
 	if s.claim.State() == 0 {
@@ -74,8 +76,8 @@ func reportCPU(b *testing.B, start time.Duration) {
 func BenchmarkHeartbeat(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			o := newBenchOwner(b, bk.metrics, bk.audit)
-			s := o.join(b, protocol.AppendAcquire(nil, 2000, "bench"))
+			h := newBenchLoop(b, bk.metrics, bk.audit)
+			s := h.join(b, protocol.AppendAcquire(nil, 2000, "bench"))
 			c := s.conn.(*fakeConn)
 			hb := protocol.AppendHeartbeat(nil)
 			b.ReportAllocs()
@@ -83,7 +85,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				c.in = hb
-				o.trafficTurn(s)
+				h.OnTraffic(c)
 			}
 			b.StopTimer()
 			reportCPU(b, start)
@@ -101,11 +103,12 @@ func BenchmarkHeartbeat(b *testing.B) {
 func BenchmarkGrant(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			o := newBenchOwner(b, bk.metrics, bk.audit)
+			h := newBenchLoop(b, bk.metrics, bk.audit)
+			o := h.owner
 			acquire := protocol.AppendAcquire(nil, 2000, "bench")
-			s := o.join(b, acquire)
+			s := h.join(b, acquire)
 			c := s.conn.(*fakeConn)
-			o.closed(s)
+			h.OnClose(c, nil)
 			b.ReportAllocs()
 			start := cpuTime()
 			b.ResetTimer()
@@ -116,8 +119,8 @@ func BenchmarkGrant(b *testing.B) {
 				c.ctx = s
 				o.sessions.add(s)
 				c.in = acquire
-				o.trafficTurn(s)
-				o.closed(s)
+				h.OnTraffic(c)
+				h.OnClose(c, nil)
 			}
 			b.StopTimer()
 			reportCPU(b, start)
@@ -130,19 +133,19 @@ func BenchmarkGrant(b *testing.B) {
 // the back (so the queue stays the same length). Apart from the new session,
 // which a real connection also allocates, nothing is allocated.
 func BenchmarkHandover(b *testing.B) {
-	o := newBenchOwner(b, true, false)
+	h := newBenchLoop(b, true, false)
 	acquire := protocol.AppendAcquire(nil, 2000, "bench")
-	holder := o.join(b, acquire)
+	holder := h.join(b, acquire)
 	for range 8 {
-		o.join(b, acquire)
+		h.join(b, acquire)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		o.closed(holder)
-		holder = o.table.Holder("bench").Value
+		h.OnClose(holder.conn.(*fakeConn), nil)
+		holder = h.owner.table.Holder("bench").Value
 		b.StopTimer()
-		o.join(b, acquire)
+		h.join(b, acquire)
 		b.StartTimer()
 	}
 }
