@@ -336,13 +336,13 @@ func (m *fakeMetrics) add(name string, n int) {
 	m.counts[name] += n
 }
 
-func (m *fakeMetrics) Opened()                                      { m.add("opened", 1) }
-func (m *fakeMetrics) Closed()                                      { m.add("closed", 1) }
-func (m *fakeMetrics) Heartbeat()                                   { m.add("heartbeats", 1) }
-func (m *fakeMetrics) Queued()                                      { m.add("waiters", 1) }
-func (m *fakeMetrics) Dequeued()                                    { m.add("waiters", -1) }
-func (m *fakeMetrics) Granted(time.Duration)                        { m.add("grants", 1) }
-func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration)    { m.add("released:"+r.String(), 1) }
-func (m *fakeMetrics) ProtocolError(code protocol.Code)             { m.add("errors:"+code.Label(), 1) }
-func (m *fakeMetrics) ACLDenied()                                   { m.add("acl-denials", 1) }
-func (m *fakeMetrics) Evicted()                                     { m.add("evictions", 1) }
+func (m *fakeMetrics) Opened()                                   { m.add("opened", 1) }
+func (m *fakeMetrics) Closed()                                   { m.add("closed", 1) }
+func (m *fakeMetrics) Heartbeat()                                { m.add("heartbeats", 1) }
+func (m *fakeMetrics) Queued()                                   { m.add("waiters", 1) }
+func (m *fakeMetrics) Dequeued()                                 { m.add("waiters", -1) }
+func (m *fakeMetrics) Granted(time.Duration)                     { m.add("grants", 1) }
+func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("released:"+r.String(), 1) }
+func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
+func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
+func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
