@@ -59,6 +59,8 @@ type fakeConn struct {
 	kernelAcked  uint64 // bytes the peer has acknowledged
 	kernelLooks  int    // kernelQueue calls
 
+	reuse *session // the session Reopen reuses (benchmarks, export_test.go)
+
 	// watch, when set, hears what happens to the connection, in order:
 	// the rule scripts record it.
 	watch func(c *fakeConn, wrote []byte, closed bool)
