@@ -44,7 +44,7 @@ func (s *Server) acceptLoop() {
 		if err == nil {
 			var ctx any
 			if s.cfg.TLS != nil {
-				ctx = &tlsConn{scratch: &s.tlsLoop.scratch}
+				ctx = s.tlsLoop.newConn()
 			}
 			err = s.enroll(conn, ctx)
 		}

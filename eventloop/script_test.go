@@ -53,6 +53,7 @@ type script struct {
 	names   map[*fakeConn]string
 	t0      uint64 // the case's first token
 	ran     bool   // a command other than config has run
+	joining string // the peer connecting, until OnOpen returns
 
 	log []string // what the current command's turns did, in order
 }
@@ -79,7 +80,10 @@ func (sc *script) since(at time.Duration) time.Duration { return at - sc.start }
 // heard records a write to or the close of a peer.
 func (sc *script) heard(c *fakeConn, wrote []byte, closed bool) {
 	at := sc.since(offsetNow(sc.r.o)).String()
-	name := sc.names[c]
+	name, ok := sc.names[c]
+	if !ok {
+		name = sc.joining
+	}
 	if closed {
 		line := at + " " + name + " closed"
 		if s := c.session(); s != nil {
@@ -346,15 +350,9 @@ func (sc *script) connect(name string) {
 		sc.fatalf("%s is connected already", name)
 	}
 	sc.r.conns = len(sc.peers) // ports follow the names' order
-	sc.r.watch = func(c *fakeConn, wrote []byte, closed bool) {
-		if _, ok := sc.names[c]; !ok { // OnOpen may answer and close at once
-			sc.peers[name], sc.names[c] = c, name
-		}
-		sc.heard(c, wrote, closed)
-	}
+	sc.joining = name          // OnOpen may answer and close it at once
 	c := sc.r.connect()
-	sc.r.watch = sc.heard
-	c.watch = sc.heard
+	sc.joining = ""
 	sc.peers[name], sc.names[c] = c, name
 }
 

@@ -308,6 +308,10 @@ type tlsLoop struct {
 	scratch []byte
 }
 
+// newConn is a TLS session for a connection just accepted; OnOpen joins it
+// to the loop.
+func (l *tlsLoop) newConn() *tlsConn { return &tlsConn{scratch: &l.scratch} }
+
 func newTLSLoop() *tlsLoop {
 	// One turn parses at most bytesPerTurn; one more record's plaintext on top
 	// lets a turn that stops there know that more is waiting.
