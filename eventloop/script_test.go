@@ -128,7 +128,10 @@ func (sc *script) do(td *datadriven.TestData) string {
 	out := compress(sc.log)
 	for _, name := range sc.sorted() {
 		c := sc.peers[name]
-		if n := c.wakes - wakes[c]; n > 0 {
+		switch n := c.wakes - wakes[c]; {
+		case n == 1:
+			out = append(out, name+" asked for another turn")
+		case n > 1:
 			out = append(out, fmt.Sprintf("%s asked for %d more turns", name, n))
 		}
 	}
