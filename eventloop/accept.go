@@ -24,7 +24,7 @@ const (
 // like a silent plain one. An accept error never ends it: descriptor
 // exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's
 // backlog, so the loop first has the owner evict the connection that has
-// waited longest for its ACQUIRE (see evict.go) and accepts again at once;
+// waited longest for its ACQUIRE (see release.go) and accepts again at once;
 // when none is old enough it waits until one is, and when none is waiting
 // for its ACQUIRE at all it backs off and serves the queue as descriptors
 // free up.
@@ -44,7 +44,7 @@ func (s *Server) acceptLoop() {
 		if err == nil {
 			var ctx any
 			if s.cfg.TLS != nil {
-				ctx = &tlsConn{scratch: &s.tlsLoop.scratch}
+				ctx = s.tlsLoop.newConn()
 			}
 			err = s.enroll(conn, ctx)
 		}
@@ -102,7 +102,7 @@ const (
 )
 
 // evict has the owner close the session that has waited longest for its
-// ACQUIRE (see evict.go). When none is old enough, wait is how long until
+// ACQUIRE (see release.go). When none is old enough, wait is how long until
 // one is: 0 when no session is waiting for its ACQUIRE, or when the loop did
 // not answer in time.
 func (s *Server) evict() (evicted bool, wait time.Duration) {

@@ -209,7 +209,8 @@ func TestProbeNeedsTheLoopToServeSockets(t *testing.T) {
 // once, whatever its context, and the call never runs; a stuck loop that
 // never turns leaves the caller to its context.
 func TestCallersOfAStoppedOrStuckLoop(t *testing.T) {
-	s := &Server{handler: &handler{owner: newRig(t, Config{}).o}}
+	r := newRig(t, Config{})
+	s := r.srv
 	s.calls = newCallQueue(func() {}) // a loop that never turns
 	ran := false
 	errs := make(chan error, 1)
@@ -234,7 +235,7 @@ func TestCallersOfAStoppedOrStuckLoop(t *testing.T) {
 	if err := <-errs; !errors.Is(err, context.Canceled) {
 		t.Fatalf("call on a stuck loop: %v; want its context's error", err)
 	}
-	s.calls.turn(func() {}, newRig(t, Config{}).o.runCall) // the loop wakes at last
+	s.calls.turn(func() {}, r.o.runCall) // the loop wakes at last
 	if ran {
 		t.Fatal("a withdrawn call ran")
 	}

@@ -2,6 +2,7 @@ package eventloop
 
 import (
 	"net"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -67,6 +68,9 @@ type security interface {
 	halfRecord() bool
 	// closeNotify tells the client the session ends on purpose.
 	closeNotify()
+	// serverTurns is how long the handshake so far was the server's turn,
+	// and whether it is now (see owner.serverTurns).
+	serverTurns() (ended time.Duration, now bool)
 }
 
 // plainTCP is the security of a plain TCP session: none.
@@ -79,3 +83,4 @@ func (plainTCP) handshakeClosed(*handler)                     {}
 func (plainTCP) identity() string                             { return "" }
 func (plainTCP) halfRecord() bool                             { return false }
 func (plainTCP) closeNotify()                                 {}
+func (plainTCP) serverTurns() (time.Duration, bool)           { return 0, false }

@@ -11,10 +11,16 @@
 // loop serves, a bounded slice per turn, when a control socket it polls with
 // the others becomes readable (see control_conn.go).
 //
-// Files are named for who runs them: loop_callbacks.go (gnet's callbacks, on
-// the loop), ticker_goroutine.go, handshake_goroutine.go beside
-// handshake_loop.go, admin_calls.go (calls from the admin API into the loop)
-// and control_conn.go (how any goroutine reaches the loop).
+// The owner's rules are split by step — frames.go (input, answers,
+// rejections), timers.go (deadlines), release.go (sessions ending, locks
+// changing hands) — and record effects that turn.go applies.
+//
+// An underscore in a file name says who runs the file — loop_callbacks.go
+// (gnet's callbacks, on the loop), ticker_goroutine.go,
+// handshake_goroutine.go beside handshake_loop.go, admin_calls.go (calls
+// from the admin API into the loop), control_conn.go (how any goroutine
+// reaches the loop) — or, in outq_linux.go and outq_other.go, a build tag.
+// Every other file is named for its one job in one word.
 //
 // Connections are accepted by a goroutine of ours rather than by gnet, which
 // stops its poller when accept(2) fails with EMFILE; ours backs off and retries,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -88,7 +89,7 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 	s := startInternal(t)
 	var holder *session
 	if err := s.call(context.Background(), func(o *owner) {
-		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
+		c := &fakeConn{h: s.handler, in: protocol.AppendAcquire(nil, 60_000, "job")}
 		holder = o.open(c)
 		o.traffic(holder)
 	}); err != nil {
@@ -170,7 +171,7 @@ func TestServeReturnsWhenTheLoopDies(t *testing.T) {
 func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	s := startInternal(t)
 	if err := s.call(context.Background(), func(o *owner) {
-		c := &fakeConn{o: o, in: protocol.AppendAcquire(nil, 60_000, "job")}
+		c := &fakeConn{h: s.handler, in: protocol.AppendAcquire(nil, 60_000, "job")}
 		o.traffic(o.open(c))
 	}); err != nil {
 		t.Fatal(err)
@@ -195,5 +196,26 @@ func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	close(unblock)
 	if err := <-listed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// While shutting down nobody is promoted, whichever of a lock's sessions
+// closes first. Shutdown closes a lock's waiters before its holder (they
+// sent their ACQUIREs later, and the session list keeps the latest first),
+// so the rule scripts never reach this guard; here the holder closes first.
+func TestRuleNoPromotionWhileShuttingDown(t *testing.T) {
+	r := newRig(t, Config{})
+	h, _ := r.claim("x", farLeaseMS)
+	w, tok := r.claim("x", farLeaseMS)
+	if tok != 0 {
+		t.Fatal("the second claim was granted")
+	}
+	r.o.shuttingDown = true // as shutdown sets it before its closes
+	_ = h.closeNow()
+	if fs := w.takeReads(); len(fs) != 0 {
+		t.Fatalf("a waiter was sent %s while shutting down; want nothing", framesText(fs))
+	}
+	if w.s.claim.State() == locktable.Holding {
+		t.Fatal("a waiter was granted the lock while shutting down")
 	}
 }

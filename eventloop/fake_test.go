@@ -3,6 +3,7 @@ package eventloop
 import (
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,11 +32,14 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mono += d
 }
 
-// fakeConn is the part of a connection the owner uses: an inbound buffer it
-// can Peek and Discard, an output sink whose draining the test controls, and
-// a synchronous close that runs the owner's onClose, as gnet's does.
+// fakeConn is the part of a gnet.Conn that the handler uses: an inbound
+// buffer it can Peek and Discard, an output sink whose draining the test
+// controls, and a synchronous close that runs the handler's OnClose, as
+// gnet's does. The rest of gnet.Conn is embedded unset: the handler calls
+// none of it for a plain session, and a call would panic.
 type fakeConn struct {
-	o   *owner
+	gnet.Conn
+	h   *handler
 	in  []byte
 	out []byte // everything written, for the test to decode
 	n   int    // bytes written, when out is not kept (benchmarks)
@@ -54,6 +58,12 @@ type fakeConn struct {
 	kernelQueued int    // bytes the kernel holds for the peer (see kernelQueue)
 	kernelAcked  uint64 // bytes the peer has acknowledged
 	kernelLooks  int    // kernelQueue calls
+
+	reuse *session // the session Reopen reuses (benchmarks, export_test.go)
+
+	// watch, when set, hears what happens to the connection, in order:
+	// the rule scripts record it.
+	watch func(c *fakeConn, wrote []byte, closed bool)
 }
 
 func (c *fakeConn) kernelQueue() (int, uint64) {
@@ -62,7 +72,12 @@ func (c *fakeConn) kernelQueue() (int, uint64) {
 }
 
 func (c *fakeConn) Peek(int) ([]byte, error) { return c.in, nil }
+
+// Discard drops n bytes; n < 0 drops everything, as gnet's does.
 func (c *fakeConn) Discard(n int) (int, error) {
+	if n < 0 || n > len(c.in) {
+		n = len(c.in)
+	}
 	c.in = c.in[n:]
 	return n, nil
 }
@@ -82,12 +97,16 @@ func (c *fakeConn) Write(p []byte) (int, error) {
 	if c.stuck {
 		c.pending += len(p)
 	}
+	if c.watch != nil {
+		c.watch(c, p, false)
+	}
 	return len(p), nil
 }
 
 func (c *fakeConn) OutboundBuffered() int         { return c.pending }
 func (c *fakeConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
 func (c *fakeConn) SetContext(ctx any)            { c.ctx = ctx }
+func (c *fakeConn) Context() any                  { return c.ctx }
 
 // RemoteAddr is made once and kept, as gnet keeps a connection's address:
 // the allocation benchmarks must not count the fake's own.
@@ -102,15 +121,19 @@ func (c *fakeConn) drain()                      { c.pending = 0; c.stuck = false
 func (c *fakeConn) reads() []protocol.Frame     { return decodeAll(c.out) }
 func (c *fakeConn) takeReads() []protocol.Frame { f := c.reads(); c.out = nil; return f }
 func (c *fakeConn) String() string              { return c.RemoteAddr().String() }
+
+// closeNow closes the connection and runs OnClose before it returns, as
+// the loop's own Close does.
 func (c *fakeConn) closeNow() error {
 	if c.closed {
 		return nil
 	}
 	c.closed = true
-	c.closedAt = offsetNow(c.o)
-	if s := c.session(); s != nil {
-		c.o.closed(s) // gnet's OnClose
+	c.closedAt = offsetNow(c.h.owner)
+	if c.watch != nil {
+		c.watch(c, nil, true)
 	}
+	c.h.OnClose(c, nil)
 	return nil
 }
 
@@ -131,13 +154,22 @@ func decodeAll(b []byte) []protocol.Frame {
 	return frames
 }
 
-// rig is an owner driven by hand: a fake clock, fake connections, and the
-// ticker's job done by run.
+// rig is the loop driven by hand: the real handler and owner over a fake
+// clock and fake connections, with the test playing gnet and the ticker.
+// Its Server's call queue is the real one; the test serves it (serve), as
+// the loop does when the control connection is readable, so admin calls
+// and ticks take the path they take in the server.
 type rig struct {
 	t     testing.TB
 	o     *owner
+	h     *handler
+	srv   *Server
 	clk   *fakeClock
-	conns int // connections made, for their ports
+	ctl   *fakeConn     // the control connection
+	wakes chan struct{} // the call queue's wake-ups, for serve
+	calls int           // calls the loop has run
+	conns int           // connections made, for their ports
+	watch func(c *fakeConn, wrote []byte, closed bool)
 }
 
 func newRig(t testing.TB, cfg Config) *rig {
@@ -145,8 +177,16 @@ func newRig(t testing.TB, cfg Config) *rig {
 		cfg.IOTimeout = time.Second
 	}
 	cfg.Logger = zerolog.Nop()
+	cfg = cfg.withDefaults()
 	clk := newFakeClock()
-	return &rig{t: t, o: newOwner(cfg.withDefaults(), clk), clk: clk}
+	r := &rig{t: t, clk: clk, wakes: make(chan struct{}, 4)}
+	r.o = newOwner(cfg, clk)
+	r.srv = &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	r.h = newHandler(r.o, r.srv)
+	r.srv.handler = r.h
+	r.srv.calls = newCallQueue(func() { r.wakes <- struct{}{} })
+	r.ctl = &fakeConn{h: r.h, ctx: control{}}
+	return r
 }
 
 // offsetNow is the owner's clock as the next turn will read it.
@@ -158,30 +198,33 @@ func offsetNow(o *owner) time.Duration {
 // now is the owner's clock as the next turn will read it.
 func (r *rig) now() time.Duration { return offsetNow(r.o) }
 
-// connect opens a connection, as OnOpen does.
+// connect opens a connection: OnOpen, and what gnet does with its answer.
 func (r *rig) connect() *fakeConn {
 	r.conns++
-	c := &fakeConn{o: r.o, keep: true, port: r.conns}
-	r.o.begin()
-	r.o.open(c)
-	r.o.end(nil)
+	c := &fakeConn{h: r.h, keep: true, port: r.conns, watch: r.watch}
+	out, action := r.h.OnOpen(c)
+	if len(out) > 0 {
+		_, _ = c.Write(out)
+	}
+	if action == gnet.Close {
+		_ = c.closeNow()
+	}
 	return c
 }
 
-// send delivers bytes to c and runs its OnTraffic; a Close action closes it
-// as gnet would.
+// send delivers bytes to c and runs its OnTraffic.
 func (r *rig) send(c *fakeConn, b []byte) {
 	c.in = append(c.in, b...)
 	r.turn(c)
 }
 
-// turn runs OnTraffic for what c has buffered.
+// turn runs OnTraffic for what c has buffered; a Close action closes it as
+// gnet would.
 func (r *rig) turn(c *fakeConn) {
-	s := c.session()
-	if s == nil {
+	if c.session() == nil {
 		r.t.Fatalf("%v: no open session", c)
 	}
-	if r.o.trafficTurn(s) {
+	if r.h.OnTraffic(c) == gnet.Close {
 		_ = c.closeNow()
 	}
 }
@@ -191,6 +234,62 @@ func (r *rig) acquire(name string, leaseMS uint32) *fakeConn {
 	c := r.connect()
 	r.send(c, protocol.AppendAcquire(nil, leaseMS, name))
 	return c
+}
+
+// tick hands the owner a tick now, through the call queue, as the ticker
+// does whenever any session's timer is due: on a busy server, every
+// millisecond.
+func (r *rig) tick() {
+	if err := r.srv.tick(); err != nil {
+		r.t.Fatal(err)
+	}
+	<-r.wakes
+	r.controlTurn()
+}
+
+// controlTurn is OnTraffic for the control connection: the loop serves a
+// slice of its call queue. It counts the calls that ran.
+func (r *rig) controlTurn() {
+	q := r.srv.calls
+	q.mu.Lock()
+	queued := append([]*loopCall(nil), q.calls...)
+	q.mu.Unlock()
+	r.h.OnTraffic(r.ctl)
+	for _, c := range queued {
+		if c.state.Load() == callRunning {
+			r.calls++
+		}
+	}
+}
+
+// serve plays the loop for calls made on other goroutines: one control
+// turn per wake-up, until done is closed. between runs after each turn
+// with the calls run so far.
+func (r *rig) serve(done <-chan struct{}, between func(calls int)) {
+	for {
+		select {
+		case <-r.wakes:
+			r.controlTurn()
+			if between != nil {
+				between(r.calls)
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
+// call runs fn, which reaches the loop through the Server's methods, on
+// another goroutine while the test serves the loop, and returns fn's error.
+func (r *rig) call(fn func() error, between func(calls int)) error {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = fn()
+	}()
+	r.serve(done, between)
+	return err
 }
 
 // run moves the clock to d from now, handing the owner a tick at every
@@ -209,34 +308,43 @@ func (r *rig) run(d time.Duration) {
 		if at > mono {
 			r.clk.advance(at - mono)
 		}
-		r.o.tick()
+		r.tick()
 	}
 }
 
 // runTo moves the clock to the owner offset at, ticking on the way.
 func (r *rig) runTo(at time.Duration) { r.run(at - r.now()) }
 
-// turnOf runs fn as a turn of its own, as a call from another goroutine.
-func (r *rig) turnOf(fn func()) {
-	r.o.begin()
-	fn()
-	r.o.end(nil)
+// turnOf runs fn as a call from another goroutine: a turn of its own.
+func (r *rig) turnOf(fn func(o *owner)) {
+	if err := r.call(func() error { return r.srv.call(r.t.Context(), fn) }, nil); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
-// trafficTurn is OnTraffic for a plain session: true when the handler
-// would return gnet.Close.
-func (o *owner) trafficTurn(s *session) bool {
-	o.begin()
-	o.traffic(s)
-	return o.end(s)
+// fakeMetrics counts what the loop reports, for the scripts to print.
+type fakeMetrics struct {
+	mu        sync.Mutex // the loop and a test's goroutine may both read
+	counts    map[string]int
+	noMetrics // the methods not counted below
 }
 
-// server returns a Server around the rig's owner, so that a test reaches the
-// owner through the Server's own methods (ForceRelease, KickWaiter, Locks),
-// whose calls then run synchronously: a wake-up serves the queue at once, on
-// the caller's goroutine, so the rig's owner is driven by the test alone.
-func (r *rig) server() *Server {
-	s := &Server{handler: &handler{owner: r.o}}
-	s.calls = newCallQueue(func() { s.calls.turn(r.o.tick, r.o.runCall) })
-	return s
+func (m *fakeMetrics) add(name string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.counts == nil {
+		m.counts = map[string]int{}
+	}
+	m.counts[name] += n
 }
+
+func (m *fakeMetrics) Opened()                                   { m.add("opened", 1) }
+func (m *fakeMetrics) Closed()                                   { m.add("closed", 1) }
+func (m *fakeMetrics) Heartbeat()                                { m.add("heartbeats", 1) }
+func (m *fakeMetrics) Queued()                                   { m.add("waiters", 1) }
+func (m *fakeMetrics) Dequeued()                                 { m.add("waiters", -1) }
+func (m *fakeMetrics) Granted(time.Duration)                     { m.add("grants", 1) }
+func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("released:"+r.String(), 1) }
+func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
+func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
+func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }

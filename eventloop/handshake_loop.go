@@ -7,6 +7,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/monolock/monolock/protocol"
 )
 
 // A TLS connection is enrolled into the loop at accept, like a plain one, and
@@ -109,10 +111,10 @@ func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 		}
 		c.phase, c.peerID = phaseOpen, identity
 		c.tr.opened()
-		if h.owner.shuttingDown {
-			h.owner.refuse(c)
-			c.closeNotify()
-			return gnet.Close
+		if h.owner.shuttingDown { // told as shutdown tells every session: effects of this turn
+			h.owner.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
+			h.owner.closeSession(s, ReleaseShutdown, "")
+			return gnet.None
 		}
 		// Records that came with the handshake's last flight (a client that
 		// sends ACQUIRE at once) are already inside crypto/tls or left over

@@ -8,36 +8,15 @@ import (
 // The admin reads' rules are scripts (testdata/rules/admin_reads.txt); what
 // is left here needs two readers at once.
 
-// loopRig is a rig whose Server serves its call queue only when the test
-// turns it, so the test plays the loop and can change the table between two
-// slices of call work.
-type loopRig struct {
-	*rig
-	srv   *Server
-	wakes chan struct{}
-	calls int // calls run so far
-}
+// loopRig is a rig whose loop the test plays (rig.serve), so that it can
+// change the table between two slices of call work.
+type loopRig struct{ *rig }
 
-func newLoopRig(t *testing.T) *loopRig {
-	r := &loopRig{rig: newRig(t, Config{}), wakes: make(chan struct{}, 4)}
-	r.srv = &Server{handler: &handler{owner: r.o}}
-	r.srv.calls = newCallQueue(func() { r.wakes <- struct{}{} })
-	return r
-}
+func newLoopRig(t *testing.T) *loopRig { return &loopRig{newRig(t, Config{})} }
 
 // turnUntil serves the call queue, one turn per wake-up, until done is
 // closed; between turns it runs between(calls so far).
-func (r *loopRig) turnUntil(done <-chan struct{}, between func(calls int)) {
-	for {
-		select {
-		case <-r.wakes:
-			r.srv.calls.turn(r.o.tick, func(c *loopCall) { r.calls++; r.o.runCall(c) })
-			between(r.calls)
-		case <-done:
-			return
-		}
-	}
-}
+func (r *loopRig) turnUntil(done <-chan struct{}, between func(calls int)) { r.serve(done, between) }
 
 // lockAsync reads name through the Server on another goroutine.
 func (r *loopRig) lockAsync(ctx context.Context, name string) (*LockInfo, *bool, <-chan struct{}) {

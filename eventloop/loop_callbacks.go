@@ -46,8 +46,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	default:
 		if o.shuttingDown {
-			o.refuse(c)
-			return nil, gnet.Close
+			return o.refusal(), gnet.Close // gnet writes it, then closes
 		}
 		o.begin()
 		o.open(c)

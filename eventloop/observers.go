@@ -5,7 +5,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -80,15 +79,29 @@ func (noMetrics) AcceptError()                          {}
 func (noMetrics) Evicted()                              {}
 func (noMetrics) TLSHandshakeError()                    {}
 
-// ReleaseReason says why a holder stopped holding (see locktable).
-type ReleaseReason = locktable.ReleaseReason
+// ReleaseReason says why a session ended, and so why its holder, if any,
+// stopped holding. The loop decides it; metrics index their series by it
+// and the audit log prints its name. The names below are the only place the
+// reasons are spelled.
+type ReleaseReason uint8
 
 // The release reasons.
 const (
-	ReleaseGraceful      = locktable.ReleaseGraceful
-	ReleaseExpired       = locktable.ReleaseExpired
-	ReleaseIOTimeout     = locktable.ReleaseIOTimeout
-	ReleaseForce         = locktable.ReleaseForce
-	ReleaseShutdown      = locktable.ReleaseShutdown
-	ReleaseProtocolError = locktable.ReleaseProtocolError
+	ReleaseGraceful      ReleaseReason = iota // the client closed its connection
+	ReleaseExpired                            // no heartbeat within the lease
+	ReleaseIOTimeout                          // no ACQUIRE, a half-sent frame or undrained output for io-timeout
+	ReleaseForce                              // an administrator's force-release or kick
+	ReleaseShutdown                           // the server shut down
+	ReleaseProtocolError                      // the client broke the protocol
+	ReleaseReasons                            // how many reasons there are
 )
+
+var releaseReasonNames = [ReleaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error"}
+
+// String is the reason's name in metrics labels and audit events.
+func (r ReleaseReason) String() string {
+	if r < ReleaseReasons {
+		return releaseReasonNames[r]
+	}
+	return "unknown"
+}

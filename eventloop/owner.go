@@ -49,9 +49,10 @@ const (
 // at its end. It reaches connections only through the conn interface, so its
 // rules can be driven by a test without sockets.
 //
-// Its rules live in files named for them: frames.go parses input and
-// answers, timers.go runs deadlines, release.go ends sessions and promotes
-// waiters, shutdown.go ends them all.
+// Its rules live in files named for their step: frames.go parses input,
+// answers and rejects it, timers.go runs deadlines, release.go ends
+// sessions (one, all at shutdown, the oldest at the descriptor limit) and
+// promotes waiters. turn.go applies what they decide.
 type owner struct {
 	log       zerolog.Logger
 	denyLog   zerolog.Logger // ACL denials, sampled: a refused client may retry in a loop

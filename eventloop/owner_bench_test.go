@@ -1,4 +1,4 @@
-package eventloop
+package eventloop_test
 
 import (
 	"path/filepath"
@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/protocol"
@@ -24,8 +23,10 @@ var bookkeeping = []struct {
 	{"metrics+audit", true, true},
 }
 
-func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
-	cfg := Config{Logger: zerolog.Nop()}
+// newBenchLoop is the loop's handler and owner, without sockets, with the
+// real metrics and audit recorder when asked for.
+func newBenchLoop(b *testing.B, withMetrics, withAudit bool) *eventloop.BenchLoop {
+	var cfg eventloop.Config
 	if withMetrics {
 		cfg.Metrics = metrics.New(nil)
 	}
@@ -37,23 +38,17 @@ func newBenchOwner(b *testing.B, withMetrics, withAudit bool) *owner {
 		b.Cleanup(func() { _ = log.Close() })
 		cfg.Audit = audit.NewRecorder(log)
 	}
-	return newOwner(cfg.withDefaults(), newSystemClock())
+	return eventloop.NewBenchLoop(cfg)
 }
 
-func (o *owner) join(b *testing.B, frame []byte) *session {
-	c := &fakeConn{o: o, in: frame}
-	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
-	o.begin()
-	o.open(c)
-	o.end(nil)
-	s := c.ctx.(*session)
-	if o.trafficTurn(s) {
-		b.Fatal("ACQUIRE refused")
+// join opens a connection and sends frame, through the handler's OnOpen
+// and OnTraffic.
+func join(b *testing.B, l *eventloop.BenchLoop, frame []byte) *eventloop.BenchConn {
+	c, ok := l.Join(frame)
+	if !ok {
+		b.Fatal("ACQUIRE refused or not applied")
 	}
-	if s.claim.State() == 0 {
-		b.Fatal("ACQUIRE not applied")
-	}
-	return s
+	return c
 }
 
 // cpuTime is the process's user plus system CPU time, which includes the
@@ -74,21 +69,19 @@ func reportCPU(b *testing.B, start time.Duration) {
 func BenchmarkHeartbeat(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			o := newBenchOwner(b, bk.metrics, bk.audit)
-			s := o.join(b, protocol.AppendAcquire(nil, 2000, "bench"))
-			c := s.conn.(*fakeConn)
+			l := newBenchLoop(b, bk.metrics, bk.audit)
+			c := join(b, l, protocol.AppendAcquire(nil, 2000, "bench"))
 			hb := protocol.AppendHeartbeat(nil)
 			b.ReportAllocs()
 			start := cpuTime()
 			b.ResetTimer()
 			for range b.N {
-				c.in = hb
-				o.trafficTurn(s)
+				c.Send(hb)
 			}
 			b.StopTimer()
 			reportCPU(b, start)
-			if c.n != protocol.AcquiredLen*(b.N+1) {
-				b.Fatalf("wrote %d bytes for %d heartbeats", c.n, b.N)
+			if c.Written() != protocol.AcquiredLen*(b.N+1) {
+				b.Fatalf("wrote %d bytes for %d heartbeats", c.Written(), b.N)
 			}
 		})
 	}
@@ -101,23 +94,17 @@ func BenchmarkHeartbeat(b *testing.B) {
 func BenchmarkGrant(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			o := newBenchOwner(b, bk.metrics, bk.audit)
+			l := newBenchLoop(b, bk.metrics, bk.audit)
 			acquire := protocol.AppendAcquire(nil, 2000, "bench")
-			s := o.join(b, acquire)
-			c := s.conn.(*fakeConn)
-			o.closed(s)
+			c := join(b, l, acquire)
+			c.Leave()
 			b.ReportAllocs()
 			start := cpuTime()
 			b.ResetTimer()
 			for range b.N {
-				// The session is reopened in place, as a new connection would be.
-				*s = session{conn: c}
-				s.claim.Value, s.timer.Value = s, s
-				c.ctx = s
-				o.sessions.add(s)
-				c.in = acquire
-				o.trafficTurn(s)
-				o.closed(s)
+				c.Reopen() // as a new connection would be
+				c.Send(acquire)
+				c.Leave()
 			}
 			b.StopTimer()
 			reportCPU(b, start)
@@ -130,19 +117,19 @@ func BenchmarkGrant(b *testing.B) {
 // the back (so the queue stays the same length). Apart from the new session,
 // which a real connection also allocates, nothing is allocated.
 func BenchmarkHandover(b *testing.B) {
-	o := newBenchOwner(b, true, false)
+	l := newBenchLoop(b, true, false)
 	acquire := protocol.AppendAcquire(nil, 2000, "bench")
-	holder := o.join(b, acquire)
+	holder := join(b, l, acquire)
 	for range 8 {
-		o.join(b, acquire)
+		join(b, l, acquire)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		o.closed(holder)
-		holder = o.table.Holder("bench").Value
+		holder.Leave()
+		holder = l.Holder("bench")
 		b.StopTimer()
-		o.join(b, acquire)
+		join(b, l, acquire)
 		b.StartTimer()
 	}
 }

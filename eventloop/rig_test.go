@@ -7,7 +7,7 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// Expectations on a rig, for the Go tests that drive the owner by hand. The
+// Expectations on a rig, for the Go tests that drive the loop by hand. The
 // rules themselves are scripts (testdata/rules, run by script_test.go); the
 // socket tests check the same rules end to end.
 
@@ -65,11 +65,6 @@ func (r *rig) one(p peer) protocol.Frame {
 	}
 	return fs[0]
 }
-
-// tick hands the owner a tick now although it planned none, as the ticker
-// does whenever another session's timer is due: on a busy server, every
-// millisecond.
-func (r *rig) tick() { r.o.tick() }
 
 // heartbeats returns n heartbeats.
 func heartbeats(n int) []byte {

@@ -3,7 +3,6 @@ package eventloop
 import (
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,244 +10,396 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/cockroachdb/datadriven"
 
-	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
-// The owner's rules are written as scripts in testdata/rules/, one file per
-// family, each a conversation with the owner over fake connections and a
-// clock that moves only when the script says so. TestRuleScripts runs them;
-// the README of that directory lists the commands. A script fails at its
-// first expectation that does not hold, with the file and line.
-
+// The loop's rules are written as scripts in testdata/rules/, one file per
+// family, each case a conversation between clients and the real handler
+// over fake connections and a clock that moves only when the script says
+// so. Every command prints what the turns it caused did — the frames each
+// peer was sent, the connections closed and why, the timers armed — under
+// its "----", as etcd raft's interaction tests do; queries print the state
+// they look at. The expected output is recorded in the files: a change of
+// behaviour is a diff. After a deliberate change, regenerate and review:
+//
+//	go test -run TestRuleScripts ./eventloop/ -rewrite
+//
+// The README of testdata/rules lists the commands.
 func TestRuleScripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "rules", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no rule scripts in testdata/rules: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScriptFile(t, file)
-		})
-	}
-}
-
-// scriptCase is one case of a script: its title and its lines.
-type scriptCase struct {
-	title string
-	lines []scriptLine
-}
-
-type scriptLine struct {
-	n    int
-	text string
-}
-
-func runScriptFile(t *testing.T, file string) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []scriptCase
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if j := strings.Index(line, "#"); j >= 0 {
-			line = strings.TrimSpace(line[:j])
+	datadriven.Walk(t, filepath.Join("testdata", "rules"), func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			return
 		}
-		if line == "" {
-			continue
-		}
-		if title, ok := strings.CutPrefix(line, "case "); ok {
-			cases = append(cases, scriptCase{title: title})
-			continue
-		}
-		if len(cases) == 0 {
-			t.Fatalf("%s:%d: %q before the first case", file, i+1, line)
-		}
-		c := &cases[len(cases)-1]
-		c.lines = append(c.lines, scriptLine{i + 1, line})
-	}
-	for _, c := range cases {
-		t.Run(c.title, func(t *testing.T) {
-			sc := newScript(t, file, Config{})
-			for _, l := range c.lines {
-				sc.line = l
-				sc.do(l.text)
+		var sc *script
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if sc == nil || sc.t != t { // each subtest is a case on a fresh server
+				sc = newScript(t, Config{})
 			}
+			return sc.do(td)
 		})
-	}
+	})
 }
 
 // script is the state of one running case.
 type script struct {
-	t      *testing.T
-	file   string
-	line   scriptLine
-	r      *rig
-	reg    *prometheus.Registry
-	start  time.Duration // the owner's clock when the case began
-	peers  map[string]peer
-	tokens map[string]uint64
-	ran    bool // a command other than config has run
+	t       *testing.T
+	r       *rig
+	metrics *fakeMetrics
+	start   time.Duration // the owner's clock when the case began
+	peers   map[string]*fakeConn
+	names   map[*fakeConn]string
+	t0      uint64 // the case's first token
+	ran     bool   // a command other than config has run
+	joining string // the peer connecting, until OnOpen returns
 
-	// The last admin call read in pieces.
-	calls  int        // calls into the loop it took
-	read   LockInfo   // what read returned
-	held   bool       // whether read found a holder
-	listed []LockInfo // what list returned
+	log []string // what the current command's turns did, in order
 }
 
-func newScript(t *testing.T, file string, cfg Config) *script {
-	reg := prometheus.NewRegistry()
-	cfg.Metrics = metrics.New(reg)
-	r := newRig(t, cfg)
-	return &script{t: t, file: file, r: r, reg: reg, start: r.now(), peers: map[string]peer{}, tokens: map[string]uint64{}}
+func newScript(t *testing.T, cfg Config) *script {
+	sc := &script{t: t}
+	sc.reset(cfg)
+	return sc
+}
+
+// reset starts the case afresh on a server configured by cfg.
+func (sc *script) reset(cfg Config) {
+	sc.metrics = &fakeMetrics{}
+	cfg.Metrics = sc.metrics
+	sc.peers, sc.names, sc.t0 = map[string]*fakeConn{}, map[*fakeConn]string{}, 0
+	sc.r = newRig(sc.t, cfg)
+	sc.r.watch = sc.heard
+	sc.start = sc.r.now()
+}
+
+// since is an owner offset as a time since the case began.
+func (sc *script) since(at time.Duration) time.Duration { return at - sc.start }
+
+// heard records a write to or the close of a peer.
+func (sc *script) heard(c *fakeConn, wrote []byte, closed bool) {
+	at := sc.since(offsetNow(sc.r.o)).String()
+	name, ok := sc.names[c]
+	if !ok {
+		name = sc.joining
+	}
+	if closed {
+		line := at + " " + name + " closed"
+		if s := c.session(); s != nil {
+			line += ": " + s.closeReason.String()
+		}
+		sc.log = append(sc.log, line)
+		return
+	}
+	for _, f := range decodeAll(wrote) {
+		sc.log = append(sc.log, at+" "+name+" ← "+sc.frameText(f))
+	}
+}
+
+func (sc *script) frameText(f protocol.Frame) string {
+	switch f.Type {
+	case protocol.TypeAcquired:
+		if sc.t0 == 0 {
+			sc.t0 = f.Token
+		}
+		if f.Token == sc.t0 {
+			return "ACQUIRED t0"
+		}
+		return fmt.Sprintf("ACQUIRED t0%+d", int64(f.Token-sc.t0))
+	case protocol.TypeWaiting:
+		return "WAITING"
+	case protocol.TypeError:
+		return fmt.Sprintf("ERROR 0x%02x %s", uint8(f.Code), f.Reason)
+	}
+	return fmt.Sprintf("frame type 0x%02x", uint8(f.Type))
+}
+
+// do runs one command and returns what it printed: the log of its turns,
+// then the timers it left armed differently, then its own answer.
+func (sc *script) do(td *datadriven.TestData) string {
+	if td.Cmd != "config" {
+		sc.ran = true
+	}
+	before := sc.deadlines()
+	wakes := sc.wakes()
+	sc.log = sc.log[:0]
+	answer := sc.run(td)
+	out := compress(sc.log)
+	for _, name := range sc.sorted() {
+		c := sc.peers[name]
+		switch n := c.wakes - wakes[c]; {
+		case n == 1:
+			out = append(out, name+" asked for another turn")
+		case n > 1:
+			out = append(out, fmt.Sprintf("%s asked for %d more turns", name, n))
+		}
+	}
+	var armed []string
+	for _, name := range sc.sorted() {
+		c := sc.peers[name]
+		s := c.session()
+		if s == nil {
+			continue
+		}
+		if at, ok := sc.r.o.wheel.Deadline(&s.timer); ok && (at != before[c]) {
+			armed = append(armed, name+" "+sc.since(at).String())
+		}
+	}
+	out = append(out, compressTimers(armed)...)
+	if answer != "" {
+		out = append(out, answer)
+	}
+	sc.log = sc.log[:0]
+	return strings.Join(out, "\n")
+}
+
+func (sc *script) deadlines() map[*fakeConn]time.Duration {
+	m := make(map[*fakeConn]time.Duration, len(sc.peers))
+	for _, c := range sc.peers {
+		if s := c.session(); s != nil {
+			if at, ok := sc.r.o.wheel.Deadline(&s.timer); ok {
+				m[c] = at
+			}
+		}
+	}
+	return m
+}
+
+func (sc *script) wakes() map[*fakeConn]int {
+	m := make(map[*fakeConn]int, len(sc.peers))
+	for _, c := range sc.peers {
+		m[c] = c.wakes
+	}
+	return m
+}
+
+// sorted returns the peers' names in the order they connected.
+func (sc *script) sorted() []string {
+	names := make([]string, 0, len(sc.peers))
+	for n := range sc.peers {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int { return sc.peers[a].port - sc.peers[b].port })
+	return names
 }
 
 func (sc *script) fatalf(format string, args ...any) {
 	sc.t.Helper()
-	sc.t.Fatalf("%s:%d: %s: %s (at %v)", sc.file, sc.line.n, sc.line.text, fmt.Sprintf(format, args...), sc.r.now()-sc.start)
+	sc.t.Fatalf("%s (at %v)", fmt.Sprintf(format, args...), sc.since(sc.r.now()))
 }
 
-func (sc *script) do(text string) {
-	f := strings.Fields(text)
-	cmd, args := f[0], f[1:]
-	if cmd != "config" {
-		sc.ran = true
+// args returns the command's arguments as written: "key" or "key=value".
+func args(td *datadriven.TestData) []string {
+	a := make([]string, len(td.CmdArgs))
+	for i, arg := range td.CmdArgs {
+		a[i] = arg.String()
 	}
-	switch cmd {
+	return a
+}
+
+func (sc *script) run(td *datadriven.TestData) string {
+	a := args(td)
+	switch td.Cmd {
 	case "config":
 		if sc.ran {
 			sc.fatalf("config must come first in a case")
 		}
-		cfg := Config{}
-		cfg.IOTimeout = sc.dur(sc.kv(args, "io", "1s"))
-		*sc = *newScript(sc.t, sc.file, cfg)
+		sc.reset(Config{IOTimeout: sc.dur(sc.kv(a, "io", "1s"))})
 	case "advance":
-		sc.r.run(sc.dur(sc.arg(args, 0)))
+		sc.r.run(sc.dur(sc.arg(a, 0)))
 	case "at":
-		at := sc.start + sc.dur(sc.arg(args, 0))
+		at := sc.start + sc.dur(sc.arg(a, 0))
 		if at < sc.r.now() {
-			sc.fatalf("the clock is already past %v", at-sc.start)
+			sc.fatalf("the clock is already past %v", sc.since(at))
 		}
 		sc.r.runTo(at)
 	case "tick":
 		sc.r.tick()
 	case "wall":
-		sc.r.clk.wall = sc.r.clk.wall.Add(sc.dur(sc.arg(args, 0)))
+		sc.r.clk.wall = sc.r.clk.wall.Add(sc.dur(sc.arg(a, 0)))
 	case "connect":
-		if base, n, ok := strings.Cut(sc.arg(args, 0), "*"); ok { // NAME*N: NAME0 … NAME{N-1}
-			for i := range sc.num(n) {
-				sc.connect(base + strconv.Itoa(i))
-			}
-			return
-		}
-		sc.connect(args[0])
-	case "acquire":
-		name := sc.arg(args, 0)
-		if base, n, ok := strings.Cut(name, "*"); ok { // NAME*N: NAME0 … NAME{N-1}, replies dropped
-			lock := sc.kv(args, "lock", "x")
-			for i := range sc.num(n) {
-				p := base + strconv.Itoa(i)
-				sc.connect(p)
-				spec := []string{"acquire", "lock=" + strings.ReplaceAll(lock, "{i}", fmt.Sprintf("%06d", i)), "lease=" + sc.kv(args, "lease", "far")}
-				sc.r.send(sc.peers[p].fakeConn, sc.frame(spec))
-				sc.peers[p].takeReads()
-			}
-			return
-		}
-		if _, ok := sc.peers[name]; !ok {
+		for _, name := range sc.expand(sc.arg(a, 0)) {
 			sc.connect(name)
 		}
-		sc.r.send(sc.peers[name].fakeConn, sc.frame(append([]string{"acquire"}, args[1:]...)))
-	case "send":
-		sc.r.send(sc.peer(sc.arg(args, 0)).fakeConn, sc.frame(args[1:]))
-	case "turn":
-		sc.r.turn(sc.peer(sc.arg(args, 0)).fakeConn)
-	case "close":
-		_ = sc.peer(sc.arg(args, 0)).closeNow()
-	case "peer":
-		sc.setPeer(sc.peer(sc.arg(args, 0)), args[1:])
-	case "force-release":
-		tok, ok, err := sc.r.server().ForceRelease(sc.t.Context(), sc.arg(args, 0))
-		sc.result(ok, err, args[1:])
-		if ok && len(args) > 1 && args[1] != "=>" {
-			sc.fatalf("unexpected %q", args[1])
+	case "acquire":
+		lock := sc.kv(a, "lock", "x")
+		for i, name := range sc.expand(sc.arg(a, 0)) {
+			if _, ok := sc.peers[name]; !ok {
+				sc.connect(name)
+			}
+			spec := []string{"acquire", "lock=" + strings.ReplaceAll(lock, "{i}", fmt.Sprintf("%06d", i)), "lease=" + sc.kv(a, "lease", "far")}
+			sc.r.send(sc.peers[name], sc.frame(spec))
 		}
-		_ = tok
-	case "kick":
-		p := sc.peer(sc.arg(args, 1))
-		ok, err := sc.r.server().KickWaiter(sc.t.Context(), sc.arg(args, 0), p.RemoteAddr().String())
-		sc.result(ok, err, args[2:])
-	case "evict": // evict => P | none | wait DUR
+	case "send":
+		sc.r.send(sc.peer(sc.arg(a, 0)), sc.frame(a[1:]))
+	case "turn":
+		sc.r.turn(sc.peer(sc.arg(a, 0)))
+	case "close":
+		_ = sc.peer(sc.arg(a, 0)).closeNow()
+	case "peer":
+		sc.setPeer(sc.peer(sc.arg(a, 0)), a[1:])
+	case "force-release":
+		var tok uint64
+		var ok bool
+		sc.admin(td, func() (err error) {
+			tok, ok, err = sc.r.srv.ForceRelease(sc.t.Context(), sc.arg(a, 0))
+			return err
+		})
+		if !ok {
+			return "=> none"
+		}
+		return "=> released " + sc.frameText(protocol.Frame{Type: protocol.TypeAcquired, Token: tok})[len("ACQUIRED "):]
+	case "kick", "kick-search":
+		var ok bool
+		addr := sc.peer(sc.arg(a, 1)).RemoteAddr().String()
+		calls := sc.admin(td, func() (err error) {
+			ok, err = sc.r.srv.KickWaiter(sc.t.Context(), sc.arg(a, 0), addr)
+			return err
+		})
+		switch {
+		case !ok:
+			return "=> none"
+		case td.Cmd == "kick-search":
+			return fmt.Sprintf("=> kicked, in %d calls", calls)
+		}
+		return "=> kicked"
+	case "evict":
 		var evicted bool
 		var wait time.Duration
-		sc.r.turnOf(func() { evicted, wait = sc.r.o.evictPending() })
-		want := sc.arg(args, 1)
+		sc.admin(td, func() error {
+			evicted, wait = sc.r.srv.evict()
+			return nil
+		})
 		switch {
-		case want == "none" && (evicted || wait != 0):
-			sc.fatalf("evicted %v, wait %v; want nobody to evict", evicted, wait)
-		case want == "wait" && (evicted || wait != sc.dur(sc.arg(args, 2))):
-			sc.fatalf("evicted %v, wait %v; want a wait of %s", evicted, wait, args[2])
-		case want != "none" && want != "wait":
-			if p := sc.peer(want); !evicted || !p.closed {
-				sc.fatalf("evicted %v, %s closed %v; want %s evicted", evicted, want, p.closed, want)
+		case evicted:
+			return "=> evicted"
+		case wait == 0:
+			return "=> none waits for its ACQUIRE"
+		}
+		return "=> none old enough, for " + wait.String()
+	case "shutdown":
+		sc.r.turnOf(func(o *owner) { o.shutdown() })
+	case "read":
+		var info LockInfo
+		var held bool
+		calls := sc.admin(td, func() (err error) {
+			info, held, err = sc.r.srv.Lock(sc.t.Context(), sc.arg(a, 0))
+			return err
+		})
+		if !held {
+			return fmt.Sprintf("=> idle, in %d calls", calls)
+		}
+		waiters := make([]string, len(info.Waiters))
+		for i, w := range info.Waiters {
+			waiters[i] = sc.byAddr(w.RemoteAddr)
+		}
+		return fmt.Sprintf("=> holder %s, %d waiters %s, in %d calls", sc.byAddr(info.Holder.RemoteAddr), len(waiters), ranges(waiters), calls)
+	case "list":
+		suffix := sc.kv(a, "suffix", "")
+		var listed []LockInfo
+		calls := sc.admin(td, func() (err error) {
+			listed, err = sc.r.srv.Locks(sc.t.Context(), func(name string) bool { return strings.HasSuffix(name, suffix) })
+			return err
+		})
+		for i, l := range listed {
+			if !strings.HasSuffix(l.Name, suffix) || (i > 0 && listed[i-1].Name >= l.Name) {
+				return fmt.Sprintf("=> listed %q at %d: not matched, or not in order", l.Name, i)
 			}
 		}
-	case "read", "list", "kick-search":
-		sc.pieces(cmd, text)
-	case "shutdown":
-		sc.r.turnOf(sc.r.o.shutdown)
-	case "join-late": // a connection that joins during shutdown is refused
-		name := sc.arg(args, 0)
-		c := &fakeConn{o: sc.r.o, keep: true, port: 1000 + len(sc.peers)}
-		sc.r.o.refuse(c)
-		sc.peers[name] = peer{fakeConn: c}
-	case "expect":
-		sc.expect(args)
+		return fmt.Sprintf("=> %d locks, each matched, in order, in %d calls", len(listed), calls)
+	case "state":
+		return sc.state(sc.arg(a, 0))
+	case "queue":
+		return sc.queue(sc.arg(a, 0))
+	case "counts":
+		return fmt.Sprintf("sessions %d, timers %d", sc.r.o.sessions.len, sc.r.o.wheel.Len())
+	case "metrics":
+		return sc.metricsText()
 	default:
-		sc.fatalf("unknown command %q", cmd)
+		sc.fatalf("unknown command %q", td.Cmd)
 	}
+	return ""
 }
 
-// result checks an admin call's outcome: done, or "=> none" for a call that
-// found nothing to act on.
-func (sc *script) result(ok bool, err error, rest []string) {
-	want := !slices.Equal(rest, []string{"=>", "none"})
-	if err != nil || ok != want {
-		sc.fatalf("ok %v, err %v; want ok %v", ok, err, want)
+// admin runs an admin call through the Server, one call per loop turn, and
+// returns how many calls into the loop it took. The command's input, if
+// any, is a command that runs right after the call its after=N names.
+func (sc *script) admin(td *datadriven.TestData, fn func() error) (calls int) {
+	hookAt := -1
+	if td.HasArg("after") {
+		td.ScanArgs(sc.t, "after", &hookAt)
 	}
+	start := sc.r.calls
+	err := sc.r.call(fn, func(n int) {
+		if n-start == hookAt {
+			hookAt = -1
+			line := strings.TrimSpace(td.Input)
+			cmd, cmdArgs, err := datadriven.ParseLine(line)
+			if err != nil {
+				sc.fatalf("%v", err)
+			}
+			sc.run(&datadriven.TestData{Pos: td.Pos, Cmd: cmd, CmdArgs: cmdArgs})
+		}
+	})
+	if err != nil {
+		sc.fatalf("%v", err)
+	}
+	return sc.r.calls - start
 }
 
 func (sc *script) connect(name string) {
 	if _, ok := sc.peers[name]; ok {
 		sc.fatalf("%s is connected already", name)
 	}
-	sc.peers[name] = sc.r.peer()
+	sc.r.conns = len(sc.peers) // ports follow the names' order
+	sc.joining = name          // OnOpen may answer and close it at once
+	c := sc.r.connect()
+	sc.joining = ""
+	sc.peers[name], sc.names[c] = c, name
 }
 
-func (sc *script) peer(name string) peer {
-	p, ok := sc.peers[name]
+// expand turns NAME*N into NAME0 … NAME{N-1}.
+func (sc *script) expand(name string) []string {
+	base, n, ok := strings.Cut(name, "*")
+	if !ok {
+		return []string{name}
+	}
+	names := make([]string, sc.num(n))
+	for i := range names {
+		names[i] = base + strconv.Itoa(i)
+	}
+	return names
+}
+
+func (sc *script) peer(name string) *fakeConn {
+	c, ok := sc.peers[name]
 	if !ok {
 		sc.fatalf("no connection %q", name)
 	}
-	return p
+	return c
 }
 
-func (sc *script) arg(args []string, i int) string {
-	if i >= len(args) {
+func (sc *script) byAddr(addr string) string {
+	for n, c := range sc.peers {
+		if c.RemoteAddr().String() == addr {
+			return n
+		}
+	}
+	return "?" + addr
+}
+
+func (sc *script) arg(a []string, i int) string {
+	if i >= len(a) {
 		sc.fatalf("missing argument %d", i+1)
 	}
-	return args[i]
+	return a[i]
 }
 
-// kv returns the value of key=value among args, or def.
-func (sc *script) kv(args []string, key, def string) string {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, key+"="); ok {
+// kv returns the value of key=value among a, or def.
+func (sc *script) kv(a []string, key, def string) string {
+	for _, s := range a {
+		if v, ok := strings.CutPrefix(s, key+"="); ok {
 			return v
 		}
 	}
@@ -275,12 +426,12 @@ func (sc *script) num(s string) int {
 // each "heartbeat", "heartbeat*N", "acquire lock=NAME lease=DUR|far" or
 // "raw=HEX", and optionally cut to bytes=FROM:TO (either end may be left
 // out).
-func (sc *script) frame(args []string) []byte {
-	if i := slices.Index(args, "+"); i >= 0 {
-		return append(sc.frame(args[:i]), sc.frame(args[i+1:])...)
+func (sc *script) frame(a []string) []byte {
+	if i := slices.Index(a, "+"); i >= 0 {
+		return append(sc.frame(a[:i]), sc.frame(a[i+1:])...)
 	}
 	var b []byte
-	switch what, n, _ := strings.Cut(sc.arg(args, 0), "*"); {
+	switch what, n, _ := strings.Cut(sc.arg(a, 0), "*"); {
 	case what == "heartbeat":
 		count := 1
 		if n != "" {
@@ -289,10 +440,10 @@ func (sc *script) frame(args []string) []byte {
 		b = heartbeats(count)
 	case what == "acquire":
 		lease := uint32(farLeaseMS)
-		if l := sc.kv(args, "lease", "far"); l != "far" {
+		if l := sc.kv(a, "lease", "far"); l != "far" {
 			lease = uint32(sc.dur(l) / ms)
 		}
-		b = protocol.AppendAcquire(nil, lease, sc.kv(args, "lock", "x"))
+		b = protocol.AppendAcquire(nil, lease, sc.kv(a, "lock", "x"))
 	case strings.HasPrefix(what, "raw="):
 		var err error
 		if b, err = hex.DecodeString(strings.TrimPrefix(what, "raw=")); err != nil {
@@ -301,7 +452,7 @@ func (sc *script) frame(args []string) []byte {
 	default:
 		sc.fatalf("unknown frame %q", what)
 	}
-	if cut := sc.kv(args, "bytes", ""); cut != "" {
+	if cut := sc.kv(a, "bytes", ""); cut != "" {
 		from, to, _ := strings.Cut(cut, ":")
 		lo, hi := 0, len(b)
 		if from != "" {
@@ -319,379 +470,208 @@ func (sc *script) frame(args []string) []byte {
 // "drain" (reads everything), "pending=N" (N bytes wait outbound),
 // "fail-writes" (the next write fails), "kernel=N" (the kernel holds N bytes
 // for it), "acked=N" and "acked+=N" (what it has acknowledged).
-func (sc *script) setPeer(p peer, args []string) {
-	for _, a := range args {
+func (sc *script) setPeer(c *fakeConn, a []string) {
+	for _, s := range a {
 		switch {
-		case a == "stuck":
-			p.stuck = true
-		case a == "drain":
-			p.drain()
-		case a == "fail-writes":
-			p.failWrite = true
-		case strings.HasPrefix(a, "pending="):
-			p.pending = sc.num(strings.TrimPrefix(a, "pending="))
-		case strings.HasPrefix(a, "kernel="): // bytes the kernel holds for the peer
-			p.kernelQueued = sc.num(strings.TrimPrefix(a, "kernel="))
-		case strings.HasPrefix(a, "acked+="): // the peer acknowledges more
-			p.kernelAcked += uint64(sc.num(strings.TrimPrefix(a, "acked+=")))
-		case strings.HasPrefix(a, "acked="):
-			p.kernelAcked = uint64(sc.num(strings.TrimPrefix(a, "acked=")))
+		case s == "stuck":
+			c.stuck = true
+		case s == "drain":
+			c.drain()
+		case s == "fail-writes":
+			c.failWrite = true
+		case strings.HasPrefix(s, "pending="):
+			c.pending = sc.num(strings.TrimPrefix(s, "pending="))
+		case strings.HasPrefix(s, "kernel="):
+			c.kernelQueued = sc.num(strings.TrimPrefix(s, "kernel="))
+		case strings.HasPrefix(s, "acked+="):
+			c.kernelAcked += uint64(sc.num(strings.TrimPrefix(s, "acked+=")))
+		case strings.HasPrefix(s, "acked="):
+			c.kernelAcked = uint64(sc.num(strings.TrimPrefix(s, "acked=")))
 		default:
-			sc.fatalf("unknown peer setting %q", a)
+			sc.fatalf("unknown peer setting %q", s)
 		}
 	}
 }
 
-func (sc *script) expect(args []string) {
-	subject := strings.TrimSuffix(sc.arg(args, 0), ":")
-	rest := args[1:]
-	switch subject {
-	case "queue":
-		sc.expectQueue(strings.TrimSuffix(sc.arg(rest, 0), ":"), rest[1:])
-		return
-	case "sessions":
-		if n := sc.num(sc.arg(rest, 0)); sc.r.o.sessions.len != n {
-			sc.fatalf("%d sessions, want %d", sc.r.o.sessions.len, n)
-		}
-		return
-	case "timers":
-		if n := sc.num(sc.arg(rest, 0)); sc.r.o.wheel.Len() != n {
-			sc.fatalf("%d timers, want %d", sc.r.o.wheel.Len(), n)
-		}
-		return
-	case "metric":
-		sc.expectMetric(sc.arg(rest, 0), sc.arg(rest, 1))
-		return
-	case "closed": // how many of the case's connections are closed
-		n := 0
-		for _, p := range sc.peers {
-			if p.closed {
-				n++
-			}
-		}
-		if want := sc.num(sc.arg(rest, 0)); n != want {
-			sc.fatalf("%d connections closed, want %d", n, want)
-		}
-		return
-	case "calls":
-		if n := sc.num(sc.arg(rest, 0)); sc.calls != n {
-			sc.fatalf("the last admin call took %d calls into the loop, want %d", sc.calls, n)
-		}
-		return
-	case "read":
-		sc.expectRead(rest)
-		return
-	case "listed":
-		if n := sc.num(sc.arg(rest, 0)); len(sc.listed) != n {
-			sc.fatalf("listed %d locks, want %d", len(sc.listed), n)
-		}
-		return
+// state describes a session: its claim, its deadlines and its
+// backpressure.
+func (sc *script) state(name string) string {
+	c := sc.peer(name)
+	s := c.session()
+	if s == nil {
+		return name + ": closed"
 	}
-	p := sc.peer(subject)
-	what := sc.arg(rest, 0)
-	switch what {
-	case "alive":
-		if p.closed || (p.s != nil && p.s.closed) {
-			sc.fatalf("%s was closed at %v (%v)", subject, p.closedAt-sc.start, p.s.closeReason)
-		}
-	case "closed":
-		reason := sc.arg(rest, 1)
-		switch {
-		case !p.closed:
-			sc.fatalf("%s is open, want closed (%s)", subject, reason)
-		case p.s != nil && p.s.closeReason.String() != reason:
-			sc.fatalf("%s closed for %v, want %s", subject, p.s.closeReason, reason)
-		}
-		if at := sc.kv(rest[2:], "at", ""); at != "" && p.closedAt-sc.start != sc.dur(at) {
-			sc.fatalf("%s closed at %v, want at %s", subject, p.closedAt-sc.start, at)
-		}
-	case "nothing":
-		if fs := p.takeReads(); len(fs) != 0 {
-			sc.fatalf("%s was sent %s, want nothing", subject, framesText(fs))
-		}
-	case "backlogged", "not-backlogged":
-		if p.s.backlogged != (what == "backlogged") {
-			sc.fatalf("%s: backlogged is %v", subject, p.s.backlogged)
-		}
-	case "unparsed":
-		if n := sc.num(sc.arg(rest, 1)); len(p.in) != n {
-			sc.fatalf("%s: %d bytes unparsed, want %d", subject, len(p.in), n)
-		}
-	case "stalled": // stalled since DUR
-		if want := sc.dur(sc.arg(rest, 2)); p.s.stalledSince != sc.start+want {
-			sc.fatalf("%s: stalled since %v, want %v", subject, p.s.stalledSince-sc.start, want)
-		}
-	case "not-stalled":
-		if p.s.stalledSince != 0 {
-			sc.fatalf("%s: stalled since %v", subject, p.s.stalledSince-sc.start)
-		}
-	case "partial": // partial since DUR: a frame began arriving then
-		if want := sc.dur(sc.arg(rest, 2)); p.s.partialSince != sc.start+want {
-			sc.fatalf("%s: partial since %v, want %v", subject, p.s.partialSince-sc.start, want)
-		}
-	case "not-partial":
-		if p.s.partialSince != 0 {
-			sc.fatalf("%s: partial since %v", subject, p.s.partialSince-sc.start)
-		}
-	case "granted": // granted when OTHER closed: in the same step
-		o := sc.peer(sc.arg(rest, 2))
-		if p.s.claim.State() != locktable.Holding || !o.closed || p.s.since != o.closedAt {
-			sc.fatalf("%s: %v since %v; %s closed %v at %v", subject, p.s.claim.State(), p.s.since-sc.start, rest[2], o.closed, o.closedAt-sc.start)
-		}
-	case "kernel-looks":
-		if n := sc.num(sc.arg(rest, 1)); p.kernelLooks != n {
-			sc.fatalf("%s: %d looks at the kernel's send queue, want %d", subject, p.kernelLooks, n)
-		}
-	case "wakes":
-		if n := sc.num(sc.arg(rest, 1)); p.wakes != n {
-			sc.fatalf("%s: %d Wake calls, want %d", subject, p.wakes, n)
-		}
-	case "timer":
-		due, ok := sc.r.o.wheel.Deadline(&p.s.timer)
-		if want := sc.dur(sc.arg(rest, 2)); !ok || due-sc.start != want { // timer at DUR
-			sc.fatalf("%s: timer due at %v (armed %v), want %v", subject, due-sc.start, ok, want)
-		}
+	var parts []string
+	switch st := s.claim.State(); st {
+	case locktable.Holding:
+		parts = append(parts, "holding "+sc.frameText(protocol.Frame{Type: protocol.TypeAcquired, Token: s.claim.Token()})[len("ACQUIRED "):])
+	case locktable.Waiting:
+		parts = append(parts, "waiting")
 	default:
-		sc.expectFrames(subject, p, strings.Split(strings.Join(rest, " "), ","))
+		parts = append(parts, "no ACQUIRE")
 	}
+	if s.partialSince != 0 {
+		parts = append(parts, "partial since "+sc.since(s.partialSince).String())
+	}
+	if s.stalledSince != 0 {
+		parts = append(parts, "stalled since "+sc.since(s.stalledSince).String())
+	}
+	if s.backlogged {
+		parts = append(parts, "backlogged")
+	}
+	parts = append(parts, fmt.Sprintf("unparsed %d", len(c.in)))
+	if c.kernelLooks > 0 {
+		parts = append(parts, fmt.Sprintf("kernel looked at %d times", c.kernelLooks))
+	}
+	if at, ok := sc.r.o.wheel.Deadline(&s.timer); ok {
+		parts = append(parts, "timer "+sc.since(at).String())
+	}
+	return name + ": " + strings.Join(parts, ", ")
 }
 
-// expectFrames consumes the frames p was sent and checks them against
-// wants: "acquired", "acquired T", "acquired > T", each of them ending in
-// "as U" to name the token U,
-// "waiting", "error 0xNN", each optionally repeated ("acquired*100 T").
-func (sc *script) expectFrames(subject string, p peer, wants []string) {
-	fs := p.takeReads()
-	i := 0
-	for _, w := range wants {
-		f := strings.Fields(w)
-		kind, n, _ := strings.Cut(sc.arg(f, 0), "*")
-		count := 1
-		if n != "" {
-			count = sc.num(n)
-		}
-		for range count {
-			if i >= len(fs) {
-				sc.fatalf("%s was sent %s, want %s", subject, framesText(fs), strings.Join(wants, ","))
-			}
-			sc.checkFrame(subject, p, fs[i], kind, f[1:])
-			i++
-		}
+// queue describes a lock: its holder, then its waiters in order, or idle.
+func (sc *script) queue(lock string) string {
+	h := sc.r.o.table.Holder(lock)
+	if h == nil {
+		return lock + ": idle"
 	}
-	if i != len(fs) {
-		sc.fatalf("%s was sent %s, %d more than %s", subject, framesText(fs), len(fs)-i, strings.Join(wants, ","))
+	names := []string{sc.names[h.Value.conn.(*fakeConn)]}
+	for w := range sc.r.o.table.Waiters(lock) {
+		names = append(names, sc.names[w.Value.conn.(*fakeConn)])
 	}
+	return lock + ": " + names[0] + " holds; waiting: " + ranges(names[1:])
 }
 
-func (sc *script) checkFrame(subject string, p peer, f protocol.Frame, kind string, args []string) {
-	switch kind {
-	case "waiting":
-		if f.Type != protocol.TypeWaiting {
-			sc.fatalf("%s got %s, want WAITING", subject, frameText(f))
-		}
-	case "error":
-		code, err := strconv.ParseUint(strings.TrimPrefix(sc.arg(args, 0), "0x"), 16, 8)
-		if err != nil {
-			sc.fatalf("%v", err)
-		}
-		if f.Type != protocol.TypeError || f.Code != protocol.Code(code) {
-			sc.fatalf("%s got %s, want ERROR %s", subject, frameText(f), args[0])
-		}
-	case "acquired":
-		if f.Type != protocol.TypeAcquired {
-			sc.fatalf("%s got %s, want ACQUIRED", subject, frameText(f))
-		}
-		if n := len(args); n >= 2 && args[n-2] == "as" {
-			if prev, ok := sc.tokens[args[n-1]]; ok && prev != f.Token {
-				sc.fatalf("%s is %d already", args[n-1], prev)
-			}
-			sc.tokens[args[n-1]] = f.Token
-			args = args[:n-2]
-		}
-		switch {
-		case len(args) == 0:
-		case len(args) == 2 && args[0] == ">":
-			if f.Token <= sc.token(args[1]) {
-				sc.fatalf("%s got ACQUIRED(%d), want a token above %s (%d)", subject, f.Token, args[1], sc.token(args[1]))
-			}
-			if p.s.claim.State() != locktable.Holding || p.s.claim.Token() != f.Token {
-				sc.fatalf("%s was sent ACQUIRED(%d) but its claim is %v with token %d", subject, f.Token, p.s.claim.State(), p.s.claim.Token())
-			}
-		case len(args) == 1:
-			if f.Token != sc.token(args[0]) {
-				sc.fatalf("%s got ACQUIRED(%d), want %s (%d)", subject, f.Token, args[0], sc.token(args[0]))
-			}
-		default:
-			sc.fatalf("bad expectation %q", args)
-		}
-	default:
-		sc.fatalf("unknown expectation %q", kind)
+// metricsText lists what the loop counted, by name.
+func (sc *script) metricsText() string {
+	m := sc.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var parts []string
+	for name, n := range m.counts {
+		parts = append(parts, fmt.Sprintf("%s %d", name, n))
 	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
-func (sc *script) token(name string) uint64 {
-	tok, ok := sc.tokens[name]
-	if !ok {
-		sc.fatalf("no token %q", name)
-	}
-	return tok
-}
-
-// expectQueue checks a lock's holder and waiters in order, or "idle".
-func (sc *script) expectQueue(lock string, want []string) {
-	var got []string
-	name := func(s *session) string {
-		for n, p := range sc.peers {
-			if p.s == s {
-				return n
-			}
+// compress joins consecutive log lines that differ only in a peer's
+// number, counting up by one (w0 … w388 → w0..w388), and counts repeats of
+// one line (×N).
+func compress(lines []string) []string {
+	var out []string
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && lines[j] == lines[i] {
+			j++
 		}
-		return "?"
-	}
-	if h := sc.r.o.table.Holder(lock); h != nil {
-		got = append(got, name(h.Value))
-		for c := range sc.r.o.table.Waiters(lock) {
-			got = append(got, name(c.Value))
-		}
-	} else {
-		got = []string{"idle"}
-	}
-	if !slices.Equal(got, want) {
-		sc.fatalf("queue of %q is %v, want %v", lock, got, want)
-	}
-}
-
-// expectMetric checks a counter or gauge: name or name{label=value}.
-func (sc *script) expectMetric(series, want string) {
-	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
-	lk, lv, _ := strings.Cut(labels, "=")
-	families, err := sc.reg.Gather()
-	if err != nil {
-		sc.fatalf("%v", err)
-	}
-	got := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", lines[i], j-i))
+			i = j
 			continue
 		}
-		for _, m := range f.Metric {
-			match := lk == ""
-			for _, l := range m.Label {
-				match = match || (l.GetName() == lk && l.GetValue() == lv)
+		at, rest, _ := strings.Cut(lines[i], " ")
+		name, event, _ := strings.Cut(rest, " ")
+		base, n, ok := numbered(name)
+		j = i + 1
+		for ok && j < len(lines) {
+			at2, rest2, _ := strings.Cut(lines[j], " ")
+			name2, event2, _ := strings.Cut(rest2, " ")
+			base2, n2, ok2 := numbered(name2)
+			if !ok2 || at2 != at || base2 != base || n2 != n+(j-i) || !sameOrNextToken(event, event2, j-i) {
+				break
 			}
-			if match {
-				got += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
+			j++
 		}
+		if j-i > 1 {
+			if event2 := lines[j-1][strings.LastIndex(lines[j-1], " ")+1:]; event2 != event[strings.LastIndex(event, " ")+1:] {
+				event += ".." + event2 // tokens counting up with the peers
+			}
+			out = append(out, fmt.Sprintf("%s %s%d..%s%d %s", at, base, n, base, n+j-i-1, event))
+		} else {
+			out = append(out, lines[i])
+		}
+		i = j
 	}
-	if strconv.FormatFloat(got, 'f', -1, 64) != want {
-		sc.fatalf("%s = %v, want %s", series, got, want)
-	}
+	return out
 }
 
-// pieces runs an admin call that the server serves in calls of bounded size
-// (read LOCK, list suffix=S, kick-search LOCK P), one call per loop turn,
-// and runs the script commands after ", after call N:" between the turns.
-func (sc *script) pieces(cmd, text string) {
-	call, hook, _ := strings.Cut(text, ",")
-	args := strings.Fields(call)[1:]
-	hookAt := -1
-	if hook = strings.TrimSpace(hook); hook != "" {
-		spec, hookCmd, ok := strings.Cut(hook, ":")
-		n, found := strings.CutPrefix(spec, "after call ")
-		if !ok || !found {
-			sc.fatalf("want \", after call N: COMMAND\"")
-		}
-		hookAt, hook = sc.num(n), strings.TrimSpace(hookCmd)
+// sameOrNextToken reports whether event b is event a, or a with its token
+// (t0+K, last) d larger.
+func sameOrNextToken(a, b string, d int) bool {
+	if a == b {
+		return true
 	}
-	wakes := make(chan struct{}, 4)
-	srv := &Server{handler: &handler{owner: sc.r.o}}
-	srv.calls = newCallQueue(func() { wakes <- struct{}{} })
-	done := make(chan error, 1)
-	ctx := sc.t.Context()
-	switch cmd {
-	case "read":
-		lock := sc.arg(args, 0)
-		go func() {
-			var err error
-			sc.read, sc.held, err = srv.Lock(ctx, lock)
-			done <- err
-		}()
-	case "list":
-		suffix := sc.kv(args, "suffix", "")
-		go func() {
-			var err error
-			sc.listed, err = srv.Locks(ctx, func(name string) bool { return strings.HasSuffix(name, suffix) })
-			done <- err
-		}()
-	case "kick-search":
-		lock, addr := sc.arg(args, 0), sc.peer(sc.arg(args, 1)).RemoteAddr().String()
-		go func() {
-			ok, err := srv.KickWaiter(ctx, lock, addr)
-			if err == nil && !ok {
-				err = fmt.Errorf("%s is not a waiter of %s", args[1], lock)
-			}
-			done <- err
-		}()
-	}
-	sc.calls = 0
-	for {
-		select {
-		case <-wakes:
-			srv.calls.turn(sc.r.o.tick, func(c *loopCall) { sc.calls++; sc.r.o.runCall(c) })
-			if sc.calls == hookAt {
-				hookAt = -1
-				sc.do(hook)
-			}
-		case err := <-done:
-			if err != nil {
-				sc.fatalf("%v", err)
-			}
-			if cmd == "list" {
-				for i, l := range sc.listed {
-					if !strings.HasSuffix(l.Name, sc.kv(args, "suffix", "")) || (i > 0 && sc.listed[i-1].Name >= l.Name) {
-						sc.fatalf("listed %q at %d: not matched, or not in order", l.Name, i)
-					}
-				}
-			}
-			return
-		}
-	}
+	pa, ka, oka := tokenAt(a)
+	pb, kb, okb := tokenAt(b)
+	return oka && okb && pa == pb && kb == ka+d
 }
 
-// expectRead checks what the last read returned: "holder P waiters P Q …",
-// where NAMEi..NAMEj stands for NAMEi to NAMEj, or "idle".
-func (sc *script) expectRead(want []string) {
-	if slices.Equal(want, []string{"idle"}) {
-		if sc.held {
-			sc.fatalf("read found a holder, want an idle lock")
+// tokenAt splits "... ACQUIRED t0+K" into its prefix and K.
+func tokenAt(event string) (prefix string, k int, ok bool) {
+	i := strings.LastIndex(event, " t0")
+	if i < 0 {
+		return "", 0, false
+	}
+	rest := event[i+3:]
+	if rest == "" {
+		return event[:i], 0, true
+	}
+	k, err := strconv.Atoi(rest)
+	return event[:i], k, err == nil
+}
+
+// compressTimers prints the timers armed, one line, runs of numbered peers
+// with the same deadline joined.
+func compressTimers(armed []string) []string {
+	if len(armed) == 0 {
+		return nil
+	}
+	var lines []string
+	for _, a := range armed {
+		name, at, _ := strings.Cut(a, " ")
+		lines = append(lines, "timer "+name+" "+at) // compress wants "TIME NAME EVENT"
+	}
+	var parts []string
+	for _, l := range compress(lines) {
+		_, rest, _ := strings.Cut(l, " ")
+		parts = append(parts, rest)
+	}
+	return []string{"timers armed: " + strings.Join(parts, ", ")}
+}
+
+// ranges writes names, runs of numbered ones as NAMEi..NAMEj.
+func ranges(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i := 0; i < len(names); {
+		base, n, ok := numbered(names[i])
+		j := i + 1
+		for ok && j < len(names) {
+			b2, n2, ok2 := numbered(names[j])
+			if !ok2 || b2 != base || n2 != n+(j-i) {
+				break
+			}
+			j++
 		}
-		return
-	}
-	if len(want) < 3 || want[0] != "holder" || want[2] != "waiters" {
-		sc.fatalf("want \"expect read: holder P waiters …\"")
-	}
-	if h := sc.peer(want[1]); !sc.held || sc.read.Holder.RemoteAddr != h.RemoteAddr().String() {
-		sc.fatalf("read holder %q (held %v), want %s", sc.read.Holder.RemoteAddr, sc.held, want[1])
-	}
-	var addrs []string
-	for _, w := range want[3:] {
-		from, to, ok := strings.Cut(w, "..")
-		if !ok {
-			addrs = append(addrs, sc.peer(w).RemoteAddr().String())
-			continue
+		if j-i > 2 {
+			parts = append(parts, fmt.Sprintf("%s%d..%s%d", base, n, base, n+j-i-1))
+		} else {
+			parts = append(parts, names[i:j]...)
 		}
-		base := strings.TrimRight(from, "0123456789")
-		lo, hi := sc.num(from[len(base):]), sc.num(strings.TrimPrefix(to, base))
-		for i := lo; i <= hi; i++ {
-			addrs = append(addrs, sc.peer(base+strconv.Itoa(i)).RemoteAddr().String())
-		}
+		i = j
 	}
-	got := make([]string, len(sc.read.Waiters))
-	for i, w := range sc.read.Waiters {
-		got[i] = w.RemoteAddr
+	return strings.Join(parts, " ")
+}
+
+// numbered splits w12 into w and 12.
+func numbered(name string) (base string, n int, ok bool) {
+	base = strings.TrimRight(name, "0123456789")
+	if base == name || base == "" {
+		return "", 0, false
 	}
-	if !slices.Equal(got, addrs) {
-		sc.fatalf("read %d waiters %v…, want %d", len(got), got[:min(len(got), 3)], len(addrs))
-	}
+	n, err := strconv.Atoi(name[len(base):])
+	return base, n, err == nil
 }

@@ -79,7 +79,7 @@ func (s *session) hasAddr(addr netip.AddrPort) bool {
 // can reach them all without a map. The sessions that have sent their
 // ACQUIRE come first; those still waiting for it follow in the order they
 // opened, from pending on, so that the one to evict at the descriptor limit
-// (evict.go) is found at once without a second list, and two pointers, in
+// (release.go) is found at once without a second list, and two pointers, in
 // every session.
 type sessionList struct {
 	head, tail *session

@@ -114,11 +114,7 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 // What is left out is capped at maxExcused, so that a client cannot hold a
 // connection for long by making the server take many turns.
 func (o *owner) serverTurns(s *session) (excused time.Duration, serverTurn bool) {
-	tc, ok := s.conn.(*tlsConn)
-	if !ok || tc.phase != phaseHandshake || tc.tr.hs == nil {
-		return 0, false
-	}
-	ended, turn := tc.tr.hs.excused()
+	ended, turn := s.sec().serverTurns()
 	return min(ended, maxExcused*o.ioTimeout), turn && ended < maxExcused*o.ioTimeout
 }
 

@@ -211,6 +211,15 @@ func (c *tlsConn) ready() bool       { return c.phase == phaseOpen }
 func (c *tlsConn) handshaking() bool { return c.phase == phaseHandshake }
 func (c *tlsConn) identity() string  { return c.peerID }
 
+// serverTurns reports the handshake's server turns (handshakeinput.go)
+// while a goroutine runs it.
+func (c *tlsConn) serverTurns() (time.Duration, bool) {
+	if c.phase != phaseHandshake || c.tr.hs == nil {
+		return 0, false
+	}
+	return c.tr.hs.excused()
+}
+
 // Peek decrypts what has arrived and returns the plaintext not yet parsed,
 // including any a previous turn left. The slice is the loop's scratch buffer
 // and is valid until the next Peek of any session. A non-nil error means the
@@ -298,6 +307,10 @@ func (c *tlsConn) closeNow() error {
 type tlsLoop struct {
 	scratch []byte
 }
+
+// newConn is a TLS session for a connection just accepted; OnOpen joins it
+// to the loop.
+func (l *tlsLoop) newConn() *tlsConn { return &tlsConn{scratch: &l.scratch} }
 
 func newTLSLoop() *tlsLoop {
 	// One turn parses at most bytesPerTurn; one more record's plaintext on top

@@ -11,6 +11,19 @@ import "time"
 // replies before it sleeps. Nothing the rules do re-enters the owner: a
 // write that fails, or a close, makes gnet call OnClose at once, and that
 // close is queued (later) and becomes the next turn.
+//
+// The rules reach the world only through send, wrote and closeSession;
+// applying runs one way, from the effects to the connections. Two named
+// steps of the turn are the exceptions, each in this file:
+//
+//   - flush applies the effects recorded so far before the turn ends. Only
+//     traffic calls it, when a pipelining client's replies reach
+//     replyBatch, so that a burst costs one write(2) per batch and the
+//     backlog check sees what the peer has not taken.
+//   - noteOutput is the write effect's one consequence: output the peer has
+//     not taken starts the session's io-timeout clock and arms its timer.
+//     It reads the connection, never the rules' state, and decides nothing
+//     but that clock.
 
 type effectKind uint8
 
@@ -69,6 +82,11 @@ func (o *owner) closeSession(s *session, reason ReleaseReason, why string) {
 	o.effects = append(o.effects, effect{s: s, kind: effectClose})
 }
 
+// flush applies the effects recorded so far in the middle of a turn (see
+// above). The session whose turn it is may be closed when it returns: a
+// write failed.
+func (o *owner) flush() { o.apply(nil) }
+
 // end applies the turn's effects, then runs the turns its closes caused,
 // and plans the next tick. self is the session whose OnTraffic this is, or
 // nil: gnet closes that one when the callback returns Close, which end
@@ -118,6 +136,24 @@ func (o *owner) apply(self *session) (closeSelf bool) {
 	o.effects = o.effects[:0]
 	o.outbuf = o.outbuf[:0]
 	return closeSelf
+}
+
+// noteOutput starts the io-timeout clock for output the peer has not drained:
+// in gnet's buffer, or in the kernel's send queue, looked at every
+// outputCheck bytes written (see outq.go). Once started, the clock is the
+// timer's to stop (onTimer), which looks at both every stallPoll.
+func (o *owner) noteOutput(s *session) {
+	if s.stalledSince != 0 {
+		return
+	}
+	pending := s.conn.OutboundBuffered()
+	if pending == 0 && s.unchecked >= outputCheck {
+		pending, _ = s.lookAtKernel()
+	}
+	if pending > 0 {
+		s.stalledSince = o.now
+		o.armBy(s, o.now+stallPoll)
+	}
 }
 
 // closed is gnet's OnClose for a session: its connection is gone. Inside a

@@ -1,6 +1,7 @@
 package eventloop_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"strings"
@@ -233,4 +234,30 @@ func TestConformance6Stream(t *testing.T) {
 
 	// Each subtest closed its connections when it ended.
 	ts.waitStats(t, eventloop.Stats{})
+}
+
+// TestPipelinedBurstIsServed: protocol.md says a client that sends
+// heartbeats without waiting for the replies is not punished, and server.md
+// closes a peer for output only when it does not drain it for io-timeout.
+// This client sends a burst of 100,000 heartbeats in one write and then
+// reads every answer.
+func TestPipelinedBurstIsServed(t *testing.T) {
+	ts := startServer(t, time.Second)
+	c, tok := holder(t, ts, "burst", longLease)
+	const burst = 100_000
+	c.Send(bytes.Repeat(wire.Heartbeat, burst))
+	r := bufio.NewReader(c.NC)
+	_ = c.NC.SetReadDeadline(time.Now().Add(safety))
+	var buf protocol.FrameBuffer
+	for i := range burst {
+		var f protocol.Frame
+		if err := protocol.ReadServerFrame(r, &buf, &f); err != nil {
+			t.Fatalf("answer %d of %d: %v", i+1, burst, err)
+		}
+		if f.Type != protocol.TypeAcquired || f.Token != tok {
+			t.Fatalf("answer %d: type 0x%02x token %d, want ACQUIRED(%d)", i+1, uint8(f.Type), f.Token, tok)
+		}
+	}
+	c.SendHeartbeat()
+	c.ExpectToken(tok)
 }

@@ -1,0 +1,64 @@
+package eventloop
+
+import (
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+)
+
+// What the external test package's benchmarks (owner_bench_test.go) reach
+// inside: the loop's handler over fake connections, without sockets. They
+// live outside because the real metrics and audit recorders they plug in
+// import this package.
+
+// BenchLoop is the handler and its owner on the system clock.
+type BenchLoop struct{ h *handler }
+
+// BenchConn is a connection of a BenchLoop: the rig's fake.
+type BenchConn = fakeConn
+
+func NewBenchLoop(cfg Config) *BenchLoop {
+	cfg.Logger = zerolog.Nop()
+	return &BenchLoop{newHandler(newOwner(cfg.withDefaults(), newSystemClock()), &Server{})}
+}
+
+// Join opens a connection, as OnOpen does, and sends it frame; ok reports
+// that the frame was applied and the connection left open.
+func (l *BenchLoop) Join(frame []byte) (c *BenchConn, ok bool) {
+	c = &fakeConn{h: l.h}
+	c.RemoteAddr() // a real connection's address is made at accept, not at its grant
+	l.h.OnOpen(c)
+	s := c.session()
+	c.reuse = s
+	return c, c.Send(frame) && s.claim.State() != 0
+}
+
+// Holder returns the connection holding lock, or nil.
+func (l *BenchLoop) Holder(lock string) *BenchConn {
+	if h := l.h.owner.table.Holder(lock); h != nil {
+		return h.Value.conn.(*fakeConn)
+	}
+	return nil
+}
+
+// Send hands frame to OnTraffic; false when the handler closes the
+// connection.
+func (c *fakeConn) Send(frame []byte) bool {
+	c.in = frame
+	return c.h.OnTraffic(c) == gnet.None
+}
+
+// Leave is the connection's OnClose: the client has gone.
+func (c *fakeConn) Leave() { c.h.OnClose(c, nil) }
+
+// Reopen makes c, closed, a new connection in place, its session reused,
+// as OnOpen would without allocating one.
+func (c *fakeConn) Reopen() {
+	s := c.reuse
+	*s = session{conn: c}
+	s.claim.Value, s.timer.Value = s, s
+	c.ctx = s
+	c.h.owner.sessions.add(s)
+}
+
+// Written is how many bytes were written to c.
+func (c *fakeConn) Written() int { return c.n }
