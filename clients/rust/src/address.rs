@@ -41,9 +41,15 @@ mod tests {
     fn host_and_port() {
         assert_eq!(Address::parse("127.0.0.1:7070").unwrap().host, "127.0.0.1");
         assert_eq!(Address::parse("[::1]:7070").unwrap().host, "::1");
-        assert_eq!(Address::parse("locks.internal:7443").unwrap().host, "locks.internal");
+        assert_eq!(
+            Address::parse("locks.internal:7443").unwrap().host,
+            "locks.internal"
+        );
         for bad in ["nonsense", ":7070", "host:", "host:70700", "host:x"] {
-            assert!(matches!(Address::parse(bad), Err(Error::InvalidInput(_))), "{bad}");
+            assert!(
+                matches!(Address::parse(bad), Err(Error::InvalidInput(_))),
+                "{bad}"
+            );
         }
     }
 }

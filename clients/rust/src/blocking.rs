@@ -77,7 +77,12 @@ impl Client {
 
     /// Waits in the queue at most `wait`, then leaves it and returns
     /// [`Error::Busy`].
-    pub fn lock_timeout(&self, name: impl AsRef<[u8]>, lease: Duration, wait: Duration) -> Result<Lock, Error> {
+    pub fn lock_timeout(
+        &self,
+        name: impl AsRef<[u8]>,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Lock, Error> {
         self.open(name.as_ref(), lease, Wait::AtMost(wait))
     }
 
@@ -138,17 +143,26 @@ impl Client {
             return Ok((Conn::Plain(tcp), None));
         };
         let name = Settings::server_name(address)?;
-        let mut tls = rustls::ClientConnection::new(config.clone(), name)
-            .map_err(|e| Error::Tls(format!("cannot start a handshake with {}: {e}", address.full)))?;
+        let mut tls = rustls::ClientConnection::new(config.clone(), name).map_err(|e| {
+            Error::Tls(format!(
+                "cannot start a handshake with {}: {e}",
+                address.full
+            ))
+        })?;
         let limit = Some(self.settings.connect_timeout);
-        tcp.set_read_timeout(limit).and_then(|()| tcp.set_write_timeout(limit)).map_err(Error::io)?;
+        tcp.set_read_timeout(limit)
+            .and_then(|()| tcp.set_write_timeout(limit))
+            .map_err(Error::io)?;
         while tls.is_handshaking() {
             if let Err(e) = tls.complete_io(&mut tcp) {
                 return Err(connect::connect_error(address, e));
             }
         }
         let resumed = tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        Ok((Conn::Tls(Box::new(rustls::StreamOwned::new(tls, tcp))), Some(resumed)))
+        Ok((
+            Conn::Tls(Box::new(rustls::StreamOwned::new(tls, tcp))),
+            Some(resumed),
+        ))
     }
 
     #[cfg(not(feature = "tls"))]
@@ -269,7 +283,10 @@ impl Shared {
                     .0
             }
         };
-        guard.status.clone().expect("published before the thread starts")
+        guard
+            .status
+            .clone()
+            .expect("published before the thread starts")
     }
 
     /// Reads the status in place, without copying it.
@@ -279,19 +296,29 @@ impl Shared {
 }
 
 fn status_of(i: &Inner) -> &Status {
-    i.status.as_ref().expect("published before the thread starts")
+    i.status
+        .as_ref()
+        .expect("published before the thread starts")
 }
 
 /// The session's thread: the connection's permanent reader (rule 1) and
 /// its heartbeat sender; it closes the connection when the session says so.
-fn drive(mut conn: Conn, mut session: Session, first: Option<crate::session::Request>, shared: Arc<Shared>) {
+fn drive(
+    mut conn: Conn,
+    mut session: Session,
+    first: Option<crate::session::Request>,
+    shared: Arc<Shared>,
+) {
     let mut buf = [0u8; connect::READ_SIZE];
     let mut send = first;
     let mut stopped = false;
     loop {
         let mut actions = None;
         if let Some(request) = send.take() {
-            let left = session.status().deadline.saturating_duration_since(Instant::now());
+            let left = session
+                .status()
+                .deadline
+                .saturating_duration_since(Instant::now());
             // A write that blocks past the give-up means the lock is lost anyway.
             let written = conn
                 .tcp()
@@ -299,7 +326,10 @@ fn drive(mut conn: Conn, mut session: Session, first: Option<crate::session::Req
                 .and_then(|()| conn.write_all(session.frame(request)))
                 .and_then(|()| conn.flush());
             if let Err(e) = written {
-                actions = Some(session.step(Event::Closed(connect::connection_error("write", e)), Instant::now()));
+                actions = Some(session.step(
+                    Event::Closed(connect::connection_error("write", e)),
+                    Instant::now(),
+                ));
             }
         }
         if !stopped && shared.stop_asked() {
@@ -318,11 +348,22 @@ fn drive(mut conn: Conn, mut session: Session, first: Option<crate::session::Req
         let timeout = actions
             .wake_at
             .map(|at| at_least_a_microsecond(at.saturating_duration_since(Instant::now())));
-        let event = match conn.tcp().set_read_timeout(timeout).and_then(|()| conn.read(&mut buf)) {
+        let event = match conn
+            .tcp()
+            .set_read_timeout(timeout)
+            .and_then(|()| conn.read(&mut buf))
+        {
             Ok(0) if shared.stop_asked() => continue,
             Ok(0) => Event::Closed(connect::end_of_stream()),
             Ok(n) => Event::Read(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
                 continue
             }
             Err(_) if shared.stop_asked() => continue,
@@ -335,7 +376,10 @@ fn drive(mut conn: Conn, mut session: Session, first: Option<crate::session::Req
         }
         send = actions.send;
     }
-    drop(conn); // closing is the release
+    // Closing is the release. Shut the socket down first: the lock's waker
+    // is a second descriptor of it, which a plain close would leave open.
+    let _ = conn.tcp().shutdown(Shutdown::Both);
+    drop(conn);
     shared.publish(session.status(), true);
 }
 
@@ -416,8 +460,9 @@ impl Lock {
             return Ok(self);
         }
         let queued = |s: Status| {
-            s.error
-                .unwrap_or_else(|| Error::Unavailable("the connection ended before the grant".into()))
+            s.error.unwrap_or_else(|| {
+                Error::Unavailable("the connection ended before the grant".into())
+            })
         };
         if answered.ended {
             return Err(queued(answered));

@@ -107,7 +107,12 @@ impl Client {
     /// The work runs at most once. If the lock is lost while it runs, its
     /// future is cancelled (dropped) at once and `run` returns
     /// [`Error::Lost`]; the connection then closes, the work having stopped.
-    pub async fn run<F, Fut, T, E>(&self, name: impl AsRef<[u8]>, lease: Duration, work: F) -> Result<T, E>
+    pub async fn run<F, Fut, T, E>(
+        &self,
+        name: impl AsRef<[u8]>,
+        lease: Duration,
+        work: F,
+    ) -> Result<T, E>
     where
         F: FnOnce(Held) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -145,13 +150,17 @@ impl Client {
     async fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
         let (address, acquire) = self.settings.prepare(name, lease)?;
         let timeout = self.settings.connect_timeout;
-        let tcp = match tokio::time::timeout(timeout, TcpStream::connect(address.full.as_str())).await {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => return Err(connect::connect_error(address, e)),
-            Err(_) => {
-                return Err(connect::connect_error(address, std::io::ErrorKind::TimedOut.into()))
-            }
-        };
+        let tcp =
+            match tokio::time::timeout(timeout, TcpStream::connect(address.full.as_str())).await {
+                Ok(Ok(tcp)) => tcp,
+                Ok(Err(e)) => return Err(connect::connect_error(address, e)),
+                Err(_) => {
+                    return Err(connect::connect_error(
+                        address,
+                        std::io::ErrorKind::TimedOut.into(),
+                    ))
+                }
+            };
         tcp.set_nodelay(true).map_err(Error::io)?;
         #[cfg(feature = "tls")]
         if let Some(config) = &self.settings.tls {
@@ -161,7 +170,10 @@ impl Client {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => return Err(connect::connect_error(address, e)),
                 Err(_) => {
-                    return Err(connect::connect_error(address, std::io::ErrorKind::TimedOut.into()))
+                    return Err(connect::connect_error(
+                        address,
+                        std::io::ErrorKind::TimedOut.into(),
+                    ))
                 }
             };
             let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
@@ -217,7 +229,9 @@ async fn drive<S>(
             let failed = match written {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(connect::connection_error("write", e)),
-                Err(_) => Some(Error::Unavailable("connection lost: a write blocked past 0.8 × lease".into())),
+                Err(_) => Some(Error::Unavailable(
+                    "connection lost: a write blocked past 0.8 × lease".into(),
+                )),
             };
             if let Some(err) = failed {
                 actions = session.step(Event::Closed(err), Instant::now());
@@ -330,9 +344,9 @@ impl Lock {
             return Ok(self);
         }
         if answered.ended {
-            return Err(answered
-                .error
-                .unwrap_or_else(|| Error::Unavailable("the connection ended before the server answered".into())));
+            return Err(answered.error.unwrap_or_else(|| {
+                Error::Unavailable("the connection ended before the server answered".into())
+            }));
         }
         let granted = status.wait_for(|s| s.granted || s.ended);
         let outcome = match wait {

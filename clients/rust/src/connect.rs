@@ -3,9 +3,9 @@
 //! failed connection is reported.
 
 use std::io;
-use std::time::Duration;
 #[cfg(feature = "tls")]
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::address::Address;
 use crate::{wire, Error};
@@ -39,7 +39,11 @@ impl Settings {
     }
 
     /// The checked address and the ACQUIRE frame, before anything connects.
-    pub(crate) fn prepare(&self, name: &[u8], lease: Duration) -> Result<(&Address, Vec<u8>), Error> {
+    pub(crate) fn prepare(
+        &self,
+        name: &[u8],
+        lease: Duration,
+    ) -> Result<(&Address, Vec<u8>), Error> {
         let lease_ms = wire::lease_ms(lease)?;
         wire::check_name(name)?;
         let address = self.address.as_ref().map_err(Clone::clone)?;
@@ -49,7 +53,9 @@ impl Settings {
     /// The TLS server name for the address: its host, a DNS name or an IP
     /// address (verified against the certificate's IP SANs).
     #[cfg(feature = "tls")]
-    pub(crate) fn server_name(address: &Address) -> Result<rustls::pki_types::ServerName<'static>, Error> {
+    pub(crate) fn server_name(
+        address: &Address,
+    ) -> Result<rustls::pki_types::ServerName<'static>, Error> {
         rustls::pki_types::ServerName::try_from(address.host.clone()).map_err(|e| {
             Error::InvalidInput(format!(
                 "address {:?}: {e}: the host must be a DNS name or an IP address for TLS",

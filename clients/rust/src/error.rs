@@ -151,8 +151,18 @@ mod tests {
 
     #[test]
     fn codes_are_classified_by_range_never_by_list() {
-        for (code, retriable) in [(0x01, true), (0x05, true), (0x0f, true), (0x10, false), (0x18, false), (0x7f, false)] {
-            let e = Error::Server { code, reason: String::new() };
+        for (code, retriable) in [
+            (0x01, true),
+            (0x05, true),
+            (0x0f, true),
+            (0x10, false),
+            (0x18, false),
+            (0x7f, false),
+        ] {
+            let e = Error::Server {
+                code,
+                reason: String::new(),
+            };
             assert_eq!(e.is_retriable(), retriable, "0x{code:02x}");
             assert_eq!(e.code(), Some(code));
             assert_eq!(Error::lost(e).code(), Some(code));
@@ -165,9 +175,15 @@ mod tests {
 
     #[test]
     fn an_empty_reason_shows_the_canonical_text() {
-        let e = Error::Server { code: 0x14, reason: String::new() };
+        let e = Error::Server {
+            code: 0x14,
+            reason: String::new(),
+        };
         assert!(e.to_string().contains("empty lock name"), "{e}");
-        let e = Error::Server { code: 0x05, reason: String::new() };
+        let e = Error::Server {
+            code: 0x05,
+            reason: String::new(),
+        };
         assert!(e.to_string().contains("server condition"), "{e}");
     }
 }

@@ -78,3 +78,8 @@ pub use rustls;
 
 /// The server address [`Client::new`] is usually given: the server's default.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:7070";
+
+/// The README's examples, compiled by `cargo test --doc`.
+#[cfg(all(doctest, feature = "tokio", feature = "blocking", feature = "tls"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

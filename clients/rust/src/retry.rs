@@ -45,7 +45,12 @@ impl Backoff {
     /// server conditions and lost connections; never after client errors
     /// (0x10 and above), invalid input, protocol violations, TLS failures
     /// or `Busy`.
-    pub(crate) fn delay(&mut self, err: &Error, lease: Duration, rand: RandUpTo) -> Option<Duration> {
+    pub(crate) fn delay(
+        &mut self,
+        err: &Error,
+        lease: Duration,
+        rand: RandUpTo,
+    ) -> Option<Duration> {
         if !err.is_retriable() {
             return None;
         }
@@ -68,7 +73,10 @@ mod tests {
         n
     }
     fn server(code: u8) -> Error {
-        Error::Server { code, reason: String::new() }
+        Error::Server {
+            code,
+            reason: String::new(),
+        }
     }
     const LEASE: Duration = Duration::from_secs(2);
 
@@ -76,26 +84,51 @@ mod tests {
     fn backoff_doubles_from_100ms_to_5s_with_equal_jitter() {
         let mut b = Backoff::default();
         let err = Error::Unavailable("x".into());
-        let highs: Vec<_> = (0..8).map(|_| b.delay(&err, LEASE, high).unwrap()).collect();
+        let highs: Vec<_> = (0..8)
+            .map(|_| b.delay(&err, LEASE, high).unwrap())
+            .collect();
         let ms = |v: u64| Duration::from_millis(v);
-        assert_eq!(highs, [ms(100), ms(200), ms(400), ms(800), ms(1600), ms(3200), ms(5000), ms(5000)]);
+        assert_eq!(
+            highs,
+            [
+                ms(100),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                ms(3200),
+                ms(5000),
+                ms(5000)
+            ]
+        );
         let mut b = Backoff::default();
-        let lows: Vec<_> = (0..3).map(|_| b.delay(&server(0x05), LEASE, low).unwrap()).collect();
+        let lows: Vec<_> = (0..3)
+            .map(|_| b.delay(&server(0x05), LEASE, low).unwrap())
+            .collect();
         assert_eq!(lows, [ms(50), ms(100), ms(200)]);
     }
 
     #[test]
     fn after_0x01_a_random_wait_of_at_most_a_quarter_lease_capped_at_1s() {
         let mut b = Backoff::default();
-        assert_eq!(b.delay(&server(0x01), LEASE, high), Some(Duration::from_millis(500)));
+        assert_eq!(
+            b.delay(&server(0x01), LEASE, high),
+            Some(Duration::from_millis(500))
+        );
         assert_eq!(b.delay(&server(0x01), LEASE, low), Some(Duration::ZERO));
-        assert_eq!(b.delay(&server(0x01), Duration::from_secs(60), high), Some(Duration::from_secs(1)));
+        assert_eq!(
+            b.delay(&server(0x01), Duration::from_secs(60), high),
+            Some(Duration::from_secs(1))
+        );
         assert_eq!(
             b.delay(&server(0x01), Duration::from_nanos(7), high),
             Some(Duration::from_nanos(1))
         );
         // The jitter does not advance the backoff.
-        assert_eq!(b.delay(&server(0x02), LEASE, high), Some(Duration::from_millis(100)));
+        assert_eq!(
+            b.delay(&server(0x02), LEASE, high),
+            Some(Duration::from_millis(100))
+        );
     }
 
     #[test]

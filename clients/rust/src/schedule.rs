@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn the_interval_is_a_quarter_of_the_lease_without_rtt() {
         assert_eq!(Schedule::new(2000 * MS).interval(), 500 * MS);
-        assert_eq!(Schedule::new(Duration::from_nanos(7)).interval(), Duration::from_nanos(1));
+        assert_eq!(
+            Schedule::new(Duration::from_nanos(7)).interval(),
+            Duration::from_nanos(1)
+        );
     }
 
     #[test]
@@ -120,12 +123,18 @@ mod tests {
         assert_eq!(s.interval(), 372 * MS);
         s.observe(Duration::from_nanos(3));
         // 64 ms + (3 ns − 64 ms) / 5, truncated toward zero.
-        assert_eq!(s.smoothed_rtt(), Duration::from_nanos(64_000_000 - 63_999_997 / 5));
+        assert_eq!(
+            s.smoothed_rtt(),
+            Duration::from_nanos(64_000_000 - 63_999_997 / 5)
+        );
     }
 
     #[test]
     fn the_timeout_is_four_fifths_of_the_lease_to_the_nanosecond() {
         assert_eq!(client_timeout(2000 * MS), 1600 * MS);
-        assert_eq!(client_timeout(Duration::from_nanos(1_000_000_007)), Duration::from_nanos(800_000_005));
+        assert_eq!(
+            client_timeout(Duration::from_nanos(1_000_000_007)),
+            Duration::from_nanos(800_000_005)
+        );
     }
 }

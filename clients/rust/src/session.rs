@@ -254,7 +254,9 @@ impl Session {
                 self.grant(token);
                 None
             }
-            (Frame::Acquired(token), State::Held) if token == self.status.token && self.in_flight => {
+            (Frame::Acquired(token), State::Held)
+                if token == self.status.token && self.in_flight =>
+            {
                 self.acknowledged(now)
             }
             (Frame::Acquired(token), State::Held) if token != self.status.token => {
@@ -284,7 +286,8 @@ impl Session {
     /// its send + 0.8 × lease, the next heartbeat is due one interval after
     /// that send, at once if that has passed (rule 3).
     fn acknowledged(&mut self, now: Instant) -> Option<Request> {
-        self.schedule.observe(now.saturating_duration_since(self.last_send));
+        self.schedule
+            .observe(now.saturating_duration_since(self.last_send));
         self.in_flight = false;
         self.status.deadline = self.last_send + self.timeout;
         let due = self.last_send + self.schedule.interval();

@@ -54,7 +54,10 @@ fn start_sends_acquire_and_wakes_at_the_give_up() {
     assert_eq!(a.send, Some(Request::Acquire));
     assert!(!a.close);
     assert_eq!(a.wake_at, Some(f.at(1600 * MS)));
-    assert_eq!(f.s.frame(Request::Acquire), wire::encode_acquire(2000, b"x"));
+    assert_eq!(
+        f.s.frame(Request::Acquire),
+        wire::encode_acquire(2000, b"x")
+    );
     assert_eq!(f.s.frame(Request::Heartbeat), [0x02]);
 }
 
@@ -93,7 +96,10 @@ fn a_stopped_work_closes_a_silent_lock_at_once() {
     assert!(f.s.status().ended);
     let a = f.stop(1700 * MS);
     assert!(a.close);
-    assert!(matches!(f.s.status().error, Some(Error::Unavailable(_))), "the loss stays the reason");
+    assert!(
+        matches!(f.s.status().error, Some(Error::Unavailable(_))),
+        "the loss stays the reason"
+    );
 }
 
 #[test]
@@ -132,7 +138,11 @@ fn one_request_in_flight_and_the_next_goes_when_a_late_answer_arrives() {
     for ns in [960 * MS, 1000 * MS, 1599 * MS] {
         let a = f.tick(ns);
         assert_eq!(a.send, None, "at {ns} ns");
-        assert_eq!(a.wake_at, Some(f.at(1600 * MS)), "only the give-up is armed");
+        assert_eq!(
+            a.wake_at,
+            Some(f.at(1600 * MS)),
+            "only the give-up is armed"
+        );
     }
     // The answer comes 1 s after the send, past the interval: the next
     // heartbeat goes at once.
@@ -188,7 +198,11 @@ fn the_push_answers_no_request() {
     assert_eq!(f.s.status().token, T);
     assert_eq!(a.send, None);
     assert!(f.s.in_flight);
-    assert_eq!(f.s.status().deadline, f.at(1600 * MS), "the push moves no deadline");
+    assert_eq!(
+        f.s.status().deadline,
+        f.at(1600 * MS),
+        "the push moves no deadline"
+    );
     // The heartbeat's own answer (ACQUIRED after the promotion).
     let _ = f.read(501 * MS, &ACQUIRED_T);
     assert!(!f.s.in_flight);
@@ -218,7 +232,10 @@ fn an_error_frame_ends_and_closes_at_once() {
 #[test]
 fn the_end_of_stream_closes_at_once() {
     let mut f = Fixture::held(LEASE);
-    let a = f.s.step(Event::Closed(Error::Unavailable("end of stream".into())), f.at(20 * MS));
+    let a = f.s.step(
+        Event::Closed(Error::Unavailable("end of stream".into())),
+        f.at(20 * MS),
+    );
     assert!(a.close);
     assert!(matches!(f.s.status().error, Some(Error::Unavailable(_))));
 }
@@ -226,14 +243,17 @@ fn the_end_of_stream_closes_at_once() {
 #[test]
 fn a_broken_frame_is_silence_the_connection_stays_until_the_work_stops() {
     for bad in [
-        &[0x7e][..],                              // unknown type
-        &[0x11][..],                              // WAITING after ACQUIRED
-        &[0x12, 0, 0, 0, 0, 0, 0, 0, 9][..],      // another token
-        &[0x12, 0, 0, 0, 1, 0, 0, 0, 2][..],      // an answer with nothing in flight
+        &[0x7e][..],                         // unknown type
+        &[0x11][..],                         // WAITING after ACQUIRED
+        &[0x12, 0, 0, 0, 0, 0, 0, 0, 9][..], // another token
+        &[0x12, 0, 0, 0, 1, 0, 0, 0, 2][..], // an answer with nothing in flight
     ] {
         let mut f = Fixture::held(LEASE);
         let a = f.read(20 * MS, bad);
-        assert!(matches!(f.s.status().error, Some(Error::Protocol(_))), "{bad:x?}");
+        assert!(
+            matches!(f.s.status().error, Some(Error::Protocol(_))),
+            "{bad:x?}"
+        );
         assert!(!a.close, "{bad:x?}");
         assert_eq!(a.wake_at, Some(f.at(2000 * MS)), "last send (0) + lease");
         assert!(f.stop(30 * MS).close);

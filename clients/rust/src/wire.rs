@@ -181,8 +181,14 @@ mod tests {
         assert_eq!(lease_ms(Duration::from_millis(300)).unwrap(), 300);
         assert_eq!(lease_ms(Duration::from_nanos(1_000_001)).unwrap(), 2);
         assert_eq!(lease_ms(MAX_LEASE).unwrap(), u32::MAX);
-        assert!(matches!(lease_ms(Duration::from_nanos(999_999)), Err(Error::InvalidInput(_))));
-        assert!(matches!(lease_ms(Duration::ZERO), Err(Error::InvalidInput(_))));
+        assert!(matches!(
+            lease_ms(Duration::from_nanos(999_999)),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(matches!(
+            lease_ms(Duration::ZERO),
+            Err(Error::InvalidInput(_))
+        ));
         assert!(matches!(
             lease_ms(MAX_LEASE + Duration::from_nanos(1)),
             Err(Error::InvalidInput(_))
@@ -193,8 +199,16 @@ mod tests {
     fn names_are_1_to_255_bytes_of_utf8() {
         assert!(check_name(&[b'a'; 255]).is_ok());
         assert!(check_name("é".as_bytes()).is_ok());
-        for bad in [&b""[..], &[b'a'; 256][..], &b"\xff"[..], &b"ok\xed\xa0\x80"[..]] {
-            assert!(matches!(check_name(bad), Err(Error::InvalidInput(_))), "{bad:?}");
+        for bad in [
+            &b""[..],
+            &[b'a'; 256][..],
+            &b"\xff"[..],
+            &b"ok\xed\xa0\x80"[..],
+        ] {
+            assert!(
+                matches!(check_name(bad), Err(Error::InvalidInput(_))),
+                "{bad:?}"
+            );
         }
     }
 
@@ -204,8 +218,14 @@ mod tests {
         let want = vec![
             Frame::Waiting,
             Frame::Acquired(u64::MAX),
-            Frame::Error { code: 0x7f, reason: "abc".into() },
-            Frame::Error { code: 0x14, reason: String::new() },
+            Frame::Error {
+                code: 0x7f,
+                reason: "abc".into(),
+            },
+            Frame::Error {
+                code: 0x14,
+                reason: String::new(),
+            },
         ];
         for chunk in 1..=stream.len() {
             let mut d = Decoder::default();
