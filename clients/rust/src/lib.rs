@@ -53,9 +53,14 @@
 //! rules are cited there by number.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 #![warn(missing_docs)]
+// Without a driver (neither `tokio` nor `blocking`) only the error type and
+// the limits are public; the session rules still build and are tested.
+#![cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
 
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod address;
 mod error;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod retry;
 mod schedule;
 mod session;

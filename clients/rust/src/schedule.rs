@@ -116,9 +116,9 @@ mod tests {
         let mut s = Schedule::new(2000 * MS);
         s.observe(100 * MS);
         assert_eq!(s.smoothed_rtt(), 100 * MS);
-        s.observe(0 * MS);
+        s.observe(Duration::ZERO);
         assert_eq!(s.smoothed_rtt(), 80 * MS);
-        s.observe(0 * MS);
+        s.observe(Duration::ZERO);
         assert_eq!(s.smoothed_rtt(), 64 * MS);
         assert_eq!(s.interval(), 372 * MS);
         s.observe(Duration::from_nanos(3));
