@@ -76,10 +76,8 @@ async fn try_lock_on_a_held_lock_is_busy_and_leaves_the_queue() {
         tx.send("left").unwrap();
     });
     let client = Client::new(&fake.addr);
-    assert!(matches!(
-        client.try_lock("q", LEASE).await,
-        Err(Error::Busy)
-    ));
+    let got = client.try_lock("q", LEASE).await;
+    assert!(matches!(got, Err(Error::Busy)), "{got:?}");
     assert_eq!(hear(&mut rx).await, "left");
 }
 
