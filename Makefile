@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test
 
 all: build
 
@@ -26,8 +26,8 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python and Node.js clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test
+## test: vet, gofmt, staticcheck, the Python, Node.js and Rust clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
+test: vet fmt-check staticcheck python-test node-test rust-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -92,6 +92,53 @@ node-test: build
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
+
+# --- the Rust client (clients/rust) -----------------------------------------
+# The crate monolock; its dependencies are pinned by clients/rust/Cargo.lock
+# (every cargo command runs with --locked). All feature combinations share
+# one target directory, so each dependency builds once. rust-build builds
+# what the conformance kit's Rust drivers run (cmd/monolock-conformance,
+# from `go test`).
+
+CARGO   ?= cargo
+RUSTDIR := clients/rust
+# Every combination of the crate's features, "" being none at all.
+RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls
+# What `cargo package --list` may hold: the sources, the manifest (and the
+# copy cargo keeps of it), the lock file, README, licence, cargo's VCS note.
+RUST_PACKAGE_FILES := ^(src/.*\.rs|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|README\.md|LICENSE|\.cargo_vcs_info\.json)$$
+
+## rust-tools: install rustfmt and clippy with rustup when they are missing
+rust-tools:
+	@installed=$$(rustup component list --installed 2>/dev/null); \
+	for c in rustfmt clippy; do \
+		echo "$$installed" | grep -q "^$$c" || rustup component add $$c || \
+			{ echo "cannot install $$c: install rustup (https://rustup.rs), then rustup component add $$c"; exit 1; }; \
+	done
+
+## rust-build: build the Rust client's conformance driver (async and --blocking)
+rust-build:
+	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking
+
+## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes and the real server), doc tests, package contents
+rust-test: build
+	@if ! command -v $(CARGO) >/dev/null; then \
+		echo "SKIP rust-test: cargo is missing; install Rust with rustup (https://rustup.rs)"; exit 0; fi; \
+	set -e; \
+	$(MAKE) --no-print-directory rust-tools; \
+	cd $(RUSTDIR); \
+	$(CARGO) fmt --check; \
+	$(CARGO) clippy --locked --all-targets --all-features -- -D warnings; \
+	for f in $(RUST_FEATURES); do \
+		echo "cargo test --no-default-features --features '$$f'"; \
+		MONOLOCK_BIN=$(abspath $(BIN))/monolock $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
+	done; \
+	$(CARGO) test --locked --quiet --all-features --doc; \
+	files=$$($(CARGO) package --list --locked --allow-dirty 2>/dev/null); \
+	extra=$$(echo "$$files" | grep -Ev '$(RUST_PACKAGE_FILES)' || true); \
+	if [ -n "$$extra" ]; then echo "cargo package would ship more than sources, manifest, README and licence:"; echo "$$extra"; exit 1; fi; \
+	echo "cargo package --list: $$(echo "$$files" | wc -l) files, sources, manifest, README and licence only"
+	$(MAKE) --no-print-directory rust-build
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

@@ -105,7 +105,7 @@ var ports = []string{"7070", "7071", "9090", "7443"}
 
 // tools are the programs outside this repository a command may need; a script
 // that uses one that is missing is skipped, saying so.
-var tools = []string{"curl", "jq", "python3", "node", "openssl", "psql"}
+var tools = []string{"curl", "jq", "python3", "node", "openssl", "psql", "cargo"}
 
 func TestDocs(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -156,6 +156,9 @@ func TestDocs(t *testing.T) {
 			env.Setenv("BASH_ENV", filepath.Join(env.WorkDir, ".doctest", "prelude.sh"))
 			env.Setenv("REPO", repoRoot)
 			for k, v := range goEnv {
+				env.Setenv(k, v)
+			}
+			for k, v := range cargoEnvironment() {
 				env.Setenv(k, v)
 			}
 			return nil
@@ -269,6 +272,21 @@ func goEnvironment(t *testing.T) map[string]string {
 	for i, v := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		if i < len(names) && v != "" {
 			env[names[i]] = v
+		}
+	}
+	return env
+}
+
+// cargoEnvironment passes cargo's and rustup's homes (the toolchain, the
+// crates already downloaded) on to scripts, whose HOME is not a real one.
+func cargoEnvironment() map[string]string {
+	env := map[string]string{}
+	home, _ := os.UserHomeDir()
+	for name, dir := range map[string]string{"CARGO_HOME": ".cargo", "RUSTUP_HOME": ".rustup"} {
+		if v := os.Getenv(name); v != "" {
+			env[name] = v
+		} else if home != "" {
+			env[name] = filepath.Join(home, dir)
 		}
 	}
 	return env

@@ -53,6 +53,32 @@ var clientDrivers = []clientDriver{
 		command: func(_ *testing.T, root string) []string { return node(root) },
 		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
 	},
+	{
+		name:    "rust",
+		command: func(_ *testing.T, root string) []string { return rust(root) },
+		install: "Rust with cargo (rustup.rs), then make rust-build",
+	},
+	{
+		name: "rust-blocking",
+		command: func(_ *testing.T, root string) []string {
+			argv := rust(root)
+			if argv == nil {
+				return nil
+			}
+			return append(argv, "--blocking")
+		},
+		install: "Rust with cargo (rustup.rs), then make rust-build",
+	},
+}
+
+// rust is the Rust driver's command (an example of the crate), nil when it
+// is not built (make rust-build; make test does it).
+func rust(root string) []string {
+	bin := filepath.Join(root, "clients", "rust", "target", "debug", "examples", "conformance")
+	if _, err := os.Stat(bin); err != nil {
+		return nil
+	}
+	return []string{bin}
 }
 
 // node is the Node.js driver's command, nil when no node of 20 or later is

@@ -1,0 +1,412 @@
+//! The async client on tokio: one task per lock runs its [`Session`].
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
+
+use crate::connect::{self, Settings, Wait};
+use crate::retry::{rand_up_to, Backoff};
+use crate::session::{Actions, Event, Session, Status};
+use crate::Error;
+
+/// Acquires locks from one monolock server. It holds no connection of its
+/// own (every lock is its own connection), so it is cheap to clone, safe to
+/// share between tasks, and needs no closing.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), monolock::Error> {
+/// use std::time::Duration;
+///
+/// let client = monolock::Client::new("127.0.0.1:7070");
+/// let token = client
+///     .run("nightly-import", Duration::from_secs(2), |lock| async move {
+///         // the work: cancelled (dropped) at once if the lock is lost
+///         Ok::<_, monolock::Error>(lock.token())
+///     })
+///     .await?;
+/// # let _ = token;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    settings: Settings,
+}
+
+impl Client {
+    /// A client of the server at `addr` (`host:port`, such as
+    /// `127.0.0.1:7070` or `[::1]:7070`). A malformed address is reported
+    /// by the first `lock` as [`Error::InvalidInput`].
+    pub fn new(addr: impl AsRef<str>) -> Client {
+        Client {
+            settings: Settings::new(addr.as_ref()),
+        }
+    }
+
+    /// Speaks TLS with `config` (mutual TLS when it carries a client
+    /// certificate). The server certificate must be valid for the host of
+    /// the address, a DNS name or an IP address. Every connection of this
+    /// client shares `config`, and with it rustls's session store, so a
+    /// reconnect resumes the TLS session of an earlier connection when the
+    /// server can ([`Lock::tls_resumed`]).
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, config: rustls::ClientConfig) -> Client {
+        self.settings.tls = Some(std::sync::Arc::new(config));
+        self
+    }
+
+    /// Bounds the TCP connect and the TLS handshake of each attempt
+    /// (default 10 s).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Client {
+        self.settings.connect_timeout = timeout;
+        self
+    }
+
+    /// Acquires the lock `name`, waiting in its FIFO queue as long as it
+    /// takes, and returns it held. Dropping the future while queued leaves
+    /// the queue. One attempt: nothing is retried (see [`Client::run`]).
+    ///
+    /// `name` is 1 to 255 bytes of UTF-8 and `lease` at least 1 ms (a
+    /// fraction of a millisecond rounds up); anything else is
+    /// [`Error::InvalidInput`] before connecting.
+    pub async fn lock(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<Lock, Error> {
+        self.open(name.as_ref(), lease, Wait::Forever).await
+    }
+
+    /// As [`Client::lock`], but returns [`Error::Busy`] at once when someone
+    /// else holds the lock (the server queued the request).
+    pub async fn try_lock(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<Lock, Error> {
+        self.open(name.as_ref(), lease, Wait::No).await
+    }
+
+    /// As [`Client::lock`], but waits in the queue at most `wait`, then
+    /// leaves it and returns [`Error::Busy`].
+    pub async fn lock_timeout(
+        &self,
+        name: impl AsRef<[u8]>,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Lock, Error> {
+        self.open(name.as_ref(), lease, Wait::AtMost(wait)).await
+    }
+
+    /// Runs `work` while holding `name` and releases the lock afterwards,
+    /// returning the work's own result.
+    ///
+    /// Failures before the work starts are retried as the rules say (rule
+    /// 6): after a random wait of at most min(1 s, lease/4) after "server
+    /// shutting down" (0x01), with backoff (100 ms doubling up to 5 s, with
+    /// jitter) after other server conditions and lost connections. Client
+    /// errors (0x10 and above), invalid input, protocol violations and TLS
+    /// failures are returned at once. Every attempt is a new connection at
+    /// the back of the queue.
+    ///
+    /// The work runs at most once. If the lock is lost while it runs, its
+    /// future is cancelled (dropped) at once and `run` returns
+    /// [`Error::Lost`]; the connection then closes, the work having stopped.
+    pub async fn run<F, Fut, T, E>(
+        &self,
+        name: impl AsRef<[u8]>,
+        lease: Duration,
+        work: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce(Held) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let name = name.as_ref();
+        let mut backoff = Backoff::default();
+        let lock = loop {
+            match self.open(name, lease, Wait::Forever).await {
+                Ok(lock) => break lock,
+                Err(e) => match backoff.delay(&e, lease, rand_up_to) {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => return Err(e.into()),
+                },
+            }
+        };
+        let held = lock.held.clone();
+        let outcome = tokio::select! {
+            biased;
+            lost = held.lost() => Err(lost),
+            result = work(held.clone()) => Ok(result),
+        };
+        match outcome {
+            Err(lost) => {
+                drop(lock); // the work is dropped: close now
+                Err(lost.into())
+            }
+            Ok(result) => match (lock.release().await, result) {
+                (Err(lost), Ok(_)) => Err(lost.into()),
+                (_, result) => result,
+            },
+        }
+    }
+
+    async fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
+        let (address, acquire) = self.settings.prepare(name, lease)?;
+        let timeout = self.settings.connect_timeout;
+        let tcp =
+            match tokio::time::timeout(timeout, TcpStream::connect(address.full.as_str())).await {
+                Ok(Ok(tcp)) => tcp,
+                Ok(Err(e)) => return Err(connect::connect_error(address, e)),
+                Err(_) => {
+                    return Err(connect::connect_error(
+                        address,
+                        std::io::ErrorKind::TimedOut.into(),
+                    ))
+                }
+            };
+        tcp.set_nodelay(true).map_err(Error::io)?;
+        #[cfg(feature = "tls")]
+        if let Some(config) = &self.settings.tls {
+            let name = Settings::server_name(address)?;
+            let connector = tokio_rustls::TlsConnector::from(config.clone());
+            let tls = match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => return Err(connect::connect_error(address, e)),
+                Err(_) => {
+                    return Err(connect::connect_error(
+                        address,
+                        std::io::ErrorKind::TimedOut.into(),
+                    ))
+                }
+            };
+            let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            let mut lock = start(tls, acquire, lease);
+            lock.tls_resumed = Some(resumed);
+            return lock.await_grant(wait).await;
+        }
+        start(tcp, acquire, lease).await_grant(wait).await
+    }
+}
+
+/// Starts the session's task on a connected stream.
+fn start<S>(io: S, acquire: Vec<u8>, lease: Duration) -> Lock
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (session, actions) = Session::start(acquire, lease, Instant::now());
+    let (status_tx, status_rx) = watch::channel(session.status().clone());
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(drive(io, session, actions, status_tx, stop_rx));
+    Lock {
+        held: Held { status: status_rx },
+        stop: Some(stop_tx),
+        tls_resumed: None,
+    }
+}
+
+/// The session's task: the connection's permanent reader (rule 1) and its
+/// heartbeat sender. It ends, closing the connection, when the session says
+/// so; the [`Lock`] tells it the work has stopped by sending on, or
+/// dropping, `stop`.
+async fn drive<S>(
+    mut io: S,
+    mut session: Session,
+    mut actions: Actions,
+    status: watch::Sender<Status>,
+    mut stop: oneshot::Receiver<()>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf = [0u8; connect::READ_SIZE];
+    let mut stopped = false;
+    loop {
+        if let Some(request) = actions.send {
+            // A write that blocks past the give-up means the lock is lost anyway.
+            let deadline = tokio::time::Instant::from_std(session.status().deadline);
+            let frame = session.frame(request);
+            let written = tokio::time::timeout_at(deadline, async {
+                io.write_all(frame).await?;
+                io.flush().await
+            })
+            .await;
+            let failed = match written {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(connect::connection_error("write", e)),
+                Err(_) => Some(Error::Unavailable(
+                    "connection lost: a write blocked past 0.8 × lease".into(),
+                )),
+            };
+            if let Some(err) = failed {
+                actions = session.step(Event::Closed(err), Instant::now());
+            }
+        }
+        status.send_replace(session.status().clone());
+        if actions.close {
+            return;
+        }
+        let wake = actions.wake_at.map(tokio::time::Instant::from_std);
+        let event = tokio::select! {
+            read = io.read(&mut buf) => match read {
+                Ok(0) => Event::Closed(connect::end_of_stream()),
+                Ok(n) => Event::Read(&buf[..n]),
+                Err(e) => Event::Closed(connect::connection_error("read", e)),
+            },
+            _ = &mut stop, if !stopped => {
+                stopped = true;
+                Event::Stop
+            }
+            _ = sleep_until(wake) => Event::Tick,
+        };
+        actions = session.step(event, Instant::now());
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One connection's claim on one named lock, held until [`Lock::release`]
+/// or until it is lost. A task (one per lock) is the connection's permanent
+/// reader and heartbeat sender.
+///
+/// Dropping the lock releases it: the connection closes without blocking
+/// (no runtime is needed in `Drop`), and the task, its timer and its socket
+/// are gone soon after.
+#[derive(Debug)]
+pub struct Lock {
+    held: Held,
+    stop: Option<oneshot::Sender<()>>,
+    tls_resumed: Option<bool>,
+}
+
+impl Lock {
+    /// The fencing token of the grant: pass it to every resource the work
+    /// changes, which rejects tokens smaller than the largest it accepted.
+    pub fn token(&self) -> u64 {
+        self.held.token()
+    }
+
+    /// True while the lock is held and the server confirmed it within the
+    /// last 0.8 × lease. It reads the monotonic clock itself (no I/O): call
+    /// it right before a side effect. Once false, it stays false.
+    pub fn is_valid(&self) -> bool {
+        self.held.is_valid()
+    }
+
+    /// Resolves when the lock is lost, with [`Error::Lost`] saying why.
+    pub async fn lost(&self) -> Error {
+        self.held.lost().await
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn lost_error(&self) -> Option<Error> {
+        self.held.lost_error()
+    }
+
+    /// A view of this lock to hand to the work (token, validity, loss).
+    pub fn held(&self) -> Held {
+        self.held.clone()
+    }
+
+    /// Whether this lock's TLS connection resumed the session of an
+    /// earlier connection of its client (an abbreviated handshake); `None`
+    /// without TLS. False on a client's first connection, and after a
+    /// server restart or a failover unless the servers share
+    /// `-tls-ticket-keys`.
+    pub fn tls_resumed(&self) -> Option<bool> {
+        self.tls_resumed
+    }
+
+    /// Releases the lock (or leaves the queue) by closing the connection,
+    /// and returns once it is closed. It also tells the client that the
+    /// work has stopped, which is what lets it close a lost lock's
+    /// connection. After a loss it returns that loss as [`Error::Lost`].
+    pub async fn release(mut self) -> Result<(), Error> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let mut status = self.held.status.clone();
+        while status.changed().await.is_ok() {}
+        match self.lost_error() {
+            Some(lost) => Err(lost),
+            None => Ok(()),
+        }
+    }
+
+    async fn await_grant(self, wait: Wait) -> Result<Lock, Error> {
+        let mut status = self.held.status.clone();
+        let answered = status
+            .wait_for(|s| s.answered || s.ended)
+            .await
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| status.borrow().clone());
+        if answered.granted {
+            return Ok(self);
+        }
+        if answered.ended {
+            return Err(answered.error.unwrap_or_else(|| {
+                Error::Unavailable("the connection ended before the server answered".into())
+            }));
+        }
+        let granted = status.wait_for(|s| s.granted || s.ended);
+        let outcome = match wait {
+            Wait::No => return Err(Error::Busy),
+            Wait::Forever => granted.await.map(|s| s.clone()),
+            Wait::AtMost(limit) => match tokio::time::timeout(limit, granted).await {
+                Ok(s) => s.map(|s| s.clone()),
+                Err(_) => return Err(Error::Busy),
+            },
+        };
+        let s = outcome.unwrap_or_else(|_| status.borrow().clone());
+        if s.granted {
+            return Ok(self);
+        }
+        Err(s
+            .error
+            .unwrap_or_else(|| Error::Unavailable("the connection ended before the grant".into())))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A view of a held lock for the work: its token, its validity, its loss.
+/// Cheap to clone; it does not keep the lock (the [`Lock`], or `run`, does).
+#[derive(Debug, Clone)]
+pub struct Held {
+    status: watch::Receiver<Status>,
+}
+
+impl Held {
+    /// The fencing token of the grant.
+    pub fn token(&self) -> u64 {
+        self.status.borrow().token
+    }
+
+    /// As [`Lock::is_valid`].
+    pub fn is_valid(&self) -> bool {
+        self.status.borrow().valid(Instant::now())
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn lost_error(&self) -> Option<Error> {
+        self.status.borrow().error.clone().map(Error::lost)
+    }
+
+    /// Resolves when the lock is no longer held: with [`Error::Lost`] when
+    /// it was lost, and also when it was released meanwhile.
+    pub async fn lost(&self) -> Error {
+        let mut status = self.status.clone();
+        let ended = status.wait_for(|s| s.ended).await.map(|s| s.clone());
+        let s = ended.unwrap_or_else(|_| status.borrow().clone());
+        match s.error {
+            Some(cause) => Error::lost(cause),
+            None => Error::lost(Error::Unavailable("the lock was released".into())),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The blocking client against a scripted fake server.
+#![cfg(feature = "blocking")]
+
+mod support;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use monolock::blocking::Client;
+use monolock::Error;
+use support::*;
+
+const T: u64 = u64::MAX;
+const LEASE: Duration = Duration::from_millis(400);
+
+fn hear(rx: &mpsc::Receiver<&'static str>) -> &'static str {
+    rx.recv_timeout(PATIENCE)
+        .expect("the fake server's word in time")
+}
+
+#[test]
+fn heartbeats_are_answered_and_release_closes_with_a_fin() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |_, mut c| {
+        assert_eq!(read_acquire(&mut c), (400, "é/x".as_bytes().to_vec()));
+        send(&mut c, &acquired(T));
+        read_heartbeat(&mut c);
+        send(&mut c, &acquired(T));
+        // The second stays in flight: a close with an answer unread in the
+        // client's socket would be a reset, not a FIN.
+        read_heartbeat(&mut c);
+        tx.send("two heartbeats").unwrap();
+        read_eof(&mut c);
+        tx.send("closed").unwrap();
+    });
+    let lock = Client::new(&fake.addr).lock("é/x", LEASE).unwrap();
+    assert_eq!(lock.token(), T);
+    assert_eq!(hear(&rx), "two heartbeats");
+    assert!(lock.lost_error().is_none());
+    lock.release().unwrap();
+    assert_eq!(hear(&rx), "closed");
+}
+
+#[test]
+fn a_queued_lock_is_granted_by_the_push_and_try_lock_is_busy() {
+    let fake = Fake::start(|n, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &WAITING);
+        if n == 0 {
+            send(&mut c, &acquired(T));
+            answer_heartbeats(&mut c, T);
+        } else {
+            read_eof(&mut c);
+        }
+    });
+    let client = Client::new(&fake.addr);
+    let lock = client.lock("q", Duration::from_secs(10)).unwrap();
+    assert_eq!(lock.token(), T);
+    assert!(lock.is_valid());
+    assert!(matches!(client.try_lock("q", LEASE), Err(Error::Busy)));
+}
+
+#[test]
+fn run_retries_a_server_condition() {
+    let fake = Fake::start(|n, mut c| {
+        read_acquire(&mut c);
+        if n == 0 {
+            send(&mut c, &error(0x05, ""));
+            return;
+        }
+        send(&mut c, &acquired(7));
+        answer_heartbeats(&mut c, 7);
+    });
+    let token = Client::new(&fake.addr)
+        .run("r", LEASE, |lock| Ok::<_, Error>(lock.token()))
+        .unwrap();
+    assert_eq!(token, 7);
+}
+
+#[test]
+fn a_loss_while_the_work_runs_is_returned_after_it() {
+    let fake = Fake::start(|_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &acquired(T));
+        send(&mut c, &error(0x02, "closed by administrator"));
+    });
+    let got = Client::new(&fake.addr).run("w", Duration::from_secs(10), |lock| {
+        assert!(lock.wait_lost(PATIENCE), "the loss is seen by the work");
+        assert!(!lock.is_valid());
+        Ok::<_, Error>(())
+    });
+    assert_eq!(got.unwrap_err().code(), Some(0x02));
+}
+
+#[test]
+fn dropping_a_lock_closes_its_connection() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &acquired(T));
+        read_eof(&mut c);
+        tx.send("closed").unwrap();
+    });
+    let lock = Client::new(&fake.addr)
+        .lock("d", Duration::from_secs(10))
+        .unwrap();
+    drop(lock);
+    assert_eq!(hear(&rx), "closed");
+}
+
+#[test]
+fn bad_input_is_refused_before_connecting() {
+    let fake = Fake::start(|_, _| {});
+    let client = Client::new(&fake.addr);
+    for (name, lease) in [
+        (&b""[..], LEASE),
+        (&[b'a'; 256][..], LEASE),
+        (&b"\xc3"[..], LEASE),
+        (&b"x"[..], Duration::from_micros(999)),
+    ] {
+        assert!(
+            matches!(client.lock(name, lease), Err(Error::InvalidInput(_))),
+            "{name:?}"
+        );
+    }
+    assert_eq!(
+        fake.accepted(Duration::from_millis(100)),
+        None,
+        "no connection at all"
+    );
+}
+
+#[test]
+fn a_silent_server_is_given_up_and_closed() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |_, mut c| {
+        read_acquire(&mut c);
+        read_eof(&mut c);
+        tx.send("closed").unwrap();
+    });
+    let got = Client::new(&fake.addr).lock("s", Duration::from_millis(200));
+    assert!(matches!(got, Err(Error::Unavailable(_))), "{got:?}");
+    assert_eq!(hear(&rx), "closed");
+}
+
+#[test]
+fn a_dead_server_is_unavailable() {
+    assert!(matches!(
+        Client::new(dead_address()).lock("x", LEASE),
+        Err(Error::Unavailable(_))
+    ));
+}

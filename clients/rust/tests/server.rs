@@ -1,0 +1,75 @@
+//! Both clients against the real server (`MONOLOCK_BIN`, from `make build`).
+#![cfg(any(feature = "tokio", feature = "blocking"))]
+
+mod support;
+
+use std::time::Duration;
+
+use monolock::Error;
+use support::*;
+
+const LEASE: Duration = Duration::from_secs(2);
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn async_hold_queue_promote_and_run() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::Client::new(&server.addr);
+    let held = client.lock("nightly-import", LEASE).await.unwrap();
+    assert!(held.is_valid());
+    assert!(
+        held.token() > 1 << 32,
+        "the high bits are the server's clock"
+    );
+    assert!(matches!(
+        client.try_lock("nightly-import", LEASE).await,
+        Err(Error::Busy)
+    ));
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move { client.lock("nightly-import", LEASE).await })
+    };
+    let first = held.token();
+    held.release().await.unwrap();
+    let promoted = waiter.await.unwrap().unwrap();
+    assert!(promoted.token() > first);
+    drop(promoted);
+    let token = client
+        .run("nightly-import", LEASE, |lock| async move {
+            Ok::<_, Error>(lock.token())
+        })
+        .await
+        .unwrap();
+    assert!(token > first);
+    let got = client.lock(vec![b'a'; 255], LEASE).await.unwrap();
+    got.release().await.unwrap();
+}
+
+#[cfg(feature = "blocking")]
+#[test]
+fn blocking_hold_queue_promote_and_run() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::blocking::Client::new(&server.addr);
+    let held = client.lock("cron", LEASE).unwrap();
+    assert!(matches!(client.try_lock("cron", LEASE), Err(Error::Busy)));
+    assert!(matches!(
+        client.lock_timeout("cron", LEASE, Duration::from_millis(20)),
+        Err(Error::Busy)
+    ));
+    let waiter = {
+        let client = client.clone();
+        std::thread::spawn(move || client.lock("cron", LEASE))
+    };
+    let first = held.token();
+    assert!(!held.wait_lost(Duration::ZERO));
+    held.release().unwrap();
+    let promoted = waiter.join().unwrap().unwrap();
+    assert!(promoted.token() > first);
+    promoted.release().unwrap();
+    let token = client
+        .run("cron", LEASE, |lock| Ok::<_, Error>(lock.token()))
+        .unwrap();
+    assert!(token > first);
+}
