@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test java-build java-test java-bench
 
 all: build
 
@@ -27,7 +27,7 @@ run: build
 # server's go.mod): every check runs in both modules.
 
 ## test: vet, gofmt, staticcheck, the Python and Node.js clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test
+test: vet fmt-check staticcheck python-test node-test java-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -92,6 +92,29 @@ node-test: build
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
+
+# --- the Java client (clients/java) -----------------------------------------
+# No runtime dependencies; JUnit 5 and every Maven plugin are pinned in
+# clients/java/pom.xml (the first run downloads them from Maven Central).
+# java-build also compiles what the conformance kit's Java driver runs
+# (cmd/monolock-conformance, from `go test`).
+
+JAVADIR := clients/java
+MVN     ?= mvn -B -q
+
+## java-build: compile the Java client and its tests (target/classes, target/test-classes; the kit's driver)
+java-build:
+	cd $(JAVADIR) && $(MVN) test-compile
+
+## java-test: the Java client's build: unit tests (fakes, the real server), Javadoc without warnings, the jar's contents
+java-test: build
+	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
+		echo "SKIP java-test: a JDK of 17 or later with Maven is missing; install it with: apt-get install -y openjdk-17-jdk-headless maven"; exit 0; fi; \
+	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify
+
+## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
+java-bench: build java-build
+	ulimit -n 20000 && cd $(JAVADIR) && java -Xmx512m -cp target/classes:target/test-classes io.github.monolock.bench.WaitingLeases -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

@@ -53,6 +53,28 @@ var clientDrivers = []clientDriver{
 		command: func(_ *testing.T, root string) []string { return node(root) },
 		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
 	},
+	{
+		name:    "java",
+		command: func(_ *testing.T, root string) []string { return java(root) },
+		install: "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+	},
+}
+
+// java is the Java driver's command, nil when no java is installed or the
+// client and its tests are not compiled (make java-build; make test does it).
+// The flags shorten the start of a JVM, which the kit pays once a session.
+func java(root string) []string {
+	bin, err := exec.LookPath("java")
+	if err != nil {
+		return nil
+	}
+	target := filepath.Join(root, "clients", "java", "target")
+	if _, err := os.Stat(filepath.Join(target, "test-classes", "io", "github", "monolock", "conformance", "ConformanceDriver.class")); err != nil {
+		return nil
+	}
+	classpath := filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "test-classes")
+	return []string{bin, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-cp", classpath, "io.github.monolock.conformance.ConformanceDriver"}
 }
 
 // node is the Node.js driver's command, nil when no node of 20 or later is
