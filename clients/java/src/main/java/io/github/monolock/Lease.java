@@ -109,7 +109,10 @@ public final class Lease implements AutoCloseable {
     /**
      * Whether this TLS connection resumed the session of an earlier connection
      * of the same client (an abbreviated handshake) rather than making a full
-     * handshake. False without TLS.
+     * handshake. False without TLS. JSSE uses each session ticket once, and
+     * each connection brings the next one, so connections opened one after
+     * another resume, while of several opened at the same moment only the
+     * first does.
      *
      * @return true for a resumed TLS session
      */

@@ -59,6 +59,7 @@ public final class MonolockClient implements AutoCloseable {
      *
      * @param address host:port, or [v6]:port, for example {@code 127.0.0.1:7070}
      * @return the builder
+     * @throws IllegalArgumentException when the address is not host:port
      */
     public static Builder builder(String address) {
         return new Builder(address);
@@ -72,6 +73,7 @@ public final class MonolockClient implements AutoCloseable {
         private ThreadFactory threadFactory;
 
         private Builder(String address) {
+            Validate.address(address); // refused here, before anything else is set
             this.address = address;
         }
 
@@ -120,7 +122,6 @@ public final class MonolockClient implements AutoCloseable {
          * The client; it connects only when a lock is asked for.
          *
          * @return the client
-         * @throws IllegalArgumentException when the address is not host:port
          */
         public MonolockClient build() {
             return new MonolockClient(this);
