@@ -100,17 +100,22 @@ node-test: build
 # (cmd/monolock-conformance, from `go test`).
 
 JAVADIR := clients/java
-MVN     ?= mvn -B -q
+MVN     ?= mvn -B -ntp
+# What the jar may hold: the classes, the licence and the Maven metadata.
+JAVA_JAR_ALLOWED := ^(META-INF/|META-INF/MANIFEST\.MF|META-INF/LICENSE|META-INF/maven/.*|io/|io/github/|io/github/monolock/|io/github/monolock/[A-Za-z0-9_$$-]+\.class)$$
 
 ## java-build: compile the Java client and its tests (target/classes, target/test-classes; the kit's driver)
 java-build:
-	cd $(JAVADIR) && $(MVN) test-compile
+	cd $(JAVADIR) && $(MVN) -q test-compile
 
 ## java-test: the Java client's build: unit tests (fakes, the real server), Javadoc without warnings, the jar's contents
 java-test: build
 	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
 		echo "SKIP java-test: a JDK of 17 or later with Maven is missing; install it with: apt-get install -y openjdk-17-jdk-headless maven"; exit 0; fi; \
-	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify
+	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify && \
+	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
+	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
+	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
 
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build

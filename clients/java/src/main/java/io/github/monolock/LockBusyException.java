@@ -7,6 +7,7 @@ package io.github.monolock;
  */
 public final class LockBusyException extends MonolockException {
     private static final long serialVersionUID = 1L;
+    /** The lock that was busy. */
     private final String lockName;
 
     LockBusyException(String lockName, String message) {

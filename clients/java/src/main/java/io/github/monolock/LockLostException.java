@@ -22,7 +22,9 @@ public final class LockLostException extends MonolockException {
         PROTOCOL
     }
 
+    /** The lock that was lost. */
     private final String lockName;
+    /** Why it was lost. */
     private final Why why;
 
     LockLostException(String lockName, Why why, MonolockException cause) {

@@ -8,7 +8,9 @@ package io.github.monolock;
  */
 public final class MonolockServerException extends MonolockException {
     private static final long serialVersionUID = 1L;
+    /** The ERROR code, 0x10 or above. */
     private final int code;
+    /** The ERROR's reason text. */
     private final String reason;
 
     MonolockServerException(int code, String reason) {

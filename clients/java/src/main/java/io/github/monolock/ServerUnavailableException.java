@@ -11,8 +11,11 @@ import java.util.OptionalInt;
  */
 public final class ServerUnavailableException extends MonolockException {
     private static final long serialVersionUID = 1L;
-    private final int code; // -1: no ERROR frame
+    /** The ERROR code, or -1 when no ERROR frame ended the attempt. */
+    private final int code;
+    /** The ERROR's reason text, or null. */
     private final String reason;
+    /** Whether another attempt may succeed. */
     private final boolean retriable;
 
     ServerUnavailableException(String message, Throwable cause, boolean retriable) {
