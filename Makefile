@@ -119,7 +119,7 @@ java-test: build
 
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build
-	ulimit -n 20000 && cd $(JAVADIR) && java -Xmx512m -cp target/classes:target/test-classes io.github.monolock.bench.WaitingLeases -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
+	ulimit -n 20000 && cd $(JAVADIR) && java -XX:+UseSerialGC -Xmx512m -cp target/classes:target/test-classes io.github.monolock.WaitingLeasesBench -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

@@ -44,8 +44,17 @@ final class RealServer implements AutoCloseable {
     }
 
     RealServer(String... args) throws IOException {
-        List<String> cmd = new ArrayList<>(List.of(binary(), "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"));
-        cmd.addAll(List.of(args));
+        this(binary(), List.of(args));
+    }
+
+    /** The server built at binary, outside JUnit (the benchmark). */
+    static RealServer of(String binary) throws IOException {
+        return new RealServer(binary, List.of());
+    }
+
+    private RealServer(String binary, List<String> args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of(binary, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"));
+        cmd.addAll(args);
         process = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         BufferedReader err = new BufferedReader(new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8));
         String line;
