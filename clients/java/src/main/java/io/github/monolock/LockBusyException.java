@@ -1,9 +1,10 @@
 package io.github.monolock;
 
 /**
- * The lock is held by someone else and the caller chose not to wait
- * ({@link MonolockClient#tryLock(String, java.time.Duration)}), or not that
- * long. The attempt has left the queue.
+ * The lock was still held by someone else when the wait the caller allowed
+ * ran out ({@link MonolockClient#lock(String, java.time.Duration,
+ * java.time.Duration)}; {@code tryLock} returns an empty Optional instead).
+ * The attempt has left the queue.
  */
 public final class LockBusyException extends MonolockException {
     private static final long serialVersionUID = 1L;

@@ -157,13 +157,28 @@ public final class MonolockClient implements AutoCloseable {
     }
 
     /**
+     * Waits in the lock's queue at most maxWait, and returns the held lock.
+     *
+     * @param name the lock's name
+     * @param lease the lease, as for {@link #lock(String, Duration)}
+     * @param maxWait how long to wait for the grant; zero does not wait
+     * @return the held lock; close it
+     * @throws LockBusyException when another client still held the lock after maxWait
+     * @throws InterruptedException when the thread was interrupted while waiting
+     * @throws ServerUnavailableException as for {@link #lock(String, Duration)}
+     */
+    public Lease lock(String name, Duration lease, Duration maxWait) throws InterruptedException {
+        return await(acquire(name, lease, waitNanos(maxWait)));
+    }
+
+    /**
      * Takes the lock if it is free, without waiting in the queue.
      *
      * @param name the lock's name
-     * @param lease the lease, as for {@link #lock}
+     * @param lease the lease, as for {@link #lock(String, Duration)}
      * @return the held lock, or empty when another client holds it
      * @throws InterruptedException when the thread was interrupted meanwhile
-     * @throws ServerUnavailableException as for {@link #lock}
+     * @throws ServerUnavailableException as for {@link #lock(String, Duration)}
      */
     public Optional<Lease> tryLock(String name, Duration lease) throws InterruptedException {
         return busyIsEmpty(acquire(name, lease, 0));
@@ -173,28 +188,32 @@ public final class MonolockClient implements AutoCloseable {
      * Waits in the queue at most maxWait.
      *
      * @param name the lock's name
-     * @param lease the lease, as for {@link #lock}
+     * @param lease the lease, as for {@link #lock(String, Duration)}
      * @param maxWait how long to wait for the grant; zero does not wait
      * @return the held lock, or empty when it was still held by another client after maxWait
      * @throws InterruptedException when the thread was interrupted meanwhile
-     * @throws ServerUnavailableException as for {@link #lock}
+     * @throws ServerUnavailableException as for {@link #lock(String, Duration)}
      */
     public Optional<Lease> tryLock(String name, Duration lease, Duration maxWait) throws InterruptedException {
+        return busyIsEmpty(acquire(name, lease, waitNanos(maxWait)));
+    }
+
+    private static long waitNanos(Duration maxWait) {
         if (maxWait == null || maxWait.isNegative()) {
             throw new IllegalArgumentException("monolock: maxWait must be zero or positive, got " + maxWait);
         }
-        return busyIsEmpty(acquire(name, lease, maxWait.toNanos()));
+        return maxWait.toNanos();
     }
 
     /**
      * Joins the lock's queue and completes with the held lock, without a thread
      * waiting for it: 10,000 pending futures cost 10,000 connections and no
      * thread. Cancelling the future leaves the queue. It completes
-     * exceptionally with the exceptions of {@link #lock}; its callbacks run on
+     * exceptionally with the exceptions of {@link #lock(String, Duration)}; its callbacks run on
      * the client's I/O thread (keep them short, or use the ...Async variants).
      *
      * @param name the lock's name
-     * @param lease the lease, as for {@link #lock}
+     * @param lease the lease, as for {@link #lock(String, Duration)}
      * @return the future of the held lock
      * @throws IllegalArgumentException for a name or lease the protocol cannot carry
      */
@@ -215,7 +234,7 @@ public final class MonolockClient implements AutoCloseable {
      *
      * @param <E> what the work may throw
      * @param name the lock's name
-     * @param lease the lease, as for {@link #lock}
+     * @param lease the lease, as for {@link #lock(String, Duration)}
      * @param work the guarded work
      * @throws E what the work threw, while the lock was held
      * @throws InterruptedException when interrupted while waiting (not by the loss)

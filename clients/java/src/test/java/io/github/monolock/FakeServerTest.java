@@ -89,6 +89,22 @@ class FakeServerTest {
         }
     }
 
+    /** Grants the next connection token 42, then hands its socket back to the test (next()). */
+    private Thread grantNext() {
+        Thread t = new Thread(() -> {
+            try {
+                Socket s = next();
+                readAcquire(s);
+                accepted.add(s);
+                s.getOutputStream().write(SessionStepTest.acquired(42));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        t.start();
+        return t;
+    }
+
     @Test
     void aDeadServerIsUnavailableAndRetriable() throws Exception {
         int port = listener.getLocalPort();
@@ -114,17 +130,7 @@ class FakeServerTest {
 
     @Test
     void afterAGiveUpTheConnectionStaysOpenUntilTheWorkStops() throws Exception {
-        Thread grant = new Thread(() -> {
-            try {
-                Socket s = next();
-                accepted.add(s); // hand it back to the test
-                readAcquire(s);
-                s.getOutputStream().write(SessionStepTest.acquired(42));
-            } catch (Exception e) {
-                throw new AssertionError(e);
-            }
-        });
-        grant.start();
+        Thread grant = grantNext();
         Lease l = client.lock("silent", Duration.ofSeconds(2));
         grant.join();
         Socket s = next();
@@ -138,17 +144,7 @@ class FakeServerTest {
 
     @Test
     void anUnknownFrameIsALossAndTheCloseWaitsForTheWork() throws Exception {
-        Thread grant = new Thread(() -> {
-            try {
-                Socket s = next();
-                accepted.add(s);
-                readAcquire(s);
-                s.getOutputStream().write(SessionStepTest.acquired(42));
-            } catch (Exception e) {
-                throw new AssertionError(e);
-            }
-        });
-        grant.start();
+        Thread grant = grantNext();
         Lease l = client.lock("violation", Duration.ofSeconds(10));
         grant.join();
         Socket s = next();

@@ -62,6 +62,8 @@ class RealServerTest {
         try (Lease held = client.lock("busy", LEASE)) {
             assertEquals(Optional.empty(), client.tryLock("busy", LEASE));
             assertEquals(Optional.empty(), client.tryLock("busy", LEASE, Duration.ofMillis(50)));
+            LockBusyException e = assertThrows(LockBusyException.class, () -> client.lock("busy", LEASE, Duration.ofMillis(50)));
+            assertEquals("busy", e.lockName());
             assertTrue(held.isValid());
         }
         try (Lease again = client.tryLock("busy", LEASE).orElseThrow()) {
