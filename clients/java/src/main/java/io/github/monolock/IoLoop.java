@@ -227,6 +227,7 @@ final class IoLoop implements Runnable {
             return;
         }
         if (n > 0) apply(c, c.step.receive(in, now));
+        if (c.tls != null && c.tls.more() && c.channel.isOpen()) read(c); // records that did not fit the plaintext buffer
     }
 
     /** Carries out what a step asked for. */

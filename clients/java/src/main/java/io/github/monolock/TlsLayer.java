@@ -26,6 +26,8 @@ final class TlsLayer {
     private ByteBuffer netIn; // write mode: position is the end of the bytes read
     private boolean done;
     private boolean resumed;
+    /** Whole records wait in netIn that did not fit the last read's plaintext buffer. */
+    private boolean more;
 
     TlsLayer(SSLEngine engine) {
         this.engine = engine;
@@ -34,6 +36,11 @@ final class TlsLayer {
 
     boolean handshakeDone() {
         return done;
+    }
+
+    /** Whether {@link #read} has decrypted records left over without reading the socket again. */
+    boolean more() {
+        return more;
     }
 
     boolean resumed() {
@@ -110,7 +117,8 @@ final class TlsLayer {
      * go to out.
      */
     int read(SocketChannel ch, ByteBuffer app, ByteBuffer out) throws IOException {
-        int n = fill(ch);
+        int n = more ? 0 : fill(ch);
+        more = false;
         app.clear();
         netIn.flip();
         try {
@@ -123,7 +131,10 @@ final class TlsLayer {
                     return app.hasRemaining() ? app.remaining() : -1;
                 }
                 if (r.getStatus() == SSLEngineResult.Status.BUFFER_UNDERFLOW) break;
-                if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) break; // app full: the rest waits for the next read
+                if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
+                    more = true; // app is full: the caller takes it and calls again
+                    break;
+                }
             }
         } finally {
             netIn.compact();
