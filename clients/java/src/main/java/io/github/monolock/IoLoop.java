@@ -7,7 +7,6 @@ import java.nio.channels.ClosedSelectorException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
-import java.util.Iterator;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -35,6 +34,9 @@ final class IoLoop implements Runnable {
     private final TimerHeap timers = new TimerHeap();
     private final SSLContext ssl;
     private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER);
+    /** Where a plain connection's frame is copied to be written: no buffer made per heartbeat. */
+    private final ByteBuffer writeBuffer = ByteBuffer.allocateDirect(Wire.ACQUIRE_HEADER + Validate.MAX_NAME_BYTES);
+    private final java.util.function.Consumer<SelectionKey> onReady = k -> ready((Connection) k.attachment(), k);
     // Shared by every TLS connection: each is used up before the loop turns to another.
     private ByteBuffer tlsApp;
     private ByteBuffer tlsOut;
@@ -84,20 +86,15 @@ final class IoLoop implements Runnable {
     public void run() {
         try {
             while (!stopping) {
+                Runnable t;
+                while ((t = tasks.poll()) != null) t.run();
+                // After the tasks, which may have armed timers (a new connection's connect timeout).
                 long now = System.nanoTime();
                 long next = timers.earliest();
                 long waitMs = next == SessionStep.NEVER ? 0 : Math.max(1, (next - now + 999_999) / 1_000_000);
-                if (!tasks.isEmpty()) selector.selectNow();
-                else if (next != SessionStep.NEVER && next <= now) selector.selectNow();
-                else selector.select(waitMs);
-                Runnable t;
-                while ((t = tasks.poll()) != null) t.run();
-                Iterator<SelectionKey> it = selector.selectedKeys().iterator();
-                while (it.hasNext()) {
-                    SelectionKey k = it.next();
-                    it.remove();
-                    ready((Connection) k.attachment(), k);
-                }
+                // A task queued by this thread (a close in a callback) woke no one: do not block then.
+                if (!tasks.isEmpty() || (next != SessionStep.NEVER && next <= now)) selector.selectNow(onReady);
+                else selector.select(onReady, waitMs);
                 now = System.nanoTime();
                 while (timers.size() > 0 && timers.peek().wakeAt <= now) {
                     Connection c = timers.peek();
@@ -237,7 +234,9 @@ final class IoLoop implements Runnable {
             byte[] frame = s.takeSend();
             if (frame != null) {
                 try {
-                    write(c, ByteBuffer.wrap(frame));
+                    writeBuffer.clear();
+                    writeBuffer.put(frame).flip();
+                    write(c, writeBuffer);
                 } catch (IOException e) {
                     actions |= s.connectionLost(System.nanoTime(), describe(e), e, true);
                 }

@@ -109,9 +109,8 @@ final class Wire {
                 in.get(pending, 0, pendingLen);
                 return false;
             }
-            ByteBuffer frame = in.slice(at, need);
+            decode(in); // in place: no copy and no allocation for WAITING and ACQUIRED
             in.position(at + need);
-            decode(frame);
             return true;
         }
 

@@ -24,6 +24,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The client against a scripted fake server over real sockets: stuck, silent, dead and misbehaving counterparts. */
+@org.junit.jupiter.api.Timeout(60) // a hang is a failure, not a stuck build
 class FakeServerTest {
     private ServerSocket listener;
     private final LinkedBlockingQueue<Socket> accepted = new LinkedBlockingQueue<>();
@@ -203,6 +204,29 @@ class FakeServerTest {
                 .connectTimeout(Duration.ofMillis(300)).build()) {
             ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
             assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aConnectThatNeverCompletesHitsTheConnectTimeout() throws Exception {
+        // A listener that never accepts: once its queue is full the kernel drops
+        // further SYNs, and a connect stays pending.
+        try (ServerSocket full = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            java.util.List<java.nio.channels.SocketChannel> fill = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < 8; i++) {
+                    java.nio.channels.SocketChannel ch = java.nio.channels.SocketChannel.open();
+                    ch.configureBlocking(false);
+                    ch.connect(full.getLocalSocketAddress());
+                    fill.add(ch);
+                }
+                try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + full.getLocalPort()).connectTimeout(Duration.ofMillis(300)).build()) {
+                    ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+                    assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
+                }
+            } finally {
+                for (java.nio.channels.SocketChannel ch : fill) ch.close();
+            }
         }
     }
 

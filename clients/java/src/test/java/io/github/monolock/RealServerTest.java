@@ -18,6 +18,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The client against the real server over real sockets. */
+@org.junit.jupiter.api.Timeout(60) // a hang is a failure, not a stuck build
 class RealServerTest {
     private static final Duration LEASE = Duration.ofSeconds(2);
     private RealServer server;

@@ -27,6 +27,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Mutual TLS against the real server, through SSLEngine, with session resumption (needs openssl for a throwaway CA). */
+@org.junit.jupiter.api.Timeout(60) // a hang is a failure, not a stuck build
 class TlsTest {
     private static final Duration LEASE = Duration.ofSeconds(2);
     private static Path dir;
