@@ -20,7 +20,10 @@
 //     blocks that say "with the server running";
 //   - background: start every command of the block in the background (servers
 //     that run until stopped);
-//   - repo: run the block in the repository root instead of $WORK (go test).
+//   - repo: run the block in the repository root instead of $WORK (go test);
+//   - postgres: start a throwaway PostgreSQL (internal/testsupport/testdb)
+//     before the block and put its URL in DATABASE_URL, for blocks whose
+//     text says DATABASE_URL names the reader's database.
 //
 // Inside a block, one shell command (with its continuation lines, here
 // documents and multi-line function bodies) becomes one testscript command:
@@ -74,6 +77,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/internal/testsupport/testdb"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -101,7 +105,7 @@ var ports = []string{"7070", "7071", "9090", "7443"}
 
 // tools are the programs outside this repository a command may need; a script
 // that uses one that is missing is skipped, saying so.
-var tools = []string{"curl", "jq", "python3", "node", "openssl", "java"}
+var tools = []string{"curl", "jq", "python3", "node", "openssl", "psql", "java"}
 
 func TestDocs(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -157,11 +161,12 @@ func TestDocs(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"status": cmdStatus,
-			"out":    cmdOut,
-			"ready":  cmdReady,
-			"shset":  cmdShset,
-			"pid":    cmdPid,
+			"status":   cmdStatus,
+			"out":      cmdOut,
+			"ready":    cmdReady,
+			"shset":    cmdShset,
+			"pid":      cmdPid,
+			"postgres": cmdPostgres,
 		},
 	})
 }
@@ -400,6 +405,7 @@ type script struct {
 	prelude  []string        // shell functions, for BASH_ENV
 	tools    map[string]bool // programs from tools the script uses
 	server   bool            // the server option was given
+	postgres bool            // the postgres option was given
 	bg       int             // background commands so far
 	bgOfVar  map[string]string
 	cmdFiles map[string]string // extra files of the archive
@@ -481,10 +487,10 @@ func parseDocument(path string) ([]*script, []skippedBlock, error) {
 		opts := map[string]bool{}
 		for _, o := range words[1:] {
 			switch o {
-			case "server", "background", "repo":
+			case "server", "background", "repo", "postgres":
 				opts[o] = true
 			default:
-				return nil, nil, fmt.Errorf("%s: unknown doctest option %q (server, background, repo)", where, o)
+				return nil, nil, fmt.Errorf("%s: unknown doctest option %q (server, background, repo, postgres)", where, o)
 			}
 		}
 		if err := s.addBlock(rel, start+2, body, opts); err != nil {
@@ -501,6 +507,11 @@ func (s *script) addBlock(file string, firstLine int, body []string, opts map[st
 		s.emit("# %s:%d: the server, started by the test", file, firstLine-1)
 		s.emit("exec pgroup bin/monolock &server&")
 		s.emit("ready 127.0.0.1:$DOCTEST_7070")
+	}
+	if opts["postgres"] && !s.postgres {
+		s.postgres = true
+		s.emit("# %s:%d: a throwaway PostgreSQL, started by the test", file, firstLine-1)
+		s.emit("postgres DATABASE_URL")
 	}
 	if opts["repo"] {
 		s.emit("cd $REPO")
@@ -811,6 +822,20 @@ func (s *script) txtar() (string, error) {
 		fmt.Fprintf(&b, "-- %s --\n%s", f, s.cmdFiles[f])
 	}
 	return b.String(), nil
+}
+
+// cmdPostgres starts a throwaway PostgreSQL for the script, sets the
+// variable args[0] to its URL, and removes it when the script ends.
+func cmdPostgres(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: postgres VAR")
+	}
+	s, err := testdb.StartPostgres()
+	if err != nil {
+		ts.Fatalf("%v", err)
+	}
+	ts.Defer(func() { _ = s.Close() })
+	ts.Setenv(args[0], s.URL)
 }
 
 // TestShellReading checks how the harness reads shell commands.

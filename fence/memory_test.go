@@ -9,23 +9,26 @@ import (
 	"github.com/monolock/monolock/fence"
 )
 
+// unsignedSteps are admits in order and whether each is admitted, for every
+// Fence: 0 never, equal again, and 2^63 − 1 < 2^63 < 2^64 − 1.
+var unsignedSteps = []struct {
+	token uint64
+	ok    bool
+}{
+	{0, false},             // never issued
+	{math.MaxInt64, true},  // 2^63 − 1
+	{math.MaxInt64, true},  // the same holder writes again
+	{1 << 63, true},        // 2^63: larger, though negative as int64
+	{math.MaxInt64, false}, // the older holder after the newer
+	{math.MaxUint64, true}, // 2^64 − 1
+	{1 << 63, false},       // stale again
+	{math.MaxUint64, true}, // equal is admitted
+}
+
 func TestMemoryOrdersTokensAsUnsigned(t *testing.T) {
 	ctx := context.Background()
 	var m fence.Memory
-	steps := []struct {
-		token uint64
-		ok    bool
-	}{
-		{0, false},             // never issued
-		{math.MaxInt64, true},  // 2^63 − 1
-		{math.MaxInt64, true},  // the same holder writes again
-		{1 << 63, true},        // 2^63: larger, though negative as int64
-		{math.MaxInt64, false}, // the older holder after the newer
-		{math.MaxUint64, true}, // 2^64 − 1
-		{1 << 63, false},       // stale again
-		{math.MaxUint64, true}, // equal is admitted
-	}
-	for i, s := range steps {
+	for i, s := range unsignedSteps {
 		err := m.Admit(ctx, "r", s.token)
 		if s.ok && err != nil {
 			t.Fatalf("step %d: Admit(%d) = %v, want admitted", i, s.token, err)
