@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test java-build java-test java-bench
 
 all: build
 
@@ -26,8 +26,8 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python, Node.js and Rust clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test rust-test
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
+test: vet fmt-check staticcheck python-test node-test rust-test java-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -139,6 +139,34 @@ rust-test: build
 	if [ -n "$$extra" ]; then echo "cargo package would ship more than sources, manifest, README and licence:"; echo "$$extra"; exit 1; fi; \
 	echo "cargo package --list: $$(echo "$$files" | wc -l) files, sources, manifest, README and licence only"
 	$(MAKE) --no-print-directory rust-build
+
+# --- the Java client (clients/java) -----------------------------------------
+# No runtime dependencies; JUnit 5 and every Maven plugin are pinned in
+# clients/java/pom.xml (the first run downloads them from Maven Central).
+# java-build also compiles what the conformance kit's Java driver runs
+# (cmd/monolock-conformance, from `go test`).
+
+JAVADIR := clients/java
+MVN     ?= mvn -B -ntp
+# What the jar may hold: the classes, the licence and the Maven metadata.
+JAVA_JAR_ALLOWED := ^(META-INF/|META-INF/MANIFEST\.MF|META-INF/LICENSE|META-INF/maven/.*|io/|io/github/|io/github/monolock/|io/github/monolock/[A-Za-z0-9_$$-]+\.class)$$
+
+## java-build: compile the Java client and its tests (target/classes, target/test-classes; the kit's driver)
+java-build:
+	cd $(JAVADIR) && $(MVN) -q test-compile
+
+## java-test: the Java client's build: unit tests (fakes, the real server), Javadoc without warnings, the jar's contents
+java-test: build
+	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
+		echo "SKIP java-test: a JDK of 17 or later with Maven is missing; install it with: apt-get install -y openjdk-17-jdk-headless maven"; exit 0; fi; \
+	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify && \
+	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
+	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
+	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
+
+## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
+java-bench: build java-build
+	ulimit -n 20000 && cd $(JAVADIR) && java -XX:+UseSerialGC -Xmx512m -cp target/classes:target/test-classes io.github.monolock.WaitingLeasesBench -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

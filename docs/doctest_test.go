@@ -105,7 +105,7 @@ var ports = []string{"7070", "7071", "9090", "7443"}
 
 // tools are the programs outside this repository a command may need; a script
 // that uses one that is missing is skipped, saying so.
-var tools = []string{"curl", "jq", "python3", "node", "openssl", "psql", "cargo"}
+var tools = []string{"curl", "jq", "python3", "node", "openssl", "psql", "cargo", "java"}
 
 func TestDocs(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {

@@ -69,6 +69,11 @@ var clientDrivers = []clientDriver{
 		},
 		install: "Rust with cargo (rustup.rs), then make rust-build",
 	},
+	{
+		name:    "java",
+		command: func(_ *testing.T, root string) []string { return java(root) },
+		install: "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+	},
 }
 
 // rust is the Rust driver's command (an example of the crate), nil when it
@@ -79,6 +84,23 @@ func rust(root string) []string {
 		return nil
 	}
 	return []string{bin}
+}
+
+// java is the Java driver's command, nil when no java is installed or the
+// client and its tests are not compiled (make java-build; make test does it).
+// The flags shorten the start of a JVM, which the kit pays once a session.
+func java(root string) []string {
+	bin, err := exec.LookPath("java")
+	if err != nil {
+		return nil
+	}
+	target := filepath.Join(root, "clients", "java", "target")
+	if _, err := os.Stat(filepath.Join(target, "test-classes", "io", "github", "monolock", "conformance", "ConformanceDriver.class")); err != nil {
+		return nil
+	}
+	classpath := filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "test-classes")
+	return []string{bin, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-cp", classpath, "io.github.monolock.conformance.ConformanceDriver"}
 }
 
 // node is the Node.js driver's command, nil when no node of 20 or later is

@@ -1,0 +1,342 @@
+package io.github.monolock;
+
+import java.io.IOException;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedSelectorException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.SocketChannel;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLParameters;
+
+/**
+ * The one thread of a client that does all its I/O and keeps all its timers:
+ * a {@link Selector} over every connection, and one {@link TimerHeap} whose
+ * earliest entry bounds each select. Other threads hand it work through
+ * {@link #execute}; every connection's state is touched on this thread only,
+ * so none of it needs a lock. Each input to a connection's
+ * {@link SessionStep} carries one reading of the monotonic clock, and the
+ * actions the step returns are carried out at once.
+ */
+final class IoLoop implements Runnable {
+    private static final AtomicInteger SEQ = new AtomicInteger();
+    private static final int READ_BUFFER = 16 * 1024;
+
+    private final Selector selector;
+    private final Thread thread;
+    private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
+    private final TimerHeap timers = new TimerHeap();
+    private final SSLContext ssl;
+    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER);
+    /** Where a plain connection's frame is copied to be written: no buffer made per heartbeat. */
+    private final ByteBuffer writeBuffer = ByteBuffer.allocateDirect(Wire.ACQUIRE_HEADER + Validate.MAX_NAME_BYTES);
+    private final java.util.function.Consumer<SelectionKey> onReady = k -> ready((Connection) k.attachment(), k);
+    // Shared by every TLS connection: each is used up before the loop turns to another.
+    private ByteBuffer tlsApp;
+    private ByteBuffer tlsOut;
+    private volatile boolean stopping;
+    private volatile boolean dead;
+    private int open;
+
+    IoLoop(SSLContext ssl, ThreadFactory threads) throws IOException {
+        this.ssl = ssl;
+        this.selector = Selector.open();
+        this.thread = threads != null ? threads.newThread(this) : new Thread(this, "monolock-io-" + SEQ.incrementAndGet());
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    boolean inLoop() {
+        return Thread.currentThread() == thread;
+    }
+
+    /** Runs r on the loop's thread, soon. */
+    void execute(Runnable r) {
+        tasks.add(r);
+        if (dead) {
+            drainAfterStop(); // no loop any more: run it here
+        } else if (!inLoop()) {
+            selector.wakeup();
+        }
+    }
+
+    private synchronized void drainAfterStop() {
+        Runnable t;
+        while ((t = tasks.poll()) != null) t.run();
+    }
+
+    /** Closes every connection (releasing their locks) and ends the thread. */
+    void shutdown() {
+        stopping = true;
+        selector.wakeup();
+    }
+
+    /** How many connections are open: for the tests. */
+    int openConnections() {
+        return open;
+    }
+
+    @Override
+    public void run() {
+        try {
+            while (!stopping) {
+                Runnable t;
+                while ((t = tasks.poll()) != null) t.run();
+                // After the tasks, which may have armed timers (a new connection's connect timeout).
+                long now = System.nanoTime();
+                long next = timers.earliest();
+                long waitMs = next == SessionStep.NEVER ? 0 : Math.max(1, (next - now + 999_999) / 1_000_000);
+                // A task queued by this thread (a close in a callback) woke no one: do not block then.
+                if (!tasks.isEmpty() || (next != SessionStep.NEVER && next <= now)) selector.selectNow(onReady);
+                else selector.select(onReady, waitMs);
+                now = System.nanoTime();
+                while (timers.size() > 0 && timers.peek().wakeAt <= now) {
+                    Connection c = timers.peek();
+                    timers.remove(c);
+                    apply(c, c.step.tick(now));
+                }
+            }
+        } catch (IOException | ClosedSelectorException e) {
+            // The selector itself failed: nothing can be served any more.
+            System.err.println("monolock: the client's I/O loop stopped: " + e);
+        } finally {
+            for (SelectionKey k : selector.keys()) {
+                Connection c = (Connection) k.attachment();
+                apply(c, c.step.release(System.nanoTime()));
+            }
+            dead = true;
+            drainAfterStop();
+            try {
+                selector.close();
+            } catch (IOException ignored) {
+                // Nothing is left to close.
+            }
+        }
+    }
+
+    boolean stopped() {
+        return stopping;
+    }
+
+    // --- connections -------------------------------------------------------
+
+    /** Opens c's connection; on the loop's thread. */
+    void open(Connection c) {
+        long now = System.nanoTime();
+        apply(c, c.step.start(now));
+        if (stopping) {
+            apply(c, c.step.connectionLost(now, "the client is closed", null, false));
+            return;
+        }
+        try {
+            SocketChannel ch = SocketChannel.open();
+            c.channel = ch;
+            ch.configureBlocking(false);
+            ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            c.key = ch.register(selector, SelectionKey.OP_CONNECT, c);
+            open++;
+            if (ch.connect(c.remote)) connectDone(c);
+        } catch (IOException e) {
+            apply(c, c.step.connectionLost(System.nanoTime(), describe(e), e, true));
+        }
+    }
+
+    private void ready(Connection c, SelectionKey k) {
+        if (!k.isValid()) return;
+        try {
+            if (k.isConnectable()) {
+                c.channel.finishConnect();
+                connectDone(c);
+                return;
+            }
+            if (k.isWritable()) flush(c);
+            if (k.isValid() && k.isReadable()) read(c);
+        } catch (IOException e) {
+            boolean tlsRejected = e instanceof SSLException;
+            apply(c, c.step.connectionLost(System.nanoTime(), describe(e), e, !tlsRejected));
+        }
+    }
+
+    private void connectDone(Connection c) throws IOException {
+        c.key.interestOps(SelectionKey.OP_READ);
+        if (ssl != null) {
+            SSLEngine engine = ssl.createSSLEngine(c.remote.getHostString(), c.remote.getPort());
+            engine.setUseClientMode(true);
+            SSLParameters p = engine.getSSLParameters();
+            p.setEndpointIdentificationAlgorithm("HTTPS"); // the server's certificate must name the host or IP dialled
+            engine.setSSLParameters(p);
+            c.tls = new TlsLayer(engine);
+            c.tlsStarted = System.currentTimeMillis();
+            engine.beginHandshake();
+            handshake(c);
+            return;
+        }
+        c.connected = true;
+        apply(c, c.step.connected(System.nanoTime()));
+    }
+
+    /** Runs the handshake as far as it goes: writes each flight, then reads; ACQUIRE goes out once it is done. */
+    private void handshake(Connection c) throws IOException {
+        ByteBuffer out = tlsOut(c.tls);
+        while (true) {
+            out.clear();
+            boolean done = c.tls.handshake(c.channel, out, tlsApp(c.tls), c.tlsStarted);
+            out.flip();
+            boolean flight = out.hasRemaining();
+            writeNet(c, out);
+            if (done) break;
+            // Wait for OP_WRITE (flush continues) or for the server's bytes (read continues).
+            if (c.pendingOut != null || !flight) return;
+        }
+        c.connected = true;
+        apply(c, c.step.connected(System.nanoTime()));
+    }
+
+    private void read(Connection c) throws IOException {
+        if (c.tls != null && !c.tls.handshakeDone()) {
+            handshake(c);
+            return;
+        }
+        ByteBuffer in;
+        int n;
+        if (c.tls == null) {
+            in = readBuffer;
+            in.clear();
+            n = c.channel.read(in);
+            in.flip();
+        } else {
+            ByteBuffer out = tlsOut(c.tls);
+            out.clear();
+            in = tlsApp(c.tls);
+            n = c.tls.read(c.channel, in, out);
+            out.flip();
+            writeNet(c, out);
+        }
+        long now = System.nanoTime();
+        if (n < 0) {
+            apply(c, c.step.connectionLost(now, "the server closed the connection", null, true));
+            return;
+        }
+        if (n > 0) apply(c, c.step.receive(in, now));
+        if (c.tls != null && c.tls.more() && c.channel.isOpen()) read(c); // records that did not fit the plaintext buffer
+    }
+
+    /** Carries out what a step asked for. */
+    void apply(Connection c, int actions) {
+        SessionStep s = c.step;
+        if ((actions & SessionStep.SEND) != 0 && (actions & SessionStep.CLOSE) == 0) {
+            byte[] frame = s.takeSend();
+            if (frame != null) {
+                try {
+                    writeBuffer.clear();
+                    writeBuffer.put(frame).flip();
+                    write(c, writeBuffer);
+                } catch (IOException e) {
+                    actions |= s.connectionLost(System.nanoTime(), describe(e), e, true);
+                }
+            }
+        }
+        if ((actions & SessionStep.GRANTED) != 0) {
+            c.lease = new Lease(c, FencingToken.ofBits(s.token()));
+            c.lease.deadline = s.deadline();
+            if ((actions & SessionStep.LOST) != 0) {
+                // Frames read with the grant ended it already: the caller gets the loss, no work began.
+                c.granted.completeExceptionally(s.lost());
+                actions |= s.release(System.nanoTime());
+            } else if (!c.granted.complete(c.lease)) {
+                actions |= s.release(System.nanoTime()); // the caller gave up waiting just now
+            }
+        }
+        if ((actions & SessionStep.FAILED) != 0) c.granted.completeExceptionally(s.failure());
+        if (c.lease != null) {
+            c.lease.deadline = s.deadline();
+            if ((actions & SessionStep.LOST) != 0) c.lease.markLost(s.lost());
+        }
+        if ((actions & SessionStep.CLOSE) != 0) close(c);
+        timers.set(c, s.wakeAt());
+    }
+
+    private void close(Connection c) {
+        if (c.channel != null && c.channel.isOpen()) {
+            if (c.tls != null && c.tls.handshakeDone()) {
+                ByteBuffer out = tlsOut(c.tls);
+                out.clear();
+                c.tls.closeOutbound(out);
+                out.flip();
+                try {
+                    if (c.pendingOut == null) c.channel.write(out);
+                } catch (IOException ignored) {
+                    // Closing anyway.
+                }
+            }
+            try {
+                c.channel.close(); // cancels the key; an orderly FIN
+            } catch (IOException ignored) {
+                // The descriptor is released either way.
+            }
+            open--;
+        }
+        c.pendingOut = null;
+        if (c.lease != null) c.lease.closed.complete(null);
+        if (!c.granted.isDone()) c.granted.cancel(false);
+    }
+
+    // --- writes ------------------------------------------------------------
+
+    private void write(Connection c, ByteBuffer frame) throws IOException {
+        if (c.tls == null) {
+            writeNet(c, frame);
+            return;
+        }
+        ByteBuffer out = tlsOut(c.tls);
+        out.clear();
+        c.tls.wrap(frame, out);
+        out.flip();
+        writeNet(c, out);
+    }
+
+    /** Writes what the socket takes and keeps the rest for OP_WRITE; bytes queued before go first. */
+    private void writeNet(Connection c, ByteBuffer b) throws IOException {
+        if (!b.hasRemaining()) return;
+        if (c.pendingOut == null) {
+            c.channel.write(b);
+            if (!b.hasRemaining()) return;
+            c.pendingOut = ByteBuffer.allocate(b.remaining()).put(b).flip();
+        } else {
+            ByteBuffer joined = ByteBuffer.allocate(c.pendingOut.remaining() + b.remaining());
+            c.pendingOut = joined.put(c.pendingOut).put(b).flip();
+        }
+        c.key.interestOps(SelectionKey.OP_READ | SelectionKey.OP_WRITE);
+    }
+
+    private void flush(Connection c) throws IOException {
+        if (c.pendingOut != null) {
+            c.channel.write(c.pendingOut);
+            if (c.pendingOut.hasRemaining()) return;
+            c.pendingOut = null;
+        }
+        c.key.interestOps(SelectionKey.OP_READ);
+        if (c.tls != null && !c.tls.handshakeDone()) handshake(c);
+    }
+
+    private ByteBuffer tlsOut(TlsLayer t) {
+        if (tlsOut == null || tlsOut.capacity() < t.packetSize()) tlsOut = ByteBuffer.allocate(t.packetSize());
+        return tlsOut;
+    }
+
+    private ByteBuffer tlsApp(TlsLayer t) {
+        if (tlsApp == null || tlsApp.capacity() < t.appSize()) tlsApp = ByteBuffer.allocate(t.appSize() + 64);
+        return tlsApp;
+    }
+
+    private static String describe(IOException e) {
+        String m = e.getMessage();
+        return m == null ? e.getClass().getSimpleName() : m;
+    }
+}

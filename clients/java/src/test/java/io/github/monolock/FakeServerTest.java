@@ -1,0 +1,245 @@
+package io.github.monolock;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.time.Duration;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import javax.net.ssl.SSLContext;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The client against a scripted fake server over real sockets: stuck, silent, dead and misbehaving counterparts. */
+@org.junit.jupiter.api.Timeout(60) // a hang is a failure, not a stuck build
+class FakeServerTest {
+    private ServerSocket listener;
+    private final LinkedBlockingQueue<Socket> accepted = new LinkedBlockingQueue<>();
+    private final java.util.List<Socket> all = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private MonolockClient client;
+
+    @BeforeEach
+    void listen() throws IOException {
+        listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        Thread t = new Thread(() -> {
+            try {
+                while (true) {
+                    Socket s = listener.accept();
+                    s.setSoTimeout(10_000);
+                    all.add(s);
+                    accepted.add(s);
+                }
+            } catch (IOException closed) {
+                // the test is over
+            }
+        }, "fake-accept");
+        t.setDaemon(true);
+        t.start();
+        client = MonolockClient.builder("127.0.0.1:" + listener.getLocalPort()).build();
+    }
+
+    @AfterEach
+    void close() throws IOException {
+        client.close();
+        listener.close();
+        for (Socket s : all) s.close();
+    }
+
+    private Socket next() throws InterruptedException {
+        Socket s = accepted.poll(10, TimeUnit.SECONDS);
+        if (s == null) throw new AssertionError("the client did not connect");
+        return s;
+    }
+
+    private static byte[] readAcquire(Socket s) throws IOException {
+        DataInputStream in = new DataInputStream(s.getInputStream());
+        byte[] head = new byte[8];
+        in.readFully(head);
+        byte[] all = new byte[8 + (((head[6] & 0xff) << 8) | (head[7] & 0xff))];
+        System.arraycopy(head, 0, all, 0, 8);
+        in.readFully(all, 8, all.length - 8);
+        return all;
+    }
+
+    /** Reads heartbeats until none arrives within ms; returns the first thing that is not a heartbeat: -1 EOF, -2 silence. */
+    private static int drainHeartbeats(Socket s, int ms, OutputStream answer, byte[] reply) throws IOException {
+        s.setSoTimeout(ms);
+        InputStream in = s.getInputStream();
+        while (true) {
+            int b;
+            try {
+                b = in.read();
+            } catch (SocketTimeoutException e) {
+                return -2;
+            }
+            if (b != 0x02) return b;
+            if (answer != null) answer.write(reply);
+        }
+    }
+
+    /** Grants the next connection token 42, then hands its socket back to the test (next()). */
+    private Thread grantNext() {
+        Thread t = new Thread(() -> {
+            try {
+                Socket s = next();
+                readAcquire(s);
+                accepted.add(s);
+                s.getOutputStream().write(SessionStepTest.acquired(42));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        t.start();
+        return t;
+    }
+
+    @Test
+    void aDeadServerIsUnavailableAndRetriable() throws Exception {
+        int port = listener.getLocalPort();
+        listener.close();
+        try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + port).build()) {
+            ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+            assertTrue(e.isRetriable());
+            assertTrue(e.getMessage().contains("cannot connect"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aServerThatNeverAnswersAcquireIsGivenUp() throws Exception {
+        AtomicReference<Throwable> got = new AtomicReference<>();
+        Thread t = new Thread(() -> got.set(assertThrows(ServerUnavailableException.class, () -> client.lock("x", Duration.ofMillis(400)))));
+        t.start();
+        Socket s = next();
+        assertArrayEquals(Wire.acquire(400, Validate.name("x")), readAcquire(s));
+        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "nothing after ACQUIRE, then the close");
+        t.join(10_000);
+        assertTrue(got.get().getMessage().contains("0.8 × lease"), got.get().getMessage());
+    }
+
+    @Test
+    void afterAGiveUpTheConnectionStaysOpenUntilTheWorkStops() throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock("silent", Duration.ofSeconds(2));
+        grant.join();
+        Socket s = next();
+        l.lost().get(10, TimeUnit.SECONDS);
+        // Lost at ~1.6 s; the close is due at the last send + 2 s. Right after
+        // the loss the connection must still be open, with nothing more sent.
+        assertEquals(-2, drainHeartbeats(s, 100, null, null), "open and silent after the give-up");
+        l.close();
+        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "closed once the work stopped");
+    }
+
+    @Test
+    void anUnknownFrameIsALossAndTheCloseWaitsForTheWork() throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock("violation", Duration.ofSeconds(10));
+        grant.join();
+        Socket s = next();
+        s.getOutputStream().write(0x7e);
+        LockLostException lost = l.lost().get(10, TimeUnit.SECONDS);
+        assertEquals(LockLostException.Why.PROTOCOL, lost.why());
+        assertEquals(-2, drainHeartbeats(s, 200, null, null), "kept open while the work may run");
+        l.close();
+        assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
+    }
+
+    @Test
+    void runRetriesServerConditionsAndReportsClientErrors() throws Exception {
+        Thread script = new Thread(() -> {
+            try {
+                for (int i = 0; i < 2; i++) {
+                    Socket s = next();
+                    readAcquire(s);
+                    s.getOutputStream().write(SessionStepTest.error(0x05, "busy server"));
+                    s.close();
+                }
+                Socket s = next();
+                readAcquire(s);
+                s.getOutputStream().write(SessionStepTest.acquired(-2L));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        script.start();
+        AtomicReference<FencingToken> token = new AtomicReference<>();
+        client.run("retry", Duration.ofSeconds(2), lease -> token.set(lease.token()));
+        assertEquals("18446744073709551614", token.get().toString());
+        script.join();
+
+        Thread refuse = new Thread(() -> {
+            try {
+                Socket s = next();
+                readAcquire(s);
+                s.getOutputStream().write(SessionStepTest.error(0x18, "not authorized for lock: no"));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        refuse.start();
+        MonolockServerException e = assertThrows(MonolockServerException.class, () -> client.run("denied", Duration.ofSeconds(2), lease -> {}));
+        assertEquals(0x18, e.code());
+        assertEquals("not authorized for lock: no", e.reason());
+        refuse.join();
+    }
+
+    @Test
+    void aTlsServerStuckInTheHandshakeHitsTheConnectTimeout() throws Exception {
+        SSLContext ctx = SSLContext.getInstance("TLS");
+        ctx.init(null, null, null);
+        try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + listener.getLocalPort()).sslContext(ctx)
+                .connectTimeout(Duration.ofMillis(300)).build()) {
+            ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+            assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aConnectThatNeverCompletesHitsTheConnectTimeout() throws Exception {
+        // A listener that never accepts: once its queue is full the kernel drops
+        // further SYNs, and a connect stays pending.
+        try (ServerSocket full = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            java.util.List<java.nio.channels.SocketChannel> fill = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < 8; i++) {
+                    java.nio.channels.SocketChannel ch = java.nio.channels.SocketChannel.open();
+                    ch.configureBlocking(false);
+                    ch.connect(full.getLocalSocketAddress());
+                    fill.add(ch);
+                }
+                try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + full.getLocalPort()).connectTimeout(Duration.ofMillis(300)).build()) {
+                    ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+                    assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
+                }
+            } finally {
+                for (java.nio.channels.SocketChannel ch : fill) ch.close();
+            }
+        }
+    }
+
+    @Test
+    void interruptingAWaitLeavesTheQueue() throws Exception {
+        Thread waiter = new Thread(() -> assertThrows(InterruptedException.class, () -> client.lock("q", Duration.ofSeconds(2))));
+        waiter.start();
+        Socket s = next();
+        readAcquire(s);
+        s.getOutputStream().write(0x11);
+        waiter.interrupt();
+        waiter.join(10_000);
+        assertFalse(waiter.isAlive());
+        assertEquals(-1, drainHeartbeats(s, 10_000, s.getOutputStream(), new byte[] {0x11}), "the connection closed: out of the queue");
+    }
+}
