@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test java-build java-test java-bench
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test java-build java-test java-bench test-suites fence-deps withdb
 
 all: build
 
@@ -26,11 +26,43 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test rust-test java-test
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs; the fence tests against a PostgreSQL and a MariaDB it installs and starts
+test: vet fmt-check staticcheck fence-deps withdb
+	$(WITHDB) $(MAKE) --no-print-directory test-suites
+
+# The suites of make test, beside one PostgreSQL and one MariaDB for all.
+test-suites: python-test node-test rust-test java-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
+
+# --- the fence tests' databases ----------------------------------------------
+# The fence helpers of every client are tested against real PostgreSQL and
+# MariaDB servers, from Debian's packages, with the Python drivers the Python
+# tests use (the client itself needs none). withdb starts both servers on
+# ports picked at run time, data in a temporary directory, runs a command with
+# MONOLOCK_TEST_POSTGRES and MONOLOCK_TEST_MYSQL naming them, and removes both
+# afterwards (docs/fencing.md, Testing against real databases).
+
+FENCE_PACKAGES := postgresql mariadb-server python3-psycopg2 python3-pymysql
+WITHDB := $(abspath $(BIN))/withdb
+# Runs a command beside the databases, unless make test started them already.
+WITH_DATABASES = $(if $(MONOLOCK_TEST_POSTGRES),,$(WITHDB))
+# The python3 Debian's python3-psycopg2 and python3-pymysql are installed for.
+DEBIAN_PYTHON ?= /usr/bin/python3
+
+## fence-deps: install what the fence tests need from Debian's packages (root): postgresql, mariadb-server, python3-psycopg2, python3-pymysql; nothing when they are there
+fence-deps:
+	@missing=$$(for p in $(FENCE_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "fence-deps: installing" $$missing; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y $$missing; \
+	fi
+
+## withdb: build bin/withdb, which runs a command beside a throwaway PostgreSQL and MariaDB
+withdb:
+	$(GO) build -o $(BIN)/withdb ./internal/testsupport/testdb/withdb
 
 vet:
 	$(GO) vet ./...
@@ -59,14 +91,15 @@ $(PYDIR)/node_modules/.bin/pyright: $(PYDIR)/package-lock.json
 	cd $(PYDIR) && npm ci --no-audit --no-fund
 	touch $@
 
-## python-test: the Python client's type check and its unittest suites (fakes and the real server)
-python-test: build
+## python-test: the Python client's type check and its unittest suites (fakes, the real server, the fence helper on PostgreSQL and MariaDB)
+python-test: build fence-deps withdb
 	@if ! command -v $(PYTHON) >/dev/null; then \
 		echo "SKIP python-test: $(PYTHON) is missing; install it with: apt-get install -y python3"; exit 0; fi; \
 	if command -v npm >/dev/null; then \
 		$(MAKE) --no-print-directory python-tools && (cd $(PYDIR) && ./node_modules/.bin/pyright); \
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
-	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t .
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t . && \
+	$(WITH_DATABASES) $(DEBIAN_PYTHON) -m unittest tests.db_fence
 
 # --- the Node.js client (clients/node) ---------------------------------------
 # No runtime dependencies; TypeScript and @types/node are pinned by
@@ -86,12 +119,12 @@ $(NODEDIR)/node_modules/.package-lock.json: $(NODEDIR)/package-lock.json
 node-build: node-deps
 	cd $(NODEDIR) && rm -rf dist dist-test && npm run --silent build
 
-## node-test: the Node.js client's tests with node --test: fakes, the real server, the npm pack contents
-node-test: build
+## node-test: the Node.js client's tests with node --test: fakes, the real server, the fence helper on PostgreSQL and MariaDB, the npm pack contents
+node-test: build fence-deps withdb
 	@if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then \
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
-	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITH_DATABASES) npm test --silent
 
 # --- the Rust client (clients/rust) -----------------------------------------
 # The crate monolock; its dependencies are pinned by clients/rust/Cargo.lock
