@@ -123,8 +123,8 @@ func TestServerErrorFrame(t *testing.T) {
 		if !errors.As(err, &se) || se.Code != code || se.Reason != "because" {
 			t.Fatalf("code 0x%02x: err = %#v", uint8(code), err)
 		}
-		if se.Temporary() != (code < 0x10) {
-			t.Errorf("code 0x%02x: Temporary = %v", uint8(code), se.Temporary())
+		if se.Retryable() != (code < 0x10) {
+			t.Errorf("code 0x%02x: Retryable = %v", uint8(code), se.Retryable())
 		}
 	}
 }
