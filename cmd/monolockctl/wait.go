@@ -86,7 +86,7 @@ func acquireStatus(err error) int {
 	case errors.As(err, &verifyErr):
 		return exitUsage // the server's certificate does not verify: -tls-ca or -addr is wrong
 	case errors.As(err, &serverErr):
-		if serverErr.Temporary() {
+		if serverErr.Retryable() {
 			return exitUnavailable
 		}
 		return exitUsage
