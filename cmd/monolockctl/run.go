@@ -38,10 +38,14 @@ If the lock is lost while COMMAND runs (no confirmation from the server within
 0.8 × lease, connection lost, server error), the group gets SIGTERM at once,
 before anything is printed, then SIGKILL after at most %v, and never later
 than half-way between the loss and the moment the server could hand the lock
-on (the newest answered heartbeat plus the lease). A lock can be held only
-while the round trip to the server stays below 0.4 × lease; run warns once
-when one takes 0.3 × lease or more. Choose a lease of at least 2.5 × the worst
-round trip.
+on (the newest answered heartbeat plus the lease). When the server
+itself ended the lock (ERROR 0x02: a force release by an administrator;
+ERROR 0x01: a shutdown), it has let go of it and the next holder may run
+already: SIGKILL follows SIGTERM after min(0.1 × lease, %v).
+
+A lock can be held only while the round trip to the server stays below
+0.4 × lease; run warns once when one takes 0.3 × lease or more. Choose a
+lease of at least 2.5 × the worst round trip.
 
 Flags:
 %s
@@ -81,8 +85,14 @@ Examples:
       deploy -- ./deploy.sh production
 `
 
-// stopGrace is how long COMMAND has between SIGTERM and SIGKILL after a loss.
+// stopGrace is the most COMMAND has between SIGTERM and SIGKILL after a loss
+// (killDelay).
 const stopGrace = 2 * time.Second
+
+// releasedGrace is the most COMMAND has between SIGTERM and SIGKILL when the
+// server has let go of the lock (a force release, a shutdown): the next
+// holder may run already.
+const releasedGrace = 250 * time.Millisecond
 
 // runArgs is the parsed command line of 'run'.
 type runArgs struct {
@@ -175,7 +185,7 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 	fs.BoolVar(&r.noWait, "no-wait", false, "exit 75 at once when the lock is held")
 	fs.BoolVar(&r.releaseOnExit, "release-on-exit", false,
 		"release the lock when COMMAND itself exits, even while processes it started in the background still run (by default the lock is held until COMMAND's whole process group is gone)")
-	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, flags, connectTimeout) })
+	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, releasedGrace, flags, connectTimeout) })
 	if status, ok := parseFlags(fs, args, e); !ok {
 		return nil, status, false
 	}

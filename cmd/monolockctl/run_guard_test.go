@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -336,4 +337,39 @@ func TestRunStopPausesCommand(t *testing.T) {
 			t.Fatal("COMMAND's group outlived the run")
 		}
 	})
+}
+
+// TestRunForceReleaseKillsPromptly: after a force release the next holder
+// runs at once, so a COMMAND that ignores SIGTERM gets SIGKILL after
+// min(0.1 × lease, releasedGrace), not after the give-up bound (here, with a
+// 60 s lease, stopGrace); run says why.
+func TestRunForceReleaseKillsPromptly(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr().String()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := startCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-lease", "60s", "forced", "--", "sh", "-c",
+		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "forced", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, ok, err := srv.ForceRelease(t.Context(), "forced"); err != nil || !ok {
+		t.Fatalf("force release: %v, %v", ok, err)
+	}
+	select {
+	case <-next.Granted():
+	case <-time.After(patience):
+		t.Fatal("the lock was not handed on")
+	}
+	status, _, stderr := c.wait(t)
+	want := fmt.Sprintf("the next holder may run already; stopping the command (SIGKILL in %v)", releasedGrace)
+	if status != exitLost || !strings.Contains(stderr, "server error 0x02") || !strings.Contains(stderr, want) {
+		t.Fatalf("status %d, stderr %q; want %d and %q", status, stderr, exitLost, want)
+	}
+	if groupAlive(pgid) {
+		t.Fatal("COMMAND's group outlived monolockctl run")
+	}
 }
