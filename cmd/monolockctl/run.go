@@ -185,7 +185,9 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 	fs.BoolVar(&r.noWait, "no-wait", false, "exit 75 at once when the lock is held")
 	fs.BoolVar(&r.releaseOnExit, "release-on-exit", false,
 		"release the lock when COMMAND itself exits, even while processes it started in the background still run (by default the lock is held until COMMAND's whole process group is gone)")
-	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, releasedGrace, flags, connectTimeout) })
+	setUsage(fs, func(flags string) string {
+		return fmt.Sprintf(runUsage, stopGrace, releasedGrace, flags, connectTimeout)
+	})
 	if status, ok := parseFlags(fs, args, e); !ok {
 		return nil, status, false
 	}

@@ -207,18 +207,9 @@ func TestRunLostWithinTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	pidFile := filepath.Join(t.TempDir(), "pid")
 	// A 2 s lease: SIGKILL goes 0.1 × lease = 200 ms before the server's
 	// expiry, room for a loaded machine.
-	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "2s", "frozen", "--", "sh", "-c",
-		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
-	pgid := readPID(t, pidFile)
-	killGroupAtEnd(t, pgid)
-	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "frozen", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer next.Close()
+	c, pgid, next := runIgnoringTERM(t, proxy.Addr(), addr, "frozen", "-lease", "2s")
 	proxy.Freeze(faultproxy.Both)
 	select {
 	case <-next.Granted():
@@ -346,16 +337,7 @@ func TestRunStopPausesCommand(t *testing.T) {
 func TestRunForceReleaseKillsPromptly(t *testing.T) {
 	srv := startServer(t)
 	addr := srv.Addr().String()
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	c := startCtl(t, addr, []string{"PIDFILE=" + pidFile}, "run", "-lease", "60s", "forced", "--", "sh", "-c",
-		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
-	pgid := readPID(t, pidFile)
-	killGroupAtEnd(t, pgid)
-	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "forced", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer next.Close()
+	c, pgid, next := runIgnoringTERM(t, addr, addr, "forced", "-lease", "60s")
 	if _, ok, err := srv.ForceRelease(t.Context(), "forced"); err != nil || !ok {
 		t.Fatalf("force release: %v, %v", ok, err)
 	}
@@ -372,4 +354,24 @@ func TestRunForceReleaseKillsPromptly(t *testing.T) {
 	if groupAlive(pgid) {
 		t.Fatal("COMMAND's group outlived monolockctl run")
 	}
+}
+
+// runIgnoringTERM starts 'monolockctl run FLAGS NAME' through ctlAddr with a
+// COMMAND that ignores SIGTERM, and queues another client for NAME behind
+// it at serverAddr; it returns the run, COMMAND's group and the next
+// client's lock.
+func runIgnoringTERM(t *testing.T, ctlAddr, serverAddr, name string, flags ...string) (*ctl, int, *client.Lock) {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c",
+		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+	c := startCtl(t, ctlAddr, []string{"PIDFILE=" + pidFile}, args...)
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	next, err := client.New(client.Config{Address: serverAddr}).Enqueue(t.Context(), name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Close() })
+	return c, pgid, next
 }
