@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,47 @@ func TestHelpPrintsTheTable(t *testing.T) {
 	for _, st := range table {
 		if !bytes.Contains(out, []byte("-"+st.flag)) || !bytes.Contains(out, []byte(st.env)) || !bytes.Contains(out, []byte(st.def)) {
 			t.Errorf("-h lacks the row for -%s:\n%s", st.flag, out)
+		}
+	}
+}
+
+// TestUnreadableFileNamesItsSetting: a file the server cannot open is
+// reported with the setting that named it, as the operator gave it, and
+// with both ways to set it; exit status 2, one line.
+func TestUnreadableFileNamesItsSetting(t *testing.T) {
+	dir, pki, _ := labFiles(t)
+	missing := filepath.Join(dir, "missing.pem")
+	unreadable := filepath.Join(dir, "secret.key")
+	if err := os.WriteFile(unreadable, []byte("x"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	denied := "permission denied; the server's user must be able to read it"
+	if f, err := os.Open(unreadable); err == nil { // root reads anything
+		_ = f.Close()
+		denied = ""
+	}
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-tls-cert", missing, "-tls-key", missing}, nil,
+			"monolock: -tls-cert " + missing + ": no such file or directory; check the path (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-tls-key", missing}, map[string]string{"MONOLOCK_TLS_CERT": missing},
+			"monolock: MONOLOCK_TLS_CERT=" + missing + ": no such file or directory; check the path (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-tls-cert", unreadable, "-tls-key", unreadable}, nil,
+			"monolock: -tls-cert " + unreadable + ": " + denied + " (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-listen", "127.0.0.1:0", "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA}, map[string]string{"MONOLOCK_ACL_FILE": missing},
+			"monolock: MONOLOCK_ACL_FILE=" + missing + ": no such file or directory; check the path (set the file with -acl-file or MONOLOCK_ACL_FILE)"},
+	}
+	for _, c := range cases {
+		if strings.Contains(c.want, ":  (") {
+			continue // as root nothing is unreadable
+		}
+		var stderr bytes.Buffer
+		status := run(c.args, env(c.env), &stderr, signals{})
+		if got := strings.TrimSuffix(stderr.String(), "\n"); status != 2 || got != c.want {
+			t.Errorf("%v %v: status %d, stderr:\n%s\nwant status 2 and\n%s", c.args, c.env, status, got, c.want)
 		}
 	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 
@@ -39,22 +42,52 @@ type files struct {
 }
 
 func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca", "tls-ticket-keys", "acl-file"} {
+		if err := cfg.checkReadable(flag); err != nil {
+			return f, err
+		}
+	}
 	if cfg.tlsCert != "" {
 		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA, TicketKeys: cfg.tlsTickets}); err != nil {
-			return f, err
+			return f, fmt.Errorf("TLS files (-tls-cert, -tls-key, -tls-client-ca, -tls-ticket-keys): %w", err)
 		}
 	}
 	if cfg.aclFile != "" {
 		if f.rules, err = acl.Load(cfg.aclFile); err != nil {
-			return f, err
+			return f, fmt.Errorf("%s: %w", cfg.describe("acl-file"), err)
 		}
 	}
 	if cfg.auditLog != "" {
 		if f.audit, err = audit.Open(cfg.auditLog, audit.WithLogger(log)); err != nil {
-			return f, err
+			return f, fmt.Errorf("%s: %w", cfg.describe("audit-log"), err)
 		}
 	}
 	return f, nil
+}
+
+// checkReadable says which setting names a file the server cannot read, and
+// how to set it, before any loader reports the path alone.
+func (s settings) checkReadable(flag string) error {
+	path := s.origins[flag].value
+	if path == "" {
+		return nil
+	}
+	fh, err := os.Open(path)
+	if err == nil {
+		return fh.Close()
+	}
+	why := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		why = pe.Err.Error()
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		why += "; check the path"
+	case errors.Is(err, fs.ErrPermission):
+		why += "; the server's user must be able to read it"
+	}
+	return fmt.Errorf("%s: %s (set the file with -%s or %s)", s.describe(flag), why, flag, envOf(flag))
 }
 
 // start brings everything up, or nothing: a failure closes what was opened,
