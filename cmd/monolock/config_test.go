@@ -127,3 +127,47 @@ func TestUnreadableFileNamesItsSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestOperationsTableHasEverySetting: docs/operations.md's configuration
+// table has a row for every setting of the server, with its environment
+// variable and its default, and no row for a setting that does not exist.
+func TestOperationsTableHasEverySetting(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{} // flag -> cells
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "| `-") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) < 4 {
+			continue // another table's row
+		}
+		rows[strings.Trim(cells[0], "`-")] = cells
+	}
+	known := map[string]bool{}
+	for _, st := range table {
+		known[st.flag] = true
+		cells, ok := rows[st.flag]
+		switch {
+		case !ok:
+			t.Errorf("docs/operations.md's configuration table has no row for -%s", st.flag)
+			continue
+		case cells[1] != "`"+st.env+"`":
+			t.Errorf("-%s: environment %s in the table, want `%s`", st.flag, cells[1], st.env)
+		}
+		if def := cells[2]; st.def == "" && def != "" && def != "(empty = off)" || st.def != "" && def != "`"+st.def+"`" {
+			t.Errorf("-%s: default %q in the table, want `%s`", st.flag, def, st.def)
+		}
+	}
+	for flag, cells := range rows {
+		if strings.HasPrefix(cells[1], "`MONOLOCK_") && !known[flag] {
+			t.Errorf("docs/operations.md's configuration table has a row for -%s, which the server does not have", flag)
+		}
+	}
+}
