@@ -2,15 +2,18 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
-// describe prints a step as "event -> phase: actions (note)".
-func describe(ev event, m *lifecycle, a actions) string {
+// transcript prints a step as "event -> phase: actions (note)".
+func transcript(ev event, m *lifecycle, a actions) string {
 	var do []string
 	for _, f := range []struct {
 		on   bool
@@ -97,7 +100,7 @@ terminate -> stopping: drain stop (info: shutting down: every session gets ERROR
 			m := newLifecycle(c.delay)
 			var got []string
 			for _, ev := range c.events {
-				got = append(got, describe(ev, m, m.step(ev)))
+				got = append(got, transcript(ev, m, m.step(ev)))
 			}
 			if g := strings.Join(got, "\n"); g != c.want {
 				t.Errorf("transitions:\n%s\nwant:\n%s", g, c.want)
@@ -149,5 +152,56 @@ func TestNextEventPrefersTermination(t *testing.T) {
 		if ev := nextEvent(signals{terminate: term, reload: hup}, delay, failed, stopped); ev.kind != evTerminate {
 			t.Fatalf("next event %s, want terminate", ev.kind)
 		}
+	}
+}
+
+// TestSupervise drives the real daemon's supervisor with signals on fake
+// channels: with the reload channel kept full throughout, a first SIGTERM
+// starts the shutdown delay, a second ends it, and the stop sequence runs to
+// exit status 0; the log tells the steps in that order.
+func TestSupervise(t *testing.T) {
+	var logs syncBuffer
+	cfg, err := parseSettings([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-shutdown-delay", "1h"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(&logs)
+	d, err := start(cfg, log, files{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := make(chan os.Signal, 2)
+	hup := make(chan os.Signal, 1)
+	exited := make(chan int, 1)
+	go func() { exited <- d.supervise(signals{terminate: term, reload: hup}) }()
+	storm := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-storm:
+				return
+			case hup <- syscall.SIGHUP:
+			}
+		}
+	}()
+	defer close(storm)
+	term <- syscall.SIGTERM
+	term <- syscall.SIGTERM
+	select {
+	case status := <-exited:
+		if status != 0 {
+			t.Fatalf("status %d, want 0; log:\n%s", status, logs.String())
+		}
+	case <-time.After(safety):
+		t.Fatalf("the supervisor did not return; log:\n%s", logs.String())
+	}
+	out := logs.String()
+	at := 0
+	for _, step := range []string{"monolock started", "readiness is 503", "second signal: shutdown delay ended early", "monolock stopped"} {
+		i := strings.Index(out[at:], step)
+		if i < 0 {
+			t.Fatalf("log lacks %q after offset %d:\n%s", step, at, out)
+		}
+		at += i
 	}
 }
