@@ -252,13 +252,20 @@ bench-peers:
 
 .PHONY: chaos holder-faults
 
-## holder-faults: does the old holder stop before the next starts? Freezes, SIGSTOP, signals to monolockctl, force release; 20 rounds each (about 2-3 minutes)
-holder-faults: build
-	cd bench && $(GO) run ./holderfaults -server $(abspath $(BIN))/monolock -ctl $(abspath $(BIN))/monolockctl
+# Where the fenced writes of holder-faults and chaos land: memory, or a
+# throwaway postgres or mariadb (make fence-deps installs them), e.g.
+# make holder-faults HOLDER_FAULTS_STORE=postgres
+HOLDER_FAULTS_STORE ?= memory
+HOLDER_FAULTS_ROUNDS ?= 20
+CHAOS_STORE ?= memory
 
-## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
+## holder-faults: does the old holder stop before the next starts? Freezes, SIGSTOP, signals to monolockctl, force release; 20 rounds each (about 2-3 minutes; HOLDER_FAULTS_STORE=postgres|mariadb writes through a real database)
+holder-faults: build
+	cd bench && $(GO) run ./holderfaults -server $(abspath $(BIN))/monolock -ctl $(abspath $(BIN))/monolockctl -store $(HOLDER_FAULTS_STORE) -rounds $(HOLDER_FAULTS_ROUNDS)
+
+## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer; CHAOS_STORE=postgres|mariadb writes through a real database)
 chaos: build
-	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock
+	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock -store $(CHAOS_STORE)
 
 # --- adversarial harness (bench/adversarial) ---------------------------------
 
