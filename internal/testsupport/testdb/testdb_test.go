@@ -5,25 +5,40 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-// TestServersServeAndLeaveNothing starts each server, runs a query through
-// the URL it gives, and checks that Close removes its data.
+// TestServersServeAndLeaveNothing starts each server, fast and durable,
+// reads through the URL it gives the settings that decide whether a commit
+// is flushed, and checks that Close removes its data.
 func TestServersServeAndLeaveNothing(t *testing.T) {
+	type durability struct {
+		query string // one row per setting: on (flushed at commit) or not
+		fast  []string
+		sync  []string
+	}
+	pg := durability{
+		query: `SELECT setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes') ORDER BY name`,
+		fast:  []string{"off", "off", "off"},
+		sync:  []string{"on", "on", "on"},
+	}
+	maria := durability{query: `SELECT @@innodb_flush_log_at_trx_commit`, fast: []string{"0"}, sync: []string{"1"}}
 	cases := []struct {
-		name  string
-		bin   string
-		start func() (*Server, error)
-		open  func(u *url.URL) (*sql.DB, error)
+		name    string
+		bin     string
+		start   func(...Option) (*Server, error)
+		open    func(u *url.URL) (*sql.DB, error)
+		durable bool
+		want    durability
 	}{
-		{"postgres", "initdb", StartPostgres, func(u *url.URL) (*sql.DB, error) { return sql.Open("pgx", u.String()) }},
-		{"mariadb", "mariadb-install-db", StartMariaDB, func(u *url.URL) (*sql.DB, error) {
-			return sql.Open("mysql", fmt.Sprintf("%s@tcp(%s)%s", u.User.Username(), u.Host, u.Path))
-		}},
+		{"postgres", "initdb", StartPostgres, openPostgres, false, pg},
+		{"postgres durable", "initdb", StartPostgres, openPostgres, true, pg},
+		{"mariadb", "mariadb-install-db", StartMariaDB, openMariaDB, false, maria},
+		{"mariadb durable", "mariadb-install-db", StartMariaDB, openMariaDB, true, maria},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -34,7 +49,12 @@ func TestServersServeAndLeaveNothing(t *testing.T) {
 				}
 				t.Skip(err)
 			}
-			s, err := c.start()
+			var opts []Option
+			want := c.want.fast
+			if c.durable {
+				opts, want = []Option{Durable()}, c.want.sync
+			}
+			s, err := c.start(opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,9 +67,12 @@ func TestServersServeAndLeaveNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var one int
-			if err := db.QueryRow("SELECT 1").Scan(&one); err != nil || one != 1 {
-				t.Fatalf("SELECT 1 through %s = %d, %v\n%s", s.URL, one, err, s.Log())
+			got, err := column(db, c.want.query)
+			if err != nil {
+				t.Fatalf("%s through %s: %v\n%s", c.want.query, s.URL, err, s.Log())
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s = %q, want %q (durable: %v)", c.want.query, got, want, c.durable)
 			}
 			db.Close()
 			if err := s.Close(); err != nil {
@@ -60,4 +83,28 @@ func TestServersServeAndLeaveNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+func openPostgres(u *url.URL) (*sql.DB, error) { return sql.Open("pgx", u.String()) }
+
+func openMariaDB(u *url.URL) (*sql.DB, error) {
+	return sql.Open("mysql", fmt.Sprintf("%s@tcp(%s)%s", u.User.Username(), u.Host, u.Path))
+}
+
+// column runs query and returns its one column, row by row.
+func column(db *sql.DB, query string) ([]string, error) {
+	rows, err := db.Query(query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
