@@ -47,12 +47,12 @@ const (
 
 // startFenceDB starts the database d on one connection whose round trips
 // are counted, with the fence table and the table written to.
-func startFenceDB(d fence.Dialect) (*fenceDB, error) {
+func startFenceDB(d fence.Dialect, opts ...testdb.Option) (*fenceDB, error) {
 	f := &fenceDB{dialect: d, trips: &roundTrips{}}
 	var err error
 	if d == fence.PostgreSQL {
 		f.name, f.insert = "PostgreSQL", `INSERT INTO bench_fence_writes (v) VALUES ($1)`
-		if f.srv, err = testdb.StartPostgres(); err != nil {
+		if f.srv, err = testdb.StartPostgres(opts...); err != nil {
 			return nil, err
 		}
 		cfg, perr := pgx.ParseConfig(f.srv.URL)
@@ -64,7 +64,7 @@ func startFenceDB(d fence.Dialect) (*fenceDB, error) {
 		f.db = stdlib.OpenDB(*cfg)
 	} else {
 		f.name, f.insert = "MariaDB", `INSERT INTO bench_fence_writes (v) VALUES (?)`
-		if f.srv, err = testdb.StartMariaDB(); err != nil {
+		if f.srv, err = testdb.StartMariaDB(opts...); err != nil {
 			return nil, err
 		}
 		cfg := mysql.NewConfig()
@@ -147,53 +147,50 @@ func (f *fenceDB) runBatch(ctx context.Context, fenced bool, n int, r *fenceRun)
 func (b *bench) s8() *Scenario {
 	sz := b.sz
 	sc := &Scenario{ID: "S8", Name: "fence cost", Desc: fmt.Sprintf(
-		"one-row write transactions (BEGIN, INSERT, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, without and with fence.Admit before the INSERT; %d rounds of %d transactions of each, alternating, after %d of each to warm up",
+		"one-row write transactions (BEGIN, INSERT, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, each as testdb runs it (no flush at commit) and durable, without and with fence.Admit before the INSERT; %d rounds of %d transactions of each, alternating, after %d of each to warm up",
 		sz.s8Rounds, sz.s8Txns, sz.s8Txns/10)}
 	ctx := context.Background()
-	for _, d := range []fence.Dialect{fence.PostgreSQL, fence.MySQL} {
-		b.step("S8 " + string(d))
-		f, err := startFenceDB(d)
+	for _, p := range fencePasses() {
+		b.step("S8 " + p.name)
+		var opts []testdb.Option
+		if p.durable {
+			opts = append(opts, testdb.Durable())
+		}
+		f, err := startFenceDB(p.dialect, opts...)
 		if err != nil {
-			b.failRow(sc, string(d), "write transaction", "S8 "+string(d), err)
+			b.failRow(sc, p.name, "write transaction", "S8 "+p.name, err)
 			continue
 		}
-		for _, p := range fencePasses(d) {
-			if p.setup != "" {
-				if _, err := f.db.Exec(p.setup); err != nil {
-					b.failRow(sc, f.name+p.label, "write transaction", "S8 "+f.name+p.label, err)
-					break
-				}
-			}
-			runs, err := f.measure(ctx, sz.s8Rounds, sz.s8Txns)
-			if err != nil {
-				b.failRow(sc, f.name+p.label, "write transaction", "S8 "+f.name+p.label, err)
-				break
-			}
-			addFenceRows(sc, f.name+p.label, runs)
+		runs, err := f.measure(ctx, sz.s8Rounds, sz.s8Txns)
+		if err != nil {
+			b.failRow(sc, p.name, "write transaction", "S8 "+p.name, err)
+		} else {
+			addFenceRows(sc, p.name, runs)
 		}
 		f.close()
 	}
 	sc.Note("round trips are counted on the connection: a write after a read begins one; MariaDB through go-sql-driver/mysql with interpolateParams (one round trip per statement), PostgreSQL through pgx's database/sql driver (statements cached after the warm-up)")
-	sc.Note("testdb's throwaway servers run without flushing at commit (PostgreSQL fsync off, MariaDB innodb_flush_log_at_trx_commit=0), so there a transaction's time is its round trips and the server's work; the durable pass flushes and syncs MariaDB's redo log at each commit, as a production server does")
+	sc.Note("testdb's throwaway servers run without flushing at commit (PostgreSQL fsync, synchronous_commit and full_page_writes off; MariaDB innodb_flush_log_at_trx_commit=0), so there a transaction's time is its round trips and the server's work; the durable passes run a server started with testdb.Durable, which flushes and syncs its log at each commit as a production server does (PostgreSQL's defaults, innodb_flush_log_at_trx_commit=1), to the temporary directory's disk")
 	return sc
 }
 
-// fencePass is one configuration of a database that S8 measures.
+// fencePass is one server that S8 measures.
 type fencePass struct {
-	label string // after the database's name
-	setup string // run before the pass
+	name    string // its rows' system
+	dialect fence.Dialect
+	durable bool // started with testdb.Durable
 }
 
-// fencePasses are S8's passes on d: as testdb runs the server (no flush at
-// commit), and on MariaDB also with a durable commit (the redo log flushed
-// and synced at each commit, InnoDB's default), which a PostgreSQL started
-// with fsync off cannot be switched to.
-func fencePasses(d fence.Dialect) []fencePass {
-	ps := []fencePass{{}}
-	if d == fence.MySQL {
-		ps = append(ps, fencePass{label: " durable", setup: "SET GLOBAL innodb_flush_log_at_trx_commit = 1"})
+// fencePasses are S8's servers: each database as testdb runs it (no flush
+// at commit), then started durable (its log flushed and synced at each
+// commit, as in production).
+func fencePasses() []fencePass {
+	return []fencePass{
+		{"PostgreSQL", fence.PostgreSQL, false},
+		{"PostgreSQL durable", fence.PostgreSQL, true},
+		{"MariaDB", fence.MySQL, false},
+		{"MariaDB durable", fence.MySQL, true},
 	}
-	return ps
 }
 
 // addFenceRows adds one pass's rows and the fence's cost in it.
