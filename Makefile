@@ -188,11 +188,15 @@ JAVA_JAR_ALLOWED := ^(META-INF/|META-INF/MANIFEST\.MF|META-INF/LICENSE|META-INF/
 java-build:
 	cd $(JAVADIR) && $(MVN) -q test-compile
 
-## java-test: the Java client's build: unit tests (fakes, the real server), Javadoc without warnings, the jar's contents
+## java-test: the Java client's build: unit tests (fakes, the real server, the fence on PostgreSQL and MariaDB), Javadoc without warnings, the jar's contents
 java-test: build
 	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
 		echo "SKIP java-test: a JDK of 17 or later with Maven is missing; install it with: apt-get install -y openjdk-17-jdk-headless maven"; exit 0; fi; \
-	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify && \
+	withdb=; if command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd; then \
+		if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; then \
+			withdb="$(GO) run ./internal/testsupport/testdb/withdb --"; fi; fi; \
+	if [ -z "$$withdb" ]; then echo "java-test: no PostgreSQL and MariaDB servers (install them with apt-get install -y postgresql mariadb-server): the fence tests skip"; fi; \
+	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify' && cd $(JAVADIR) && \
 	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
 	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
