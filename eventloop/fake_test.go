@@ -36,9 +36,11 @@ func (c *fakeClock) advance(d time.Duration) {
 // buffer it can Peek and Discard, an output sink whose draining the test
 // controls, and a synchronous close that runs the handler's OnClose, as
 // gnet's does. The rest of gnet.Conn is embedded unset: the handler calls
-// none of it for a plain session, and a call would panic.
+// none of it for a plain session, and a call would panic. Its security layer
+// is plain TCP's, with the certificate identity a test gives it (id).
 type fakeConn struct {
 	gnet.Conn
+	plainTCP
 	h   *handler
 	in  []byte
 	out []byte // everything written, for the test to decode
@@ -51,8 +53,10 @@ type fakeConn struct {
 	wakes     int  // Wake calls: turns the owner asked for
 	closed    bool
 	closedAt  time.Duration // the owner's clock when it closed
+	released  bool          // OnClose has returned: gnet has forgotten the address
 	port      int           // tells the rig's connections apart in RemoteAddr
 	addr      *net.TCPAddr  // made by the first RemoteAddr
+	id        string        // the client's certificate identity, "" for none
 	ctx       any
 
 	kernelQueued int    // bytes the kernel holds for the peer (see kernelQueue)
@@ -108,19 +112,31 @@ func (c *fakeConn) Wake(gnet.AsyncCallback) error { c.wakes++; return nil }
 func (c *fakeConn) SetContext(ctx any)            { c.ctx = ctx }
 func (c *fakeConn) Context() any                  { return c.ctx }
 
-// RemoteAddr is made once and kept, as gnet keeps a connection's address:
-// the allocation benchmarks must not count the fake's own.
+// RemoteAddr is made once and kept, as gnet keeps a connection's address,
+// until the close's OnClose returns: then gnet releases the connection and
+// its address is nil. The allocation benchmarks must not count the fake's
+// own.
 func (c *fakeConn) RemoteAddr() net.Addr {
+	if c.released {
+		return nil
+	}
+	return c.addrOf()
+}
+
+// addrOf is the connection's address, also after it closed.
+func (c *fakeConn) addrOf() *net.TCPAddr {
 	if c.addr == nil {
 		c.addr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000 + c.port}
 	}
 	return c.addr
 }
+
+func (c *fakeConn) identity() string            { return c.id }
 func (c *fakeConn) session() *session           { s, _ := c.ctx.(*session); return s }
 func (c *fakeConn) drain()                      { c.pending = 0; c.stuck = false }
 func (c *fakeConn) reads() []protocol.Frame     { return decodeAll(c.out) }
 func (c *fakeConn) takeReads() []protocol.Frame { f := c.reads(); c.out = nil; return f }
-func (c *fakeConn) String() string              { return c.RemoteAddr().String() }
+func (c *fakeConn) String() string              { return c.addrOf().String() }
 
 // closeNow closes the connection and runs OnClose before it returns, as
 // the loop's own Close does.
@@ -134,6 +150,7 @@ func (c *fakeConn) closeNow() error {
 		c.watch(c, nil, true)
 	}
 	c.h.OnClose(c, nil)
+	c.released = true
 	return nil
 }
 
@@ -348,3 +365,53 @@ func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("releas
 func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
 func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
 func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
+
+// fakeAudit keeps the audit events the loop records, for the scripts to
+// print. remote is the address as the audit log writes it, "" for none.
+type fakeAudit struct {
+	mu     sync.Mutex // the loop and a test's goroutine may both read
+	events []auditEvent
+}
+
+type auditEvent struct {
+	name, lock, identity, remote, reason string
+	token                                uint64
+}
+
+func (a *fakeAudit) add(e auditEvent, remote net.Addr) {
+	if remote != nil {
+		e.remote = remote.String()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.events = append(a.events, e)
+}
+
+// take returns the events recorded since the last take.
+func (a *fakeAudit) take() []auditEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.events
+	a.events = nil
+	return e
+}
+
+func (a *fakeAudit) Granted(_ time.Time, lock, identity string, remote net.Addr, token uint64, _ time.Duration) {
+	a.add(auditEvent{name: "granted", lock: lock, identity: identity, token: token}, remote)
+}
+
+func (a *fakeAudit) Released(_ time.Time, lock, identity string, remote net.Addr, token uint64, _ time.Duration, reason string) {
+	a.add(auditEvent{name: "released", lock: lock, identity: identity, token: token, reason: reason}, remote)
+}
+
+func (a *fakeAudit) Denied(_ time.Time, lock, identity string, remote net.Addr) {
+	a.add(auditEvent{name: "denied", lock: lock, identity: identity}, remote)
+}
+
+func (a *fakeAudit) ForceRelease(_ time.Time, lock, identity string, remote net.Addr, token uint64) {
+	a.add(auditEvent{name: "force_release", lock: lock, identity: identity, token: token}, remote)
+}
+
+func (a *fakeAudit) KickWaiter(_ time.Time, lock, identity string, remote net.Addr) {
+	a.add(auditEvent{name: "kick_waiter", lock: lock, identity: identity}, remote)
+}

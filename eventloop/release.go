@@ -14,19 +14,27 @@ import (
 //
 // Every way a session ends — the client closes, a protocol error, lease
 // expiry, io-timeout, force-release, kick, shutdown, eviction — ends in
-// gnet's OnClose, and the turn after it runs forget, the only place a waiter
-// is promoted.
+// gnet's OnClose, which runs ended, and the turn after it runs forget, the
+// only place a waiter is promoted.
+
+// ended records a holder's release while gnet's OnClose runs (see
+// owner.closed): the audit event names the holder by its address, and gnet
+// forgets that when OnClose returns, before forget's turn when the server
+// closed the session (expiry, io-timeout, force-release, shutdown, a failed
+// write).
+func (o *owner) ended(s *session) {
+	if s.claim.State() == locktable.Holding {
+		o.released(s)
+	}
+}
 
 // forget removes a closed session and hands its lock on at once. It is the
-// turn that follows gnet's OnClose (see owner.closed).
+// turn that follows gnet's OnClose (see owner.closed), after ended.
 func (o *owner) forget(s *session) {
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s, s.registered())
 	o.metrics.Closed()
-	switch s.claim.State() {
-	case locktable.Holding:
-		o.released(s)
-	case locktable.Waiting:
+	if s.claim.State() == locktable.Waiting {
 		o.metrics.Dequeued()
 	}
 	if o.shuttingDown {

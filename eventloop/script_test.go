@@ -48,6 +48,7 @@ type script struct {
 	t       *testing.T
 	r       *rig
 	metrics *fakeMetrics
+	audit   *fakeAudit
 	start   time.Duration // the owner's clock when the case began
 	peers   map[string]*fakeConn
 	names   map[*fakeConn]string
@@ -66,8 +67,8 @@ func newScript(t *testing.T, cfg Config) *script {
 
 // reset starts the case afresh on a server configured by cfg.
 func (sc *script) reset(cfg Config) {
-	sc.metrics = &fakeMetrics{}
-	cfg.Metrics = sc.metrics
+	sc.metrics, sc.audit = &fakeMetrics{}, &fakeAudit{}
+	cfg.Metrics, cfg.Audit = sc.metrics, sc.audit
 	sc.peers, sc.names, sc.t0 = map[string]*fakeConn{}, map[*fakeConn]string{}, 0
 	sc.r = newRig(sc.t, cfg)
 	sc.r.watch = sc.heard
@@ -97,16 +98,21 @@ func (sc *script) heard(c *fakeConn, wrote []byte, closed bool) {
 	}
 }
 
+// tokenText shows a token relative to the case's first: t0, t0+N.
+func (sc *script) tokenText(token uint64) string {
+	if token == sc.t0 {
+		return "t0"
+	}
+	return fmt.Sprintf("t0%+d", int64(token-sc.t0))
+}
+
 func (sc *script) frameText(f protocol.Frame) string {
 	switch f.Type {
 	case protocol.TypeAcquired:
 		if sc.t0 == 0 {
 			sc.t0 = f.Token
 		}
-		if f.Token == sc.t0 {
-			return "ACQUIRED t0"
-		}
-		return fmt.Sprintf("ACQUIRED t0%+d", int64(f.Token-sc.t0))
+		return "ACQUIRED " + sc.tokenText(f.Token)
 	case protocol.TypeWaiting:
 		return "WAITING"
 	case protocol.TypeError:
@@ -221,6 +227,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 	case "connect":
 		for _, name := range sc.expand(sc.arg(a, 0)) {
 			sc.connect(name)
+			sc.peers[name].id = sc.kv(a, "identity", "")
 		}
 	case "acquire":
 		lock := sc.kv(a, "lock", "x")
@@ -316,6 +323,8 @@ func (sc *script) run(td *datadriven.TestData) string {
 		return fmt.Sprintf("sessions %d, timers %d", sc.r.o.sessions.len, sc.r.o.wheel.Len())
 	case "metrics":
 		return sc.metricsText()
+	case "audit":
+		return sc.auditText()
 	default:
 		sc.fatalf("unknown command %q", td.Cmd)
 	}
@@ -382,7 +391,7 @@ func (sc *script) peer(name string) *fakeConn {
 
 func (sc *script) byAddr(addr string) string {
 	for n, c := range sc.peers {
-		if c.RemoteAddr().String() == addr {
+		if c.addrOf().String() == addr {
 			return n
 		}
 	}
@@ -553,6 +562,35 @@ func (sc *script) metricsText() string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
+}
+
+// auditText prints the audit events recorded since the last audit command,
+// one a line, naming whom each concerns by the peer whose address it
+// carries ("no address" when it carries none) and its identity, if any.
+func (sc *script) auditText() string {
+	var lines []string
+	for _, e := range sc.audit.take() {
+		line := e.name + " " + e.lock
+		if e.token != 0 {
+			line += " " + sc.tokenText(e.token)
+		}
+		if e.remote == "" {
+			line += " no address"
+		} else {
+			line += " " + sc.byAddr(e.remote)
+		}
+		if e.identity != "" {
+			line += " identity=" + e.identity
+		}
+		if e.reason != "" {
+			line += ": " + e.reason
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return "no events"
+	}
+	return strings.Join(lines, "\n")
 }
 
 // compress joins consecutive log lines that differ only in a peer's

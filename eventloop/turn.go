@@ -158,7 +158,9 @@ func (o *owner) noteOutput(s *session) {
 
 // closed is gnet's OnClose for a session: its connection is gone. Inside a
 // turn (a write failed, or the turn closed it) the rules wait for the next
-// turn; otherwise this is a turn of its own.
+// turn; otherwise this is a turn of its own. Either way what needs the
+// connection is done now (ended): gnet forgets its address when OnClose
+// returns.
 func (o *owner) closed(s *session) {
 	if s.closed {
 		return
@@ -166,10 +168,12 @@ func (o *owner) closed(s *session) {
 	s.closed = true
 	s.conn.SetContext(nil)
 	if o.inTurn {
+		o.ended(s)
 		o.later = append(o.later, s)
 		return
 	}
 	o.begin()
+	o.ended(s)
 	o.forget(s)
 	o.end(nil)
 }

@@ -196,6 +196,14 @@ func TestMetricsHealthAndAudit(t *testing.T) {
 	if lines[2]["reason"] != "expired" || lines[3]["reason"] != "graceful" {
 		t.Errorf("release reasons: %v, %v", lines[2]["reason"], lines[3]["reason"])
 	}
+	// Each event names its client by address, also the release the server
+	// decided (the expiry), which it closes itself.
+	whose := []*wire.Conn{holder, silent, silent, holder, waiter}
+	for i, c := range whose {
+		if got, want := lines[i]["remote_addr"], c.NC.LocalAddr().String(); got != want {
+			t.Errorf("audit line %d (%s %s): remote_addr %q, want %q", i, lines[i]["event"], lines[i]["reason"], got, want)
+		}
+	}
 
 	// Rotation: after mv and SIGHUP, new events go to a new file at the path.
 	rotated := auditPath + ".1"
