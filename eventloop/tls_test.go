@@ -265,7 +265,9 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 // after io-timeout; nothing of it stays behind in the server, and shutdown
 // is prompt.
 func TestTLSClientThatStopsReading(t *testing.T) {
-	ts, pki := startTLSServer(t, 300*time.Millisecond, 0)
+	// io-timeout is 1 s, not less: each handshake must finish within it on a
+	// loaded machine under the race detector.
+	ts, pki := startTLSServer(t, time.Second, 0)
 	beforeFDs := openFDs(t)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
 	ts.waitStats(t, eventloop.Stats{}) // and that session has left
@@ -275,10 +277,13 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 	flood := bytes.Repeat(protocol.AppendHeartbeat(nil), 4096)
 	var wg sync.WaitGroup
 	conns := make([]*wire.Conn, clients)
+	// Every client has finished its handshake before any floods, so no
+	// handshake competes with the floods for the machine.
 	for i := range conns {
-		c := dialTLS(t, ts, pki)
-		conns[i] = c
-		c.Send(protocol.AppendAcquire(nil, longLease, fmt.Sprintf("flood-%d", i)))
+		conns[i] = dialTLS(t, ts, pki)
+		conns[i].Send(protocol.AppendAcquire(nil, longLease, fmt.Sprintf("flood-%d", i)))
+	}
+	for _, c := range conns {
 		wg.Go(func() {
 			_ = c.NC.SetWriteDeadline(time.Now().Add(2 * safety))
 			for sent := 0; sent < beats; sent += len(flood) {
