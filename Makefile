@@ -27,7 +27,7 @@ run: build
 # server's go.mod): every check runs in both modules.
 
 ## test: vet, gofmt, staticcheck, the Python and Node.js clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test
+test: vet fmt-check staticcheck python-test node-test model model-variants
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -92,6 +92,31 @@ node-test: build
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
+
+# --- the model of the safety argument (model/, Promela, checked by spin) ----
+# MODEL_FLAGS passes preprocessor flags to every run: make model MODEL_FLAGS='-DGIVEUP=95'.
+# One fault per run; each fault kind is its own exhaustive search (FAULT=1..5).
+
+.PHONY: model model-variants model-deps
+
+## model-deps: install spin and gcc from Debian's packages (root)
+model-deps:
+	@command -v spin >/dev/null && command -v gcc >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y spin gcc
+
+## model: check the model's properties 1 and 2 on the defaults, each fault kind, and property 3 (a few minutes)
+model: model-deps
+	@set -e; for f in 1 2 3 4 5; do model/check.sh holds fault-$$f -DFAULT=$$f; done
+	model/check.sh live liveness -DFAULT=3
+
+## model-variants: every known-bad variant must fail with the property it breaks
+model-variants: model-deps
+	model/check.sh fails close-at-giveup 1 -DCLOSE_AT_GIVEUP=1 -DFAULT=2
+	model/check.sh fails giveup-100 1 -DGIVEUP=100 -DFAULT=1
+	model/check.sh fails giveup-90 1 -DGIVEUP=90 -DFAULT=1
+	model/check.sh fails stop-1 1 -DSTOP=1 -DFAULT=1
+	model/check.sh fails clock-step-back 2-tokens -DCLOCK_STEP_BACK=1 -DFAULT=5
+	model/check.sh fails from-reply 1 -DFROM_REPLY=1 -DFAULT=1
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

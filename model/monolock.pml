@@ -150,10 +150,12 @@ bool hit[NCLIENTS];        /* ghost: a fault hit this client's connection */
 
 /* Scratch variables of one atomic step. No step blocks half-way, so no two
    steps share them, and they are hidden: not part of the state, so that a
-   value left over from an earlier step does not make two states differ. */
+   value left over from an earlier step does not make two states differ.
+   Hidden variables are not restored when the search backtracks, so none is
+   read after a nondeterministic choice that follows its assignment: every
+   choice inside a step comes before them (Tick keeps its own in the state). */
 hidden mtype x_m, x_m2;
 hidden byte x_t, x_h, x_n, x_dl, x_c, x_t2, x_d2;
-hidden byte x_adv[NCLIENTS];
 hidden byte x_now; /* real time in ticks, for the trail's printouts only */
 
 /* ---- the network's rules ---- */
@@ -216,11 +218,6 @@ inline drainDown(i) {
 
 /* grant makes c the holder with a fresh token: locktable.NextToken. */
 inline grant(x_c) {
-	/* the wall clock moves on (or not) between grants: it is read at each */
-	if
-	:: skip
-	:: failovers > 0 && (FAULT == 0 || FAULT == 5) && wallSec < WALL_MAX -> wallSec++; wallFrac = 0
-	fi;
 	if
 	:: last == 0 -> x_t = (wallSec + 1) * SEC + wallFrac * FRAC
 	:: last != 0 && last + 1 >= wallSec * SEC -> x_t = last + 1
@@ -549,9 +546,16 @@ end:
    1, or by 0 or 2 while it stays within DRIFT of the server's: any interval
    the client measures is off by at most DRIFT ticks. */
 active proctype Tick() {
+	byte x_c, x_adv[NCLIENTS]; /* in the state: the drift choices below come after them */
 end:
 	do
 	:: atomic { !URGENT ->
+		/* the wall clock, read at grants, may move on a second (only a
+		   failover makes its value matter) */
+		if
+		:: skip
+		:: failovers > 0 && (FAULT == 0 || FAULT == 5) && wallSec < WALL_MAX -> wallSec++; wallFrac = 0
+		fi;
 		x_c = 0;
 		do
 		:: x_c < NCLIENTS ->
@@ -609,7 +613,8 @@ end:
 				x_adv[x_c] = 0;
 				x_c++
 			:: x_c == NCLIENTS -> break
-			od
+			od;
+			x_c = 0
 		}
 	}
 	od
