@@ -113,10 +113,10 @@ model: model-deps
 model-variants: model-deps
 	model/check.sh fails close-at-giveup 1 -DCLOSE_AT_GIVEUP=1 -DFAULT=2
 	model/check.sh fails giveup-100 1 -DGIVEUP=100 -DFAULT=1
-	model/check.sh fails giveup-90 1 -DGIVEUP=90 -DFAULT=1
-	model/check.sh fails stop-1 1 -DSTOP=1 -DFAULT=1
+	model/check.sh fails giveup-90-stop-1 1 -DGIVEUP=90 -DSTOP=1 -DFAULT=1
+	model/check.sh fails stop-2 1 -DSTOP=2 -DFAULT=1
+	model/check.sh fails from-reply-stop-1 1 -DFROM_REPLY=1 -DSTOP=1 -DFAULT=1
 	model/check.sh fails clock-step-back 2-tokens -DCLOCK_STEP_BACK=1 -DFAULT=5
-	model/check.sh fails from-reply 1 -DFROM_REPLY=1 -DFAULT=1
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck
