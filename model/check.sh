@@ -36,8 +36,8 @@ assertion() {
 case $mode in
 live)
 	spin -a $flags monolock.pml >/dev/null
-	gcc -O2 -DNOREDUCE -DCOLLAPSE -DMEMLIM=2048 -o pan pan.c
-	./pan -m1000000 -a -f -N granted >pan.out 2>&1 || true ;;
+	gcc -O2 -DNFAIR=3 -DCOLLAPSE -DMEMLIM=2048 -o pan pan.c
+	./pan -m1000000 -a -f >pan.out 2>&1 || true ;;
 *)
 	spin -a $flags monolock.pml >/dev/null
 	gcc -O2 -DSAFETY -DNOCLAIM -DCOLLAPSE -DMEMLIM=2048 -o pan pan.c
