@@ -499,6 +499,7 @@ end:
 		faults--;
 		printf("t=%d fault: client %d crashes\n", x_now, i);
 		crashed[i] = 1;
+		hit[i] = 1;
 		if
 		:: WORKING(i) -> work[i] = W_DONE
 		:: else
