@@ -26,8 +26,8 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs; the fence tests against a PostgreSQL and a MariaDB it installs and starts
-test: vet fmt-check staticcheck fence-deps withdb
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts
+test: vet fmt-check staticcheck model model-variants fence-deps withdb
 	$(WITHDB) $(MAKE) --no-print-directory test-suites
 
 # The suites of make test, beside one PostgreSQL and one MariaDB for all.
@@ -204,6 +204,31 @@ java-test: build
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build
 	ulimit -n 20000 && cd $(JAVADIR) && java -XX:+UseSerialGC -Xmx512m -cp target/classes:target/test-classes io.github.monolock.WaitingLeasesBench -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
+
+# --- the model of the safety argument (model/, Promela, checked by spin) ----
+# MODEL_FLAGS passes preprocessor flags to every run: make model MODEL_FLAGS='-DGIVEUP=95'.
+# One fault per run; each fault kind is its own exhaustive search (FAULT=1..5).
+
+.PHONY: model model-variants model-deps
+
+## model-deps: install spin and gcc from Debian's packages (root)
+model-deps:
+	@command -v spin >/dev/null && command -v gcc >/dev/null || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y spin gcc; }
+
+## model: check the model's properties 1 and 2 on the defaults, each fault kind, and property 3 (about 10 minutes on a busy 2-core machine)
+model: model-deps
+	@set -e; for f in 1 2 3 4 5; do model/check.sh holds fault-$$f -DFAULT=$$f; done
+	model/check.sh live liveness -DFAULT=3
+
+## model-variants: every known-bad variant must fail with the property it breaks
+model-variants: model-deps
+	model/check.sh fails close-at-giveup 1 -DCLOSE_AT_GIVEUP=1 -DFAULT=2
+	model/check.sh fails giveup-100 1 -DGIVEUP=100 -DFAULT=1
+	model/check.sh fails giveup-90-stop-1 1 -DGIVEUP=90 -DSTOP=1 -DFAULT=1
+	model/check.sh fails stop-2 1 -DSTOP=2 -DFAULT=1
+	model/check.sh fails from-reply-stop-1 1 -DFROM_REPLY=1 -DSTOP=1 -DFAULT=1
+	model/check.sh fails clock-step-back 2-tokens -DCLOCK_STEP_BACK=1 -DFAULT=5
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck
