@@ -276,12 +276,22 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Stores the session's status. Waiters wait for a change of state
+    /// (answered, granted, ended, closed), never for a new deadline, so
+    /// only such a change wakes them: a heartbeat's answer costs no wakeup.
     fn publish(&self, status: &Status, closed: bool) {
         let mut inner = self.lock();
+        let wake = closed
+            || inner.status.as_ref().is_none_or(|old| {
+                (old.answered, old.granted, old.ended)
+                    != (status.answered, status.granted, status.ended)
+            });
         inner.status = Some(status.clone());
         inner.closed |= closed;
         drop(inner);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     fn stop_asked(&self) -> bool {
