@@ -102,8 +102,12 @@ node-test: build
 
 CARGO   ?= cargo
 RUSTDIR := clients/rust
-# Every combination of the crate's features, "" being none at all.
-RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls
+# Every combination of the client's features, "" being none at all, then the
+# fence helper alone and with everything. Its database tests need
+# MONOLOCK_TEST_POSTGRES (go run ./internal/testsupport/testdb/withdb -- make
+# rust-test) and say SKIP without it.
+RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls \
+	fence-postgres tokio,blocking,tls,fence-postgres
 # What `cargo package --list` may hold: the sources, the manifest (and the
 # copy cargo keeps of it), the lock file, README, licence, cargo's VCS note.
 RUST_PACKAGE_FILES := ^(src/.*\.rs|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|README\.md|LICENSE|\.cargo_vcs_info\.json)$$
