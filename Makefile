@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test java-build java-test java-bench
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench
 
 all: build
 
@@ -171,6 +171,12 @@ java-test: build
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build
 	ulimit -n 20000 && cd $(JAVADIR) && java -XX:+UseSerialGC -Xmx512m -cp target/classes:target/test-classes io.github.monolock.WaitingLeasesBench -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
+
+## rust-bench: the Rust client's CPU and memory per waiting lock (10,000 async, 5,000 blocking) and per acquire/release cycle, against bin/monolock (about a minute)
+rust-bench: build
+	cd $(RUSTDIR) && ulimit -n 20000 && \
+	$(CARGO) run --locked --release --example bench --features blocking -- $(abspath $(BIN))/monolock 10000 && \
+	$(CARGO) run --locked --release --example bench --features blocking -- $(abspath $(BIN))/monolock 5000 --blocking
 
 ## lint: vet, gofmt and staticcheck
 lint: vet fmt-check staticcheck

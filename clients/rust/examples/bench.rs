@@ -7,6 +7,7 @@
 //! cd clients/rust
 //! ulimit -n 20000     # N sockets here, N more in the server
 //! cargo run --release --example bench --features blocking -- ../../bin/monolock [N] [--blocking]
+//! # or, from the repository root: make rust-bench
 //! ```
 //!
 //! It starts the server itself on 127.0.0.1 (port 0) with the admin API,
