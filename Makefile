@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb
 
 all: build
 
@@ -26,11 +26,43 @@ run: build
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.
 
-## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs
-test: vet fmt-check staticcheck python-test node-test rust-test java-test
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs; the fence tests against a PostgreSQL and a MariaDB it installs and starts
+test: vet fmt-check staticcheck fence-deps withdb
+	$(WITHDB) $(MAKE) --no-print-directory test-suites
+
+# The suites of make test, beside one PostgreSQL and one MariaDB for all.
+test-suites: python-test node-test rust-test java-test
 	$(GO) test -race -count=1 -timeout 8m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
+
+# --- the fence tests' databases ----------------------------------------------
+# The fence helpers of every client are tested against real PostgreSQL and
+# MariaDB servers, from Debian's packages, with the Python drivers the Python
+# tests use (the client itself needs none). withdb starts both servers on
+# ports picked at run time, data in a temporary directory, runs a command with
+# MONOLOCK_TEST_POSTGRES and MONOLOCK_TEST_MYSQL naming them, and removes both
+# afterwards (docs/fencing.md, Testing against real databases).
+
+FENCE_PACKAGES := postgresql mariadb-server python3-psycopg2 python3-pymysql
+WITHDB := $(abspath $(BIN))/withdb
+# Runs a command beside the databases, unless make test started them already.
+WITH_DATABASES = $(if $(MONOLOCK_TEST_POSTGRES),,$(WITHDB))
+# The python3 Debian's python3-psycopg2 and python3-pymysql are installed for.
+DEBIAN_PYTHON ?= /usr/bin/python3
+
+## fence-deps: install what the fence tests need from Debian's packages (root): postgresql, mariadb-server, python3-psycopg2, python3-pymysql; nothing when they are there
+fence-deps:
+	@missing=$$(for p in $(FENCE_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "fence-deps: installing" $$missing; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y $$missing; \
+	fi
+
+## withdb: build bin/withdb, which runs a command beside a throwaway PostgreSQL and MariaDB
+withdb:
+	$(GO) build -o $(BIN)/withdb ./internal/testsupport/testdb/withdb
 
 vet:
 	$(GO) vet ./...
@@ -59,14 +91,15 @@ $(PYDIR)/node_modules/.bin/pyright: $(PYDIR)/package-lock.json
 	cd $(PYDIR) && npm ci --no-audit --no-fund
 	touch $@
 
-## python-test: the Python client's type check and its unittest suites (fakes and the real server)
-python-test: build
+## python-test: the Python client's type check and its unittest suites (fakes, the real server, the fence helper on PostgreSQL and MariaDB)
+python-test: build fence-deps withdb
 	@if ! command -v $(PYTHON) >/dev/null; then \
 		echo "SKIP python-test: $(PYTHON) is missing; install it with: apt-get install -y python3"; exit 0; fi; \
 	if command -v npm >/dev/null; then \
 		$(MAKE) --no-print-directory python-tools && (cd $(PYDIR) && ./node_modules/.bin/pyright); \
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
-	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t .
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t . && \
+	$(WITH_DATABASES) $(DEBIAN_PYTHON) -m unittest tests.db_fence
 
 # --- the Node.js client (clients/node) ---------------------------------------
 # No runtime dependencies; TypeScript and @types/node are pinned by
@@ -86,12 +119,12 @@ $(NODEDIR)/node_modules/.package-lock.json: $(NODEDIR)/package-lock.json
 node-build: node-deps
 	cd $(NODEDIR) && rm -rf dist dist-test && npm run --silent build
 
-## node-test: the Node.js client's tests with node --test: fakes, the real server, the npm pack contents
-node-test: build
+## node-test: the Node.js client's tests with node --test: fakes, the real server, the fence helper on PostgreSQL and MariaDB, the npm pack contents
+node-test: build fence-deps withdb
 	@if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then \
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
-	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm test --silent
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITH_DATABASES) npm test --silent
 
 # --- the Rust client (clients/rust) -----------------------------------------
 # The crate monolock; its dependencies are pinned by clients/rust/Cargo.lock
@@ -103,9 +136,8 @@ node-test: build
 CARGO   ?= cargo
 RUSTDIR := clients/rust
 # Every combination of the client's features, "" being none at all, then the
-# fence helper alone and with everything. Its database tests need
-# MONOLOCK_TEST_POSTGRES (go run ./internal/testsupport/testdb/withdb -- make
-# rust-test) and say SKIP without it.
+# fence helper alone and with everything; those two run beside withdb's
+# PostgreSQL (MONOLOCK_TEST_POSTGRES), unless make test started it already.
 RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls \
 	fence-postgres tokio,blocking,tls,fence-postgres
 # What `cargo package --list` may hold: the sources, the manifest (and the
@@ -124,8 +156,8 @@ rust-tools:
 rust-build:
 	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking
 
-## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes and the real server), doc tests, package contents
-rust-test: build
+## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes, the real server, the fence helper on PostgreSQL), doc tests, package contents
+rust-test: build fence-deps withdb
 	@if ! command -v $(CARGO) >/dev/null; then \
 		echo "SKIP rust-test: cargo is missing; install Rust with rustup (https://rustup.rs)"; exit 0; fi; \
 	set -e; \
@@ -135,7 +167,8 @@ rust-test: build
 	$(CARGO) clippy --locked --all-targets --all-features -- -D warnings; \
 	for f in $(RUST_FEATURES); do \
 		echo "cargo test --no-default-features --features '$$f'"; \
-		MONOLOCK_BIN=$(abspath $(BIN))/monolock $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
+		case "$$f" in *fence-postgres*) db="$(WITH_DATABASES)";; *) db=;; esac; \
+		MONOLOCK_BIN=$(abspath $(BIN))/monolock $$db $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
 	done; \
 	$(CARGO) test --locked --quiet --all-features --doc; \
 	files=$$($(CARGO) package --list --locked --allow-dirty 2>/dev/null); \
@@ -159,11 +192,15 @@ JAVA_JAR_ALLOWED := ^(META-INF/|META-INF/MANIFEST\.MF|META-INF/LICENSE|META-INF/
 java-build:
 	cd $(JAVADIR) && $(MVN) -q test-compile
 
-## java-test: the Java client's build: unit tests (fakes, the real server), Javadoc without warnings, the jar's contents
+## java-test: the Java client's build: unit tests (fakes, the real server, the fence on PostgreSQL and MariaDB), Javadoc without warnings, the jar's contents
 java-test: build
 	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
 		echo "SKIP java-test: a JDK of 17 or later with Maven is missing; install it with: apt-get install -y openjdk-17-jdk-headless maven"; exit 0; fi; \
-	cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify && \
+	withdb=; if command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd; then \
+		if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; then \
+			withdb="$(GO) run ./internal/testsupport/testdb/withdb --"; fi; fi; \
+	if [ -z "$$withdb" ]; then echo "java-test: no PostgreSQL and MariaDB servers (install them with apt-get install -y postgresql mariadb-server): the fence tests skip"; fi; \
+	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify' && cd $(JAVADIR) && \
 	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
 	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
@@ -229,13 +266,20 @@ bench-peers:
 
 .PHONY: chaos holder-faults
 
-## holder-faults: does the old holder stop before the next starts? Freezes, SIGSTOP, signals to monolockctl, force release; 20 rounds each (about 2-3 minutes)
-holder-faults: build
-	cd bench && $(GO) run ./holderfaults -server $(abspath $(BIN))/monolock -ctl $(abspath $(BIN))/monolockctl
+# Where the fenced writes of holder-faults and chaos land: memory, or a
+# throwaway postgres or mariadb (make fence-deps installs them), e.g.
+# make holder-faults HOLDER_FAULTS_STORE=postgres
+HOLDER_FAULTS_STORE ?= memory
+HOLDER_FAULTS_ROUNDS ?= 20
+CHAOS_STORE ?= memory
 
-## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer)
+## holder-faults: does the old holder stop before the next starts? Freezes, SIGSTOP, signals to monolockctl, force release; 20 rounds each (about 2-3 minutes; HOLDER_FAULTS_STORE=postgres|mariadb writes through a real database)
+holder-faults: build
+	cd bench && $(GO) run ./holderfaults -server $(abspath $(BIN))/monolock -ctl $(abspath $(BIN))/monolockctl -store $(HOLDER_FAULTS_STORE) -rounds $(HOLDER_FAULTS_ROUNDS)
+
+## chaos: many clients through fault proxies, server restarts, fenced writes, then the checks (about 2 minutes; CHAOS_DURATION=5m for longer; CHAOS_STORE=postgres|mariadb writes through a real database)
 chaos: build
-	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock
+	cd bench && $(GO) run ./chaos -build=false -server $(abspath $(BIN))/monolock -store $(CHAOS_STORE)
 
 # --- adversarial harness (bench/adversarial) ---------------------------------
 

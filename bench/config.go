@@ -34,6 +34,9 @@ type sizes struct {
 
 	s7Sessions int // S7 heartbeat sessions (lease, warm and window of S3)
 	s7Runs     int // alternating runs of the three server configurations
+
+	s8Rounds int // alternating rounds of S8's two variants
+	s8Txns   int // transactions per variant and round
 }
 
 // coreSessions is the session count of the core-server figures.
@@ -53,6 +56,7 @@ func fullSizes(maxSessions int) sizes {
 		s6Sessions: min(2_000, maxSessions), s6Runs: 3,
 		s6Lease: 2 * time.Second, s6Warm: 2 * time.Second, s6Window: 5 * time.Second,
 		s7Sessions: min(coreSessions, maxSessions), s7Runs: 3,
+		s8Rounds: 10, s8Txns: 500,
 	}
 }
 
@@ -70,6 +74,7 @@ func quickSizes(maxSessions int) sizes {
 		s6Sessions: min(200, maxSessions), s6Runs: 1,
 		s6Lease: 2 * time.Second, s6Warm: 600 * time.Millisecond, s6Window: time.Second,
 		s7Sessions: min(1_000, maxSessions), s7Runs: 1,
+		s8Rounds: 4, s8Txns: 100,
 	}
 }
 

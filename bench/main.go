@@ -251,10 +251,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, p := range b.peers {
 		p.Stop()
 	}
-	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7})
+	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8})
 	b.prog.finish()
 
-	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7"} {
+	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"} {
 		if sc, ok := scs[id]; ok {
 			rep.Scenarios = append(rep.Scenarios, sc)
 		}
@@ -301,6 +301,9 @@ func (b *bench) countSteps(peers int) int {
 	}
 	if b.want("S0") {
 		n += 4
+	}
+	if b.want("S8") {
+		n += 2 // one database at a time
 	}
 	for _, id := range []string{"S1", "S2", "S4"} {
 		if b.want(id) {

@@ -97,9 +97,9 @@ func (e *dialError) Error() string {
 }
 func (e *dialError) Unwrap() error { return e.err }
 
-// temporary reports whether another dial may succeed: not for a malformed
+// retryable reports whether another dial may succeed: not for a malformed
 // address or a TLS setup that the peer rejects or cannot verify.
-func (e *dialError) temporary() bool {
+func (e *dialError) retryable() bool {
 	var (
 		addrErr   *net.AddrError
 		verifyErr *tls.CertificateVerificationError

@@ -15,28 +15,30 @@ type writeOnlyConn struct{ net.Conn }
 func (writeOnlyConn) Write(b []byte) (int, error)      { return len(b), nil }
 func (writeOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 
-// TestHeartbeatCycleDoesNotAllocate: a heartbeat's send, its reply's decoding
-// and its acknowledgement allocate nothing, so a long hold creates no garbage.
+// TestHeartbeatCycleDoesNotAllocate: a heartbeat's step and send, its reply's
+// decoding and its acknowledgement allocate nothing, so a long hold creates no
+// garbage.
 func TestHeartbeatCycleDoesNotAllocate(t *testing.T) {
 	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
-	s.deadline = time.Now().Add(time.Hour)
-	s.lossTimer, s.hbTimer = time.NewTimer(time.Hour), time.NewTimer(time.Hour)
-	defer s.lossTimer.Stop()
-	defer s.hbTimer.Stop()
-	s.state, s.token = stateHeld, 7
+	s.timer = time.NewTimer(time.Hour)
+	defer s.timer.Stop()
+	at := time.Now()
+	s.m.state, s.m.token = stateHeld, 7
+	s.m.deadline, s.m.heartbeatDue = at.Add(time.Hour), at
 
 	replies := bufio.NewReaderSize(repeatReader(protocol.AppendAcquired(nil, 7)), readBufferSize)
 	var buf protocol.FrameBuffer
 	var f protocol.Frame
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := s.sendHeartbeat(); err != nil {
-			t.Fatal(err)
+		at = s.m.heartbeatDue
+		if s.apply(s.m.step(event{kind: evTimer, at: at})) || s.m.heartbeats == 0 {
+			t.Fatal("no heartbeat at its time")
 		}
 		if err := protocol.ReadServerFrame(replies, &buf, &f); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.receive(inbound{typ: f.Type, token: f.Token, at: time.Now()}); err != nil {
-			t.Fatal(err)
+		if s.apply(s.m.step(event{kind: evFrame, at: at.Add(time.Millisecond), typ: f.Type, token: f.Token})) {
+			t.Fatal("the answer ended the session")
 		}
 	})
 	if allocs != 0 {

@@ -201,8 +201,8 @@ func TestShutdownWhileHoldingCancelsFn(t *testing.T) {
 		t.Fatalf("Do = %v, fn's cause %v; want server shutting down", err, cause)
 	}
 	var se *ServerError
-	if !errors.As(err, &se) || !se.Temporary() {
-		t.Fatalf("Do = %#v, want a temporary *ServerError", err)
+	if !errors.As(err, &se) || !se.Retryable() {
+		t.Fatalf("Do = %#v, want a retryable *ServerError", err)
 	}
 }
 

@@ -47,10 +47,10 @@ func (e *ServerError) Error() string {
 	return fmt.Sprintf("monolock: server error 0x%02x: %s", uint8(e.Code), reason)
 }
 
-// Temporary reports whether the code is a server condition (below 0x10) after
+// Retryable reports whether the code is a server condition (below 0x10) after
 // which a new connection may succeed, rather than an error in the request.
-// Unknown codes classify by the same range.
-func (e *ServerError) Temporary() bool { return e.Code.Temporary() }
+// Unknown codes classify by the same range. DoRetry retries exactly these.
+func (e *ServerError) Retryable() bool { return e.Code.Retryable() }
 
 // Unwrap returns the protocol package's canonical error for the code, so that
 // errors.Is(err, protocol.ErrShuttingDown) works; nil for an unknown code.

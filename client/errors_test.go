@@ -15,8 +15,8 @@ func TestServerErrorUnwrapsToCanonicalError(t *testing.T) {
 			t.Errorf("0x%02x: errors.Is with the canonical error is false", uint8(code))
 		}
 		var se *ServerError
-		if !errors.As(err, &se) || se.Temporary() != code.Temporary() {
-			t.Errorf("0x%02x: Temporary = %v, want %v", uint8(code), se.Temporary(), code.Temporary())
+		if !errors.As(err, &se) || se.Retryable() != code.Retryable() {
+			t.Errorf("0x%02x: Retryable = %v, want %v", uint8(code), se.Retryable(), code.Retryable())
 		}
 		if !strings.Contains(err.Error(), "detail") {
 			t.Errorf("0x%02x: %q does not carry the reason", uint8(code), err)
@@ -28,10 +28,10 @@ func TestServerErrorUnwrapsToCanonicalError(t *testing.T) {
 }
 
 func TestServerErrorUnknownCodeClassifiesByRange(t *testing.T) {
-	for code, temporary := range map[protocol.Code]bool{0x05: true, 0x0f: true, 0x10: false, 0x42: false, 0xff: false} {
+	for code, retryable := range map[protocol.Code]bool{0x05: true, 0x0f: true, 0x10: false, 0x42: false, 0xff: false} {
 		err := &ServerError{Code: code}
-		if err.Temporary() != temporary {
-			t.Errorf("0x%02x: Temporary = %v, want %v", uint8(code), err.Temporary(), temporary)
+		if err.Retryable() != retryable {
+			t.Errorf("0x%02x: Retryable = %v, want %v", uint8(code), err.Retryable(), retryable)
 		}
 		if code.Err() == nil && err.Unwrap() != nil {
 			t.Errorf("0x%02x: Unwrap = %v, want nil", uint8(code), err.Unwrap())

@@ -111,18 +111,18 @@ func ExampleClient_Acquire() {
 }
 
 // A server ERROR carries its code; branch on it with errors.Is and the
-// protocol package's canonical errors, or on Temporary.
+// protocol package's canonical errors, or on Retryable.
 func ExampleServerError() {
 	var err error = &client.ServerError{Code: protocol.CodeShuttingDown, Reason: "server shutting down"}
 
 	var se *client.ServerError
 	if errors.As(err, &se) {
-		fmt.Println("temporary:", se.Temporary())
+		fmt.Println("retryable:", se.Retryable())
 	}
 	fmt.Println("shutting down:", errors.Is(err, protocol.ErrShuttingDown))
 	fmt.Println(err)
 	// Output:
-	// temporary: true
+	// retryable: true
 	// shutting down: true
 	// monolock: server error 0x01: server shutting down
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,36 +23,31 @@ func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 }
 
 // TestFrozenRepliesCancelWork: with replies frozen, the work is cancelled and
-// Do reports ErrHeartbeatTimeout, 0.8 × lease after the last confirmed send.
-// (That this comes before the server could hand the lock on is checked against
-// the server itself by TestFrozenHolderStopsBeforeHandover; wall-clock bounds
-// here stay generous because test machines stall.)
+// Do reports ErrHeartbeatTimeout. When (0.8 × lease after the newest answered
+// send) is the step scripts' business (testdata/step/giveup.txt); that it comes
+// before the server could hand the lock on is checked against the server
+// itself by TestFrozenHolderStopsBeforeHandover.
 func TestFrozenRepliesCancelWork(t *testing.T) {
 	const lease = 500 * time.Millisecond
 	proxy := startProxy(t, startServer(t))
 	c := New(Config{Address: proxy.Addr()})
 	acks := watchAcks(c)
-	var frozenFor time.Duration
 	var cause error
 	err := c.Do(testContext(t), "freeze", lease, func(ctx context.Context, _ uint64) error {
 		nextAck(ctx, t, acks, true)
 		proxy.Freeze(faultproxy.ServerToClient)
-		frozen := time.Now()
 		<-ctx.Done()
-		frozenFor, cause = time.Since(frozen), context.Cause(ctx)
+		cause = context.Cause(ctx)
 		return nil
 	})
 	if !errors.Is(err, ErrHeartbeatTimeout) || !errors.Is(cause, ErrHeartbeatTimeout) {
 		t.Fatalf("Do = %v, fn's cause %v; want ErrHeartbeatTimeout", err, cause)
 	}
-	t.Logf("work cancelled %v after the freeze", frozenFor)
-	if frozenFor >= 3*lease {
-		t.Fatalf("work cancelled %v after the freeze; want about 0.8 × %v", frozenFor, lease)
-	}
 }
 
 // TestFrozenHolderStopsBeforeHandover: a holder cut off in both directions
-// stops its work before the server's lease expiry hands the lock to a waiter.
+// has been told to stop its work when the server's lease expiry hands the
+// lock to a waiter.
 func TestFrozenHolderStopsBeforeHandover(t *testing.T) {
 	const lease = 2 * time.Second // the margin is 0.2 × lease: room for a stalling machine
 	addr := startServer(t)
@@ -60,9 +56,10 @@ func TestFrozenHolderStopsBeforeHandover(t *testing.T) {
 	acks := watchAcks(holder)
 	ctx := testContext(t)
 
-	handover := make(chan time.Time, 1)
+	// Receives, at the handover, whether the holder's work had been told to stop.
+	handover := make(chan bool, 1)
 	var waiter *Lock
-	err := holder.Do(ctx, "partition", lease, func(ctx context.Context, _ uint64) error {
+	err := holder.Do(ctx, "partition", lease, func(work context.Context, _ uint64) error {
 		var err error
 		if waiter, err = New(Config{Address: addr}).Enqueue(ctx, "partition", 10*time.Second); err != nil {
 			return err
@@ -70,16 +67,14 @@ func TestFrozenHolderStopsBeforeHandover(t *testing.T) {
 		go func() {
 			select {
 			case <-waiter.Granted():
-				handover <- time.Now()
+				handover <- work.Err() != nil
 			case <-waiter.Lost():
 			}
 		}()
-		nextAck(ctx, t, acks, true)
+		nextAck(work, t, acks, true)
 		proxy.Freeze(faultproxy.Both)
-		<-ctx.Done()
-		stopped := time.Now()
-		if at := await(t, handover, "handover by lease expiry"); !stopped.Before(at) {
-			t.Errorf("work stopped %v after the server handed the lock on", stopped.Sub(at))
+		if stopped := await(t, handover, "handover by lease expiry"); !stopped {
+			t.Error("the server handed the lock on while the holder's work had not been told to stop")
 		}
 		return nil
 	})
@@ -146,9 +141,10 @@ func TestRTTShortensTheInterval(t *testing.T) {
 }
 
 // TestOneWayFreezeStopsBeforeHandover: only the server's answers are lost, so
-// the client's frames, its close included, still reach the server. The work
-// is stopped before the waiter is granted the lock, because the client closes
-// only once the work has returned.
+// the client's frames, its close included, still reach the server. The waiter
+// is granted the lock only after the holder's work has returned, because the
+// client closes only then (that it keeps the connection while the work runs,
+// up to the lease after its last write, is tested by testdata/step/giveup.txt).
 func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
 	const lease = time.Second
 	addr := startServer(t)
@@ -157,8 +153,9 @@ func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
 	acks := watchAcks(holder)
 	ctx := testContext(t)
 
-	handover := make(chan time.Time, 1)
-	var stopped time.Time
+	// Receives, at the handover, whether the holder's work had returned.
+	handover := make(chan bool, 1)
+	var returned atomic.Bool
 	var waiter *Lock
 	err := holder.Do(ctx, "one-way", lease, func(ctx context.Context, _ uint64) error {
 		var err error
@@ -170,14 +167,12 @@ func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
 		go func() {
 			select {
 			case <-waiter.Granted():
-				handover <- time.Now()
+				handover <- returned.Load()
 			case <-waiter.Lost():
 			}
 		}()
 		<-ctx.Done()
-		// Slow to stop: the waiter must not get the lock meanwhile.
-		time.Sleep(lease / 10)
-		stopped = time.Now()
+		returned.Store(true)
 		return nil
 	})
 	if waiter != nil {
@@ -186,7 +181,7 @@ func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
 	if !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("Do = %v, want ErrHeartbeatTimeout", err)
 	}
-	if at := await(t, handover, "handover"); !stopped.Before(at) {
-		t.Fatalf("the waiter was granted the lock %v before the work stopped", stopped.Sub(at))
+	if !await(t, handover, "handover") {
+		t.Fatal("the waiter was granted the lock before the holder's work returned")
 	}
 }

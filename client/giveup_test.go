@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +18,10 @@ import (
 // stopped or the lease has run out since its last write, so that the server's
 // expiry, not the close, hands the lock on.
 
-// recordingDialer dials for real and records, on its one connection, when each
-// write started and when the connection was closed.
+// recordingDialer dials for real and records, on its one connection, how many
+// writes started and whether the connection was closed.
 type recordingDialer struct {
-	mu     sync.Mutex
-	writes []time.Time
-	closed time.Time
+	writes atomic.Int32
 	closes chan struct{} // closed at the first Close
 }
 
@@ -36,24 +35,14 @@ func (d *recordingDialer) DialContext(ctx context.Context, network, addr string)
 	return &recordingConn{Conn: conn, d: d}, nil
 }
 
-// lastWrite is when the newest write started, and how many writes started
-// after since.
-func (d *recordingDialer) lastWrite(since time.Time) (last time.Time, after int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, w := range d.writes {
-		if w.After(since) {
-			after++
-		}
+// closed reports whether the connection has been closed, without waiting.
+func (d *recordingDialer) closed() bool {
+	select {
+	case <-d.closes:
+		return true
+	default:
+		return false
 	}
-	return d.writes[len(d.writes)-1], after
-}
-
-func (d *recordingDialer) closedAt() time.Time {
-	<-d.closes
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
 }
 
 type recordingConn struct {
@@ -63,19 +52,12 @@ type recordingConn struct {
 }
 
 func (c *recordingConn) Write(b []byte) (int, error) {
-	c.d.mu.Lock()
-	c.d.writes = append(c.d.writes, time.Now())
-	c.d.mu.Unlock()
+	c.d.writes.Add(1)
 	return c.Conn.Write(b)
 }
 
 func (c *recordingConn) Close() error {
-	c.once.Do(func() {
-		c.d.mu.Lock()
-		c.d.closed = time.Now()
-		c.d.mu.Unlock()
-		close(c.d.closes)
-	})
+	c.once.Do(func() { close(c.d.closes) })
 	return c.Conn.Close()
 }
 
@@ -89,44 +71,39 @@ func answerOnceThenSilence(conn net.Conn) {
 }
 
 // TestGiveUpKeepsConnectionWhileWorkRuns: the work does not stop when told;
-// the connection is closed only once the lease has passed since the last
-// write, and nothing is written after the give-up.
+// the session closes the connection on its own (at the lease after the last
+// write: the step scripts in testdata/step test when), and nothing is written
+// after the give-up.
 func TestGiveUpKeepsConnectionWhileWorkRuns(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	addr, _ := fakeServer(t, answerOnceThenSilence)
 	d := newRecordingDialer()
-	var gaveUp, closed time.Time
+	var atGiveUp, atClose int32
 	err := New(Config{Address: addr, Dialer: d}).Do(testContext(t), "x", lease, func(ctx context.Context, _ uint64) error {
 		if !LockFromContext(ctx).Valid() {
 			t.Error("Valid is false at the start of the work")
 		}
 		<-ctx.Done()
-		gaveUp = time.Now()
+		atGiveUp = d.writes.Load()
 		if LockFromContext(ctx).Valid() {
 			t.Error("Valid is true after the work's context ended")
 		}
-		// Work that does not stop: the close must wait for the lease.
-		closed = d.closedAt()
+		// Work that does not stop: the session must close by itself.
+		await(t, d.closes, "the close at the end of the lease")
+		atClose = d.writes.Load()
 		return nil
 	})
 	if !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("Do = %v, want ErrHeartbeatTimeout", err)
 	}
-	last, after := d.lastWrite(gaveUp)
-	if after != 0 {
-		t.Errorf("%d writes after the give-up", after)
-	}
-	if closed.Sub(last) < lease {
-		t.Fatalf("closed %v after the last write started, before the lease (%v) ran out", closed.Sub(last), lease)
-	}
-	if closed.Before(gaveUp) {
-		t.Fatalf("closed before the work was told to stop")
+	if atClose != atGiveUp {
+		t.Errorf("%d writes after the give-up", atClose-atGiveUp)
 	}
 }
 
 // TestGiveUpClosesWhenWorkStops: a protocol violation while holding a lock
 // with a long lease; the work stops when told, and the connection is closed
-// right after it returned, not at the end of the lease.
+// once it has returned, not at the end of the lease.
 func TestGiveUpClosesWhenWorkStops(t *testing.T) {
 	addr, _ := fakeServer(t, func(conn net.Conn) {
 		// An answer with no request in flight: a violation.
@@ -134,12 +111,13 @@ func TestGiveUpClosesWhenWorkStops(t *testing.T) {
 		drain(conn)
 	})
 	d := newRecordingDialer()
-	var returned time.Time
 	done := make(chan error, 1)
 	go func() {
 		done <- New(Config{Address: addr, Dialer: d}).Do(testContext(t), "x", time.Minute, func(ctx context.Context, _ uint64) error {
 			<-ctx.Done()
-			returned = time.Now()
+			if d.closed() {
+				t.Error("closed before the work returned")
+			}
 			return nil
 		})
 	}()
@@ -147,8 +125,8 @@ func TestGiveUpClosesWhenWorkStops(t *testing.T) {
 	if err := await(t, done, "Do after the violation"); !errors.Is(err, ErrProtocolViolation) {
 		t.Fatalf("Do = %v, want ErrProtocolViolation", err)
 	}
-	if closed := d.closedAt(); closed.Before(returned) {
-		t.Fatalf("closed %v before the work returned", returned.Sub(closed))
+	if !d.closed() {
+		t.Fatal("Do returned with the connection open")
 	}
 }
 
@@ -165,12 +143,14 @@ func TestGiveUpLockHandleWaitsForClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, l.Lost(), "loss")
-	closing := time.Now()
+	if d.closed() {
+		t.Fatal("closed before Close was called")
+	}
 	if err := l.Close(); !errors.Is(err, ErrProtocolViolation) {
 		t.Fatalf("Close = %v, want ErrProtocolViolation", err)
 	}
-	if closed := d.closedAt(); closed.Before(closing) {
-		t.Fatalf("closed %v before Close was called", closing.Sub(closed))
+	if !d.closed() {
+		t.Fatal("Close returned with the connection open")
 	}
 }
 

@@ -71,11 +71,7 @@ func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, 
 
 	s := newSession(l, conn, frames, name, lease, leaseMS, observe)
 	go func() {
-		err := s.run()
-		l.end(err)
-		// The work is told; the connection may stay open a while longer so
-		// that the server's expiry, not this close, hands the lock on.
-		s.linger(err)
+		s.run()
 		// Closing the connection is the release; it also ends the reader's Read.
 		_ = conn.Close()
 		close(stop)

@@ -11,7 +11,7 @@ import (
 )
 
 // DoRetry is Do with retries of transient failures before fn starts: failed
-// dials, connections lost while waiting, and temporary server errors (codes
+// dials, connections lost while waiting, and retryable server errors (codes
 // below 0x10). It waits between attempts with exponential backoff and jitter,
 // from 100ms doubling up to 5s, until ctx ends. After "server shutting down"
 // (0x01), which the whole fleet receives in the same millisecond, it waits a
@@ -43,11 +43,11 @@ func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, 
 func transient(err error) bool {
 	var serverErr *ServerError
 	if errors.As(err, &serverErr) {
-		return serverErr.Temporary()
+		return serverErr.Retryable()
 	}
 	var dialErr *dialError
 	if errors.As(err, &dialErr) {
-		return dialErr.temporary()
+		return dialErr.retryable()
 	}
 	return errors.Is(err, ErrConnectionClosed) || errors.Is(err, ErrHeartbeatTimeout)
 }

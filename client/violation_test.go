@@ -87,14 +87,11 @@ func TestEndOfStreamIsConnectionClosed(t *testing.T) {
 
 func TestNoReplyToAcquireTimesOut(t *testing.T) {
 	addr, _ := fakeServer(t, drain)
-	const lease = 200 * time.Millisecond
-	start := time.Now()
-	_, err := New(Config{Address: addr}).Enqueue(testContext(t), "x", lease)
+	// When it gives up (0.8 × lease after the ACQUIRE's send) is the step
+	// scripts' business (testdata/step/acquire-unanswered.txt).
+	_, err := New(Config{Address: addr}).Enqueue(testContext(t), "x", 200*time.Millisecond)
 	if !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("err = %v, want ErrHeartbeatTimeout", err)
-	}
-	if took := time.Since(start); took < clientTimeout(lease) {
-		t.Fatalf("gave up after %v, before 0.8 × lease", took)
 	}
 }
 
@@ -123,8 +120,8 @@ func TestServerErrorFrame(t *testing.T) {
 		if !errors.As(err, &se) || se.Code != code || se.Reason != "because" {
 			t.Fatalf("code 0x%02x: err = %#v", uint8(code), err)
 		}
-		if se.Temporary() != (code < 0x10) {
-			t.Errorf("code 0x%02x: Temporary = %v", uint8(code), se.Temporary())
+		if se.Retryable() != (code < 0x10) {
+			t.Errorf("code 0x%02x: Retryable = %v", uint8(code), se.Retryable())
 		}
 	}
 }

@@ -16,8 +16,9 @@
 // turned into a testscript (github.com/rogpeppe/go-internal/testscript) and
 // run by it; scripts run in parallel. Options:
 //
-//   - server: start bin/monolock in the background before the block, for
-//     blocks that say "with the server running";
+//   - server: start bin/monolock in the background before the block and
+//     wait until it listens, for blocks whose prose says to run the server
+//     in another terminal first (`make run`), where the reader sees it start;
 //   - background: start every command of the block in the background (servers
 //     that run until stopped);
 //   - repo: run the block in the repository root instead of $WORK (go test);
@@ -36,9 +37,9 @@
 //   - a command that ends in `&` (or starts jobs, as a loop with `cmd &` in it
 //     does) starts in the background, under a helper that stops its whole
 //     process group at the end of the script; `wait "$X"` after `X=$!` waits
-//     for it and requires exit status 0 (and `#>` lines check its output); a
-//     monolock server started in the background is waited for until it
-//     listens;
+//     for it and requires exit status 0 (and `#>` lines check its output).
+//     Nothing is inserted after it: a block that starts a server waits for it
+//     as a reader would, with a command the document shows;
 //   - NAME=VALUE sets NAME for the commands after it (bash evaluates VALUE);
 //     `cd DIR` changes the directory; shell functions are defined for every
 //     later command (through BASH_ENV);
@@ -442,9 +443,6 @@ var (
 	cdRE     = regexp.MustCompile(`^cd\s+([^\s;&|]+)$`)
 	// leadingAssignments are the NAME=VALUE words before a simple command.
 	leadingAssignments = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*=[^\s'"]*\s+)+`)
-	serverRE           = regexp.MustCompile(`(^|[\s/;&|(])monolock(\s|$)`)
-	listenRE           = regexp.MustCompile(`((^|\s)-listen\s|MONOLOCK_LISTEN_ADDRESS=)`)
-	addressRE          = regexp.MustCompile(`127\.0\.0\.1:\$\{DOCTEST_(\d+)\}`)
 )
 
 // parseDocument reads the sh blocks of one Markdown file.
@@ -681,17 +679,6 @@ func (s *script) addCommand(where string, cmd, outs []string, background bool) e
 			run = "echo $$ > \"$WORK/.doctest/" + bg + ".pid\"; " + env + "exec " + code[len(env):]
 		}
 		s.emit("exec pgroup bash -c %s &%s&", quote(run), bg)
-		if serverRE.MatchString(code) {
-			addrs := addressRE.FindAllStringSubmatch(code, -1)
-			if !listenRE.MatchString(code) {
-				addrs = append(addrs, []string{"", "7070"})
-			}
-			var ready []string
-			for _, a := range addrs {
-				ready = append(ready, "127.0.0.1:$DOCTEST_"+a[1])
-			}
-			s.emit("ready %s", strings.Join(ready, " "))
-		}
 		return nil
 	}
 	if want == 0 {

@@ -12,5 +12,13 @@
 // is never admitted.
 //
 // A Fence is the rule behind one interface, so that a store in memory, in a
-// database or behind an HTTP service is checked the same way.
+// database or behind an HTTP service is checked the same way: Memory keeps
+// it in process memory, Table in a database's fence table, and package
+// fencehttp puts it at the door of an HTTP service.
+//
+// A write to a SQL database fences best inside its own transaction: Schema
+// is the fence table's DDL and Admit runs the one admit statement in the
+// caller's *sql.Tx (database/sql only; bring your driver), rolling the
+// transaction back when it does not admit. docs/fencing.md is the contract
+// every monolock client implements, per dialect and isolation level.
 package fence

@@ -30,6 +30,8 @@ var ErrNoTable = errors.New("fence: the fence table " + TableName + " does not e
 // per guarded resource, the token column holding the whole unsigned 64-bit
 // range in order (numeric(20,0) on PostgreSQL, BIGINT UNSIGNED on MySQL and
 // MariaDB; never a signed bigint). It is one statement and safe to run again.
+// It panics for a dialect other than PostgreSQL and MySQL, a programming
+// error.
 func Schema(d Dialect) string {
 	switch d {
 	case PostgreSQL:
@@ -61,7 +63,7 @@ const schemaMySQL = `CREATE TABLE IF NOT EXISTS monolock_fence (
 // when it is stale. On MySQL it sets LAST_INSERT_ID to 1 when the token is
 // admitted and to 0 when it is stale; the driver reports it as the
 // statement's insert id (the affected-row count cannot tell, as it depends
-// on the client's FOUND_ROWS flag).
+// on the client's FOUND_ROWS flag). It panics for an unknown dialect.
 func AdmitStatement(d Dialect) string {
 	switch d {
 	case PostgreSQL:

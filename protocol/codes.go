@@ -27,10 +27,12 @@ const firstClientErrorCode Code = 0x10
 
 const unknownCodeTextTemplate = "unknown error code 0x%02x"
 
-// Temporary reports whether the code describes a server condition (below 0x10)
-// that a client may retry after reconnecting, rather than a client error that it
-// must report. The rule is by range, so codes added later classify themselves.
-func (c Code) Temporary() bool { return c < firstClientErrorCode }
+// Retryable reports whether the code describes a server condition (below 0x10:
+// shutting down, closed by an administrator) after which a new connection may
+// succeed, rather than an error in the client's request, which a new
+// connection would repeat and which must be reported. The rule is by range, so
+// codes added later classify themselves.
+func (c Code) Retryable() bool { return c < firstClientErrorCode }
 
 // String returns the canonical text of the code.
 func (c Code) String() string {
@@ -60,8 +62,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.text }
 
-// Temporary reports whether the error is a server condition worth a retry.
-func (e *Error) Temporary() bool { return e.Code.Temporary() }
+// Retryable reports whether the error is a server condition after which a new
+// connection may succeed (see Code.Retryable).
+func (e *Error) Retryable() bool { return e.Code.Retryable() }
 
 // The canonical errors, one per code.
 var (

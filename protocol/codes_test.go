@@ -26,9 +26,9 @@ func TestCodesCanonical(t *testing.T) {
 		if got := c.err.Error(); got != c.text {
 			t.Errorf("Error() = %q, want %q", got, c.text)
 		}
-		wantTemp := c.code < 0x10
-		if c.code.Temporary() != wantTemp || c.err.Temporary() != wantTemp {
-			t.Errorf("code 0x%02x: Temporary() = %v, %v; want %v", uint8(c.code), c.code.Temporary(), c.err.Temporary(), wantTemp)
+		wantRetry := c.code < 0x10
+		if c.code.Retryable() != wantRetry || c.err.Retryable() != wantRetry {
+			t.Errorf("code 0x%02x: Retryable() = %v, %v; want %v", uint8(c.code), c.code.Retryable(), c.err.Retryable(), wantRetry)
 		}
 	}
 
@@ -68,12 +68,12 @@ func TestCodesList(t *testing.T) {
 }
 
 // The retry rule is by range, never by list: every one of the 256 codes,
-// defined or not, is temporary exactly when it is below 0x10.
-func TestCodeTemporaryByRange(t *testing.T) {
+// defined or not, is retryable exactly when it is below 0x10.
+func TestCodeRetryableByRange(t *testing.T) {
 	for i := 0; i <= math.MaxUint8; i++ {
 		c := protocol.Code(i)
-		if got, want := c.Temporary(), i < 0x10; got != want {
-			t.Errorf("Code(0x%02x).Temporary() = %v, want %v", i, got, want)
+		if got, want := c.Retryable(), i < 0x10; got != want {
+			t.Errorf("Code(0x%02x).Retryable() = %v, want %v", i, got, want)
 		}
 	}
 	spot := []struct {
@@ -84,8 +84,8 @@ func TestCodeTemporaryByRange(t *testing.T) {
 		{0x10, false}, {0x19, false}, {0x99, false}, {0xff, false}, // unknown client errors
 	}
 	for _, s := range spot {
-		if s.code.Temporary() != s.want {
-			t.Errorf("Code(0x%02x).Temporary() = %v, want %v", uint8(s.code), !s.want, s.want)
+		if s.code.Retryable() != s.want {
+			t.Errorf("Code(0x%02x).Retryable() = %v, want %v", uint8(s.code), !s.want, s.want)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func Example() {
 		case protocol.TypeAcquired:
 			fmt.Printf("ACQUIRED: token %d (0x%016x; second %d)\n", f.Token, f.Token, f.Token>>32)
 		case protocol.TypeError:
-			fmt.Printf("ERROR %s %q: temporary=%v\n", f.Code.Label(), f.Reason, f.Code.Temporary())
+			fmt.Printf("ERROR %s %q: retryable=%v\n", f.Code.Label(), f.Reason, f.Code.Retryable())
 		}
 	}
 
@@ -65,7 +65,7 @@ func Example() {
 	// HEARTBEAT 02
 	// WAITING: queued; keep heartbeating, the grant is pushed
 	// ACQUIRED: token 7714118604895027201 (0x6b0e0e0000000001; second 1796083200)
-	// ERROR 0x02 "closed by administrator": temporary=true
+	// ERROR 0x02 "closed by administrator": retryable=true
 	// end: EOF
 	// half an ACQUIRED: 0 <nil>
 	// true 0x17

@@ -17,6 +17,14 @@
 // the lease, sometimes a pause longer than it — and writes: a loss during that
 // time makes the write stale, and the proxies make such losses happen.
 //
+// With -store postgres or -store mariadb the resource's fence is a real
+// database (internal/testsupport/fencedb, a throwaway server on a port picked
+// at run time, removed at the end, on failure and on an interrupt): each
+// admitted write is a transaction that runs fence.Admit and inserts one row.
+// The report then adds the stale writes that landed as the database's rows
+// say (a row whose token is below one that landed earlier for the lock, in
+// commit order), and any is a violation.
+//
 // Afterwards it checks, from the audit logs of all server runs and the
 // clients' and the resource's records:
 //
@@ -75,10 +83,11 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
-	"github.com/monolock/monolock/internal/testsupport/faultproxy"
-	"github.com/monolock/monolock/internal/testsupport/proc"
-
 	"github.com/monolock/monolock/internal/audit"
+	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+	"github.com/monolock/monolock/internal/testsupport/fenced"
+	"github.com/monolock/monolock/internal/testsupport/fencedb"
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 type config struct {
@@ -96,6 +105,7 @@ type config struct {
 	keep      bool
 	show      int
 	faultSpec faultSchedule
+	store     fencedb.Kind
 }
 
 func defaultDuration() time.Duration {
@@ -128,8 +138,13 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.build, "build", true, "go build ./cmd/monolock of the root module into -server first")
 	fs.BoolVar(&c.keep, "keep", false, "keep the audit logs and server logs (always kept when there are violations)")
 	fs.IntVar(&c.show, "show", 20, "violations listed per check")
+	storeFlag := fs.String("store", "memory", "where the fenced writes land: memory, postgres or mariadb")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	var err error
+	if c.store, err = fencedb.ParseKind(*storeFlag); err != nil {
+		return c, fmt.Errorf("-store: %w", err)
 	}
 	switch {
 	case c.clients < 1 || c.locks < 1 || c.perProxy < 1:
@@ -162,6 +177,7 @@ type harness struct {
 	addr   string
 	t0     time.Time
 	res    *Resource
+	store  *fencedb.Store // nil: the resource's fence is in memory
 	rec    *recorder
 	faults *faultStats
 
@@ -190,6 +206,15 @@ func (h *harness) killServer() {
 	}
 }
 
+// abort kills the server and removes the database, before an exit that
+// skips the deferred calls.
+func (h *harness) abort() {
+	h.killServer()
+	if h.store != nil {
+		_ = h.store.Close()
+	}
+}
+
 func run(cfg config, out, errw io.Writer) int {
 	h := &harness{cfg: cfg, errw: errw, res: NewResource(), rec: newRecorder(), faults: &faultStats{}}
 	dir, err := os.MkdirTemp("", "monolock-chaos-")
@@ -198,6 +223,14 @@ func run(cfg config, out, errw io.Writer) int {
 		return 2
 	}
 	h.dir = dir
+	if cfg.store != fencedb.Memory {
+		if h.store, err = fencedb.Start(cfg.store); err != nil {
+			fmt.Fprintf(errw, "chaos: starting the database: %v\n", err)
+			return 2
+		}
+		defer h.store.Close()
+		h.res = newResource(fenced.Options{Store: h.store})
+	}
 	fail := func(err error) int {
 		h.killServer()
 		fmt.Fprintf(errw, "chaos: harness failed: %v (logs in %s)\n", err, dir)
@@ -210,13 +243,13 @@ func run(cfg config, out, errw io.Writer) int {
 	defer signal.Stop(sigs)
 	go func() {
 		if _, ok := <-sigs; ok {
-			h.killServer()
+			h.abort()
 			fmt.Fprintln(errw, "chaos: interrupted")
 			os.Exit(130)
 		}
 	}()
 	watchdog := time.AfterFunc(cfg.duration+3*time.Minute, func() {
-		h.killServer()
+		h.abort()
 		fmt.Fprintf(errw, "chaos: watchdog: the run exceeded %v; aborting (logs in %s)\n", cfg.duration+3*time.Minute, dir)
 		os.Exit(2)
 	})
@@ -334,6 +367,11 @@ func run(cfg config, out, errw io.Writer) int {
 	rep := Check(hist, cfg.slack)
 	if stuck != "" {
 		rep.Violations = append(rep.Violations, Violation{Check: "liveness", Msg: stuck})
+	}
+	if h.store != nil {
+		if err := h.checkLanded(&rep, out); err != nil {
+			return fail(err)
+		}
 	}
 	h.report(out, rep)
 	if len(rep.Violations) > 0 || cfg.keep {

@@ -181,7 +181,7 @@ func (wk *worker) viaHandle(stop context.Context, lock string, lease, wait time.
 		if err != nil {
 			wk.w.rec.count("Acquire failed: " + attemptError(err))
 			var se *client.ServerError
-			if errors.As(err, &se) && !se.Temporary() {
+			if errors.As(err, &se) && !se.Retryable() {
 				return
 			}
 			sleepCtx(ctx, backoff/2+rand.N(backoff/2))

@@ -29,6 +29,14 @@
 // no overlap; a force release hands the lock on at once by design, and only
 // the fencing token protects the resource there.
 //
+// With -store postgres or -store mariadb the resource's fence is a real
+// database (internal/testsupport/fencedb, a throwaway server on a port picked
+// at run time): every admitted write is a transaction that runs fence.Admit
+// and inserts one row, and the two last columns are read from those rows
+// afterwards. A stale attempt carries a token below one the resource had
+// admitted for the lock; a stale write landed is a row whose token is below
+// one that landed earlier for the lock, in the database's commit order.
+//
 // Everything stays on loopback, every wait is bounded, and every process is
 // killed at the end of its round. The exit status is 1 when a scenario that
 // must not overlap did, or the fence accepted a stale write; 2 when the
@@ -36,6 +44,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -44,6 +53,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/fenced"
+	"github.com/monolock/monolock/internal/testsupport/fencedb"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -84,7 +94,13 @@ func run() int {
 	lease := flag.Duration("lease", 500*time.Millisecond, "lease of every holder")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
 	keep := flag.Bool("keep", false, "keep the holders' logs")
+	storeFlag := flag.String("store", "memory", "where the fenced writes land: memory, postgres or mariadb")
 	flag.Parse()
+	kind, err := fencedb.ParseKind(*storeFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holderfaults: -store:", err)
+		return 2
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -108,7 +124,18 @@ func run() int {
 		return 2
 	}
 	defer srv.Kill()
-	res, err := startResource(fenced.Options{})
+	var opts fenced.Options
+	var store *fencedb.Store
+	if kind != fencedb.Memory {
+		if store, err = fencedb.Start(kind); err != nil {
+			fmt.Fprintln(os.Stderr, "holderfaults: starting the database:", err)
+			return 2
+		}
+		defer store.Close()
+		defer store.CloseOnSignal("holderfaults")()
+		opts.Store = store
+	}
+	res, err := startResource(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderfaults:", err)
 		return 2
@@ -118,10 +145,10 @@ func run() int {
 	h := &harness{self: self, ctl: absCtl, srv: srv, res: res, lease: *lease,
 		patience: 10*(*lease) + 5*time.Second, dir: dir, all: scenarios()}
 
-	fmt.Printf("holderfaults: %d rounds per scenario, lease %v, server %s (logs in %s)\n", *rounds, *lease, srv.Addr, dir)
+	fmt.Printf("holderfaults: %d rounds per scenario, lease %v, server %s, store %s (logs in %s)\n", *rounds, *lease, srv.Addr, kind, dir)
 	start := time.Now()
-	fmt.Println("| scenario | rounds | overlaps | longest overlap | shortest gap | old writes after the next's first | of those accepted |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| scenario | rounds | overlaps | longest overlap | shortest gap | old writes after the next's first | of those accepted | stale attempts | stale writes landed |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	bad := false
 	for _, sc := range h.all {
 		if *only != "" && !strings.Contains(sc.name, *only) {
@@ -149,14 +176,21 @@ func run() int {
 			after += ho.oldAfter
 			accepted += ho.staleAccepted
 		}
-		if accepted > 0 || (!sc.forced && overlaps > 0) {
+		prefix := h.lockPrefix(sc)
+		attempts := res.staleAttempts(prefix)
+		landed, err := staleLanded(res, store, prefix)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "holderfaults: %s: %v\n", sc.name, err)
+			return 2
+		}
+		if accepted > 0 || landed > 0 || (!sc.forced && overlaps > 0) {
 			bad = true
 		}
 		over := fmt.Sprint(overlaps)
 		if inProgress > 0 {
 			over += fmt.Sprintf(" (+%d write in progress at the pause)", inProgress)
 		}
-		fmt.Printf("| %s | %d | %s | %s | %s | %d | %d |\n", sc.name, *rounds, over, fmtOverlap(longest), fmtOverlap(max(shortest, 0)), after, accepted)
+		fmt.Printf("| %s | %d | %s | %s | %s | %d | %d | %d | %d |\n", sc.name, *rounds, over, fmtOverlap(longest), fmtOverlap(max(shortest, 0)), after, accepted, attempts, landed)
 	}
 	fmt.Printf("holderfaults: done in %v\n", time.Since(start).Round(time.Second))
 	if bad {
@@ -164,6 +198,26 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// staleLanded counts the stale writes that landed on the locks named
+// prefix…: from the database's rows when there is one, else from the
+// resource's record.
+func staleLanded(res *resource, store *fencedb.Store, prefix string) (int, error) {
+	if store == nil {
+		return res.staleAccepted(prefix), nil
+	}
+	landed, err := store.Landed(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for lock, l := range landed {
+		if strings.HasPrefix(lock, prefix) {
+			n += l.Stale
+		}
+	}
+	return n, nil
 }
 
 func fmtOverlap(d time.Duration) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/fence"
 	"github.com/monolock/monolock/internal/testsupport/fenced"
 )
 
@@ -104,6 +106,29 @@ func (r *resource) awaitFirst(holder string, d time.Duration) error {
 	case <-t.C:
 		return fmt.Errorf("no write from %s within %v", holder, d)
 	}
+}
+
+// staleAttempts counts the writes to the locks named prefix… whose token
+// was below one the resource had admitted for the lock, refused or not.
+func (r *resource) staleAttempts(prefix string) int {
+	n := 0
+	for _, w := range r.fence.Writes() {
+		if strings.HasPrefix(w.Lock, prefix) && (w.Token < w.Highest || errors.Is(w.Err, fence.ErrStale)) {
+			n++
+		}
+	}
+	return n
+}
+
+// staleAccepted counts those of them that the fence accepted.
+func (r *resource) staleAccepted(prefix string) int {
+	n := 0
+	for _, w := range r.fence.Writes() {
+		if strings.HasPrefix(w.Lock, prefix) && w.Accepted && w.Token < w.Highest {
+			n++
+		}
+	}
+	return n
 }
 
 // handover is what one round's writes say about the hand-over from old to

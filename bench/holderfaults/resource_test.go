@@ -25,6 +25,12 @@ func TestResourceFenceAndHandover(t *testing.T) {
 	if r.record("a", "old", 5) {
 		t.Fatal("a smaller token than the largest accepted was accepted")
 	}
+	if n := r.staleAttempts("a"); n != 1 {
+		t.Fatalf("%d stale attempts on a; want 1", n)
+	}
+	if n := r.staleAccepted("a"); n != 0 {
+		t.Fatalf("%d stale writes accepted on a; want 0", n)
+	}
 	h, err := r.handover("a", "old", "next")
 	if err != nil {
 		t.Fatal(err)

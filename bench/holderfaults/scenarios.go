@@ -107,9 +107,12 @@ func scenarios() []scenario {
 	}
 }
 
+// lockPrefix begins the name of every lock of sc's rounds.
+func (h *harness) lockPrefix(sc scenario) string { return fmt.Sprintf("s%02d-", h.index(sc)) }
+
 // round runs one round of sc on a lock of its own and reports the hand-over.
 func (h *harness) round(sc scenario, i int) (handover, error) {
-	st := &roundState{lock: fmt.Sprintf("s%02d-r%03d", h.index(sc), i)}
+	st := &roundState{lock: fmt.Sprintf("%sr%03d", h.lockPrefix(sc), i)}
 	oldID, nextID := st.lock+"/old", st.lock+"/next"
 	addr := h.srv.Addr
 	if sc.proxy {

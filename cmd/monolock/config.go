@@ -54,6 +54,16 @@ func (s settings) describe(flag string) string {
 	return "-" + flag + " " + o.value
 }
 
+// envOf is the environment variable of a flag.
+func envOf(flag string) string {
+	for _, st := range table {
+		if st.flag == flag {
+			return st.env
+		}
+	}
+	return ""
+}
+
 // origin is a setting's text and, if it came from there, its environment
 // variable.
 type origin struct{ value, env string }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,91 @@ func TestHelpPrintsTheTable(t *testing.T) {
 	for _, st := range table {
 		if !bytes.Contains(out, []byte("-"+st.flag)) || !bytes.Contains(out, []byte(st.env)) || !bytes.Contains(out, []byte(st.def)) {
 			t.Errorf("-h lacks the row for -%s:\n%s", st.flag, out)
+		}
+	}
+}
+
+// TestUnreadableFileNamesItsSetting: a file the server cannot open is
+// reported with the setting that named it, as the operator gave it, and
+// with both ways to set it; exit status 2, one line.
+func TestUnreadableFileNamesItsSetting(t *testing.T) {
+	dir, pki, _ := labFiles(t)
+	missing := filepath.Join(dir, "missing.pem")
+	unreadable := filepath.Join(dir, "secret.key")
+	if err := os.WriteFile(unreadable, []byte("x"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	denied := "permission denied; the server's user must be able to read it"
+	if f, err := os.Open(unreadable); err == nil { // root reads anything
+		_ = f.Close()
+		denied = ""
+	}
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-tls-cert", missing, "-tls-key", missing}, nil,
+			"monolock: -tls-cert " + missing + ": no such file or directory; check the path (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-tls-key", missing}, map[string]string{"MONOLOCK_TLS_CERT": missing},
+			"monolock: MONOLOCK_TLS_CERT=" + missing + ": no such file or directory; check the path (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-tls-cert", unreadable, "-tls-key", unreadable}, nil,
+			"monolock: -tls-cert " + unreadable + ": " + denied + " (set the file with -tls-cert or MONOLOCK_TLS_CERT)"},
+		{[]string{"-listen", "127.0.0.1:0", "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA}, map[string]string{"MONOLOCK_ACL_FILE": missing},
+			"monolock: MONOLOCK_ACL_FILE=" + missing + ": no such file or directory; check the path (set the file with -acl-file or MONOLOCK_ACL_FILE)"},
+	}
+	for _, c := range cases {
+		if strings.Contains(c.want, ":  (") {
+			continue // as root nothing is unreadable
+		}
+		var stderr bytes.Buffer
+		status := run(c.args, env(c.env), &stderr, signals{})
+		if got := strings.TrimSuffix(stderr.String(), "\n"); status != 2 || got != c.want {
+			t.Errorf("%v %v: status %d, stderr:\n%s\nwant status 2 and\n%s", c.args, c.env, status, got, c.want)
+		}
+	}
+}
+
+// TestOperationsTableHasEverySetting: docs/operations.md's configuration
+// table has a row for every setting of the server, with its environment
+// variable and its default, and no row for a setting that does not exist.
+func TestOperationsTableHasEverySetting(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{} // flag -> cells
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "| `-") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) < 4 {
+			continue // another table's row
+		}
+		rows[strings.Trim(cells[0], "`-")] = cells
+	}
+	known := map[string]bool{}
+	for _, st := range table {
+		known[st.flag] = true
+		cells, ok := rows[st.flag]
+		switch {
+		case !ok:
+			t.Errorf("docs/operations.md's configuration table has no row for -%s", st.flag)
+			continue
+		case cells[1] != "`"+st.env+"`":
+			t.Errorf("-%s: environment %s in the table, want `%s`", st.flag, cells[1], st.env)
+		}
+		if def := cells[2]; st.def == "" && def != "" && def != "(empty = off)" || st.def != "" && def != "`"+st.def+"`" {
+			t.Errorf("-%s: default %q in the table, want `%s`", st.flag, def, st.def)
+		}
+	}
+	for flag, cells := range rows {
+		if strings.HasPrefix(cells[1], "`MONOLOCK_") && !known[flag] {
+			t.Errorf("docs/operations.md's configuration table has a row for -%s, which the server does not have", flag)
 		}
 	}
 }

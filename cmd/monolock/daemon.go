@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io/fs"
 	"net/http"
 	"os"
-	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -19,6 +17,7 @@ import (
 	"github.com/monolock/monolock/internal/certs"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/internal/opshttp"
+	"github.com/monolock/monolock/internal/startline"
 )
 
 // daemon is the running server with its HTTP sides and audit stream.
@@ -43,22 +42,52 @@ type files struct {
 }
 
 func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca", "tls-ticket-keys", "acl-file"} {
+		if err := cfg.checkReadable(flag); err != nil {
+			return f, err
+		}
+	}
 	if cfg.tlsCert != "" {
 		if f.certs, err = certs.NewReloader(certs.Files{Cert: cfg.tlsCert, Key: cfg.tlsKey, ClientCA: cfg.tlsClientCA, TicketKeys: cfg.tlsTickets}); err != nil {
-			return f, err
+			return f, fmt.Errorf("TLS files (-tls-cert, -tls-key, -tls-client-ca, -tls-ticket-keys): %w", err)
 		}
 	}
 	if cfg.aclFile != "" {
 		if f.rules, err = acl.Load(cfg.aclFile); err != nil {
-			return f, err
+			return f, fmt.Errorf("%s: %w", cfg.describe("acl-file"), err)
 		}
 	}
 	if cfg.auditLog != "" {
 		if f.audit, err = audit.Open(cfg.auditLog, audit.WithLogger(log)); err != nil {
-			return f, err
+			return f, fmt.Errorf("%s: %w", cfg.describe("audit-log"), err)
 		}
 	}
 	return f, nil
+}
+
+// checkReadable says which setting names a file the server cannot read, and
+// how to set it, before any loader reports the path alone.
+func (s settings) checkReadable(flag string) error {
+	path := s.origins[flag].value
+	if path == "" {
+		return nil
+	}
+	fh, err := os.Open(path)
+	if err == nil {
+		return fh.Close()
+	}
+	why := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		why = pe.Err.Error()
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		why += "; check the path"
+	case errors.Is(err, fs.ErrPermission):
+		why += "; the server's user must be able to read it"
+	}
+	return fmt.Errorf("%s: %s (set the file with -%s or %s)", s.describe(flag), why, flag, envOf(flag))
 }
 
 // start brings everything up, or nothing: a failure closes what was opened,
@@ -75,26 +104,21 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 		}
 	}()
 	// The start line is the readiness contract of every test and harness
-	// that runs this binary (internal/testsupport/proc): written once every
-	// listener is bound and the loop is started (a connection made after it
-	// is accepted and served), with -log-format json it is
-	// {"message":"monolock started","listen":…,"ops_listen":…,"admin_listen":…}
-	// where the addresses are the bound ones (port 0 resolved) and
-	// ops_listen and admin_listen appear only when those ports are on. With
-	// an ops port, /readyz answering 200 completes it. Change the message
-	// or these field names only together with proc.
-	ev := log.Info().Str("version", version).Str("listen", d.srv.Addr().String()).Dur("io_timeout", cfg.ioTimeout)
+	// that runs this binary (package startline): written once every
+	// listener is bound and the loop is started, so a connection made after
+	// it is accepted and served.
+	ev := log.Info().Str(startline.Version, version).Str(startline.Listen, d.srv.Addr().String()).Dur("io_timeout", cfg.ioTimeout)
 	if d.ops != nil {
-		ev = ev.Str("ops_listen", d.ops.Addr)
+		ev = ev.Str(startline.OpsListen, d.ops.Addr)
 	}
 	if d.admin != nil {
-		ev = ev.Str("admin_listen", d.admin.Addr)
+		ev = ev.Str(startline.AdminListen, d.admin.Addr)
 	}
 	if d.ops != nil || d.admin != nil {
-		ev = ev.Int("http_max_conns", d.httpLimits().MaxConns)
+		ev = ev.Int(startline.HTTPMaxConns, d.httpLimits().MaxConns)
 	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
-		Str("audit_log", cfg.auditLog).Msg("monolock started")
+		Str("audit_log", cfg.auditLog).Msg(startline.Message)
 	return d, nil
 }
 
@@ -156,146 +180,6 @@ func (d *daemon) open(f files) (err error) {
 	return nil
 }
 
-// serveHTTP listens on addr and serves h in the background, within the
-// daemon's HTTP limits. The returned server's Addr is the bound address.
-func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	lim := d.httpLimits()
-	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
-	hs.Addr = ln.Addr().String()
-	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.failed <- fmt.Errorf("%s server: %w", name, err)
-		}
-	}()
-	return hs, nil
-}
-
-func (d *daemon) httpLimits() opshttp.Limits {
-	if d.cfg.httpLimits.MaxConns == 0 {
-		return opshttp.DefaultLimits(descriptorLimit())
-	}
-	return d.cfg.httpLimits
-}
-
-// descriptorLimit is the soft RLIMIT_NOFILE, which the Go runtime has
-// already raised to the hard limit.
-func descriptorLimit() uint64 {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return 1024 // the common default; errs towards a small cap
-	}
-	return rl.Cur
-}
-
-func isListenError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "listen"
-}
-
-// listenError says which setting named an address that cannot be listened
-// on, why, and what to do; example is a good address for that setting.
-func listenError(setting, example string, err error) error {
-	var (
-		op      *net.OpError
-		addrErr *net.AddrError
-		dnsErr  *net.DNSError
-		why     string
-	)
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		why = "address already in use: another process (or another monolock listener) holds this port; stop it or choose another port"
-	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		why = "cannot assign requested address: no network interface of this host has this IP address; use one of its addresses, or 0.0.0.0 for all of them"
-	case errors.Is(err, syscall.EACCES):
-		why = "permission denied: ports below 1024 need root or CAP_NET_BIND_SERVICE; choose a port from 1024 up"
-	case errors.As(err, &addrErr):
-		why = fmt.Sprintf("%s; want host:port with a port from 0 to 65535, such as %s", addrErr.Err, example)
-	case errors.As(err, &dnsErr):
-		why = fmt.Sprintf("%v; want an IP address (or a host name this machine resolves) and a numeric port, such as %s", dnsErr, example)
-	case errors.As(err, &op):
-		why = op.Err.Error()
-	default:
-		why = err.Error()
-	}
-	return fmt.Errorf("%s: %s", setting, why)
-}
-
-// reload applies SIGHUP: reread the TLS material and the ACL, reopen the
-// audit file for log rotation. Any failure keeps the previous good state.
-func (d *daemon) reload() {
-	if d.certs != nil {
-		if err := d.certs.Reload(); err != nil {
-			d.log.Error().Err(err).Msg("SIGHUP: TLS files not reloaded; new connections keep the previous certificate and CA")
-		} else {
-			d.log.Info().Msg("SIGHUP: TLS files reloaded; new connections use them")
-		}
-		if n, err := d.certs.ReloadTicketKeys(); err != nil {
-			d.log.Error().Err(err).Msg("SIGHUP: session-ticket keys not reloaded; the previous keys stay in use")
-		} else if n > 0 {
-			d.log.Info().Int("ticket_keys", n).Str("tls_ticket_keys", d.cfg.tlsTickets).Msg("SIGHUP: session-ticket keys reloaded; the first one issues new tickets")
-		}
-	}
-	if d.cfg.aclFile != "" {
-		d.reloadACL()
-	}
-	if d.audit != nil {
-		if err := d.audit.Reopen(); err != nil {
-			d.log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit log; still writing to the old file")
-		} else {
-			d.log.Info().Str("audit_log", d.cfg.auditLog).Msg("SIGHUP: audit log reopened")
-		}
-	}
-}
-
-// shutdown follows the documented order: health turns 503, the protocol side
-// serves on for the shutdown delay, then stops accepting and closes every
-// session with ERROR 0x01, then the HTTP sides stop and the audit stream is
-// flushed.
-func (d *daemon) shutdown(signals <-chan os.Signal) int {
-	d.health.Drain()
-	d.serveDelay(signals)
-	ctx, cancel := shutdownContext(signals, d.log)
-	defer cancel()
-	status := 0
-	if err := d.srv.Shutdown(ctx); err != nil {
-		d.log.Error().Err(err).Msg("protocol shutdown did not finish")
-		status = 1
-	}
-	for _, hs := range []*http.Server{d.admin, d.ops} {
-		if hs != nil {
-			if err := hs.Shutdown(ctx); err != nil {
-				_ = hs.Close()
-			}
-		}
-	}
-	if d.audit != nil {
-		if err := closeAudit(ctx, d.audit); err != nil {
-			d.log.Error().Err(err).Msg("closing the audit log")
-			status = 1
-		}
-	}
-	d.log.Info().Msg("monolock stopped")
-	return status
-}
-
-// closeAudit flushes and closes the audit log, but waits no longer than
-// ctx: a destination that hangs must not keep the process from exiting.
-func closeAudit(ctx context.Context, l *audit.Log) error {
-	closed := make(chan error, 1)
-	go func() { closed <- l.Close() }()
-	select {
-	case err := <-closed:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("the audit log did not flush within the shutdown grace; up to %d bytes of events are lost: %w", l.PendingBytes(), ctx.Err())
-	}
-}
-
 // closeAll releases what start opened when start fails. No session exists
 // yet, so the protocol side stops at once.
 func (d *daemon) closeAll() {
@@ -314,62 +198,6 @@ func (d *daemon) closeAll() {
 	if d.audit != nil {
 		if err := closeAudit(ctx, d.audit); err != nil {
 			d.log.Error().Err(err).Msg("closing the audit log after a failed start")
-		}
-	}
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// reloadACL replaces the ACL for new ACQUIREs; a bad file keeps the old rules.
-func (d *daemon) reloadACL() {
-	rules, err := acl.Load(d.cfg.aclFile)
-	if err != nil {
-		d.log.Error().Err(err).Msg("SIGHUP: ACL not reloaded; the previous rules stay in force")
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := d.srv.SetAuthorizer(ctx, rules); err != nil {
-		d.log.Error().Err(err).Msg("SIGHUP: ACL not applied; the previous rules stay in force")
-		return
-	}
-	d.log.Info().Int("rules", rules.Len()).Msg("SIGHUP: ACL reloaded")
-}
-
-// serveDelay keeps the protocol port serving, new connections included, for
-// the shutdown delay while /readyz already answers 503: a load balancer or a
-// keepalived check that polls readiness moves new clients elsewhere before
-// anyone is told to leave. A second SIGTERM or SIGINT ends the delay; SIGHUP
-// still reloads.
-func (d *daemon) serveDelay(signals <-chan os.Signal) {
-	if d.cfg.shutdownDelay <= 0 {
-		return
-	}
-	d.log.Info().Dur("shutdown_delay", d.cfg.shutdownDelay).Msg("readiness is 503; serving on for the shutdown delay before sessions get ERROR 0x01")
-	timer := time.NewTimer(d.cfg.shutdownDelay)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			d.log.Info().Msg("shutdown delay over: every session gets ERROR 0x01")
-			return
-		case err := <-d.failed:
-			d.log.Error().Err(err).Msg("a server stopped during the shutdown delay; shutting down now")
-			return
-		case sig := <-signals:
-			if sig == syscall.SIGHUP {
-				d.reload()
-				continue
-			}
-			d.log.Info().Stringer("signal", sig).Msg("second signal: shutdown delay ended early; every session gets ERROR 0x01")
-			return
 		}
 	}
 }

@@ -84,7 +84,7 @@ func TestStartFailuresCloseEverything(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := openFDs(t)
 			var stderr bytes.Buffer
-			status := run(c.args, env(c.env), &stderr)
+			status := run(c.args, env(c.env), &stderr, signals{})
 			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
 			if status != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
 				t.Errorf("status %d, stderr:\n%s\nwant status 1 and one line starting %q", status, stderr.String(), c.want)
@@ -209,7 +209,9 @@ func startInProcess(t *testing.T, lim opshttp.Limits, logs io.Writer, args ...st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if status := d.shutdown(make(chan os.Signal)); status != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if status := d.stop(ctx); status != 0 {
 			t.Errorf("shutdown: status %d", status)
 		}
 	})

@@ -2,14 +2,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -18,7 +15,8 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-// shutdownGrace bounds a graceful shutdown; a second signal cuts it short.
+// shutdownGrace bounds the stop sequence; another SIGTERM or SIGINT cuts
+// it short.
 const shutdownGrace = 10 * time.Second
 
 // gcPercent is the garbage collector's target unless GOGC is set. The server
@@ -32,10 +30,15 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+	// Signals are routed before anything starts so that none is lost, and
+	// stay routed until the process exits (notifySignals).
+	sig := notifySignals()
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, sig))
 }
 
-func run(args []string, getenv func(string) string, stderr io.Writer) int {
+// run starts the server with args and serves until sig or a failure ends
+// it; it returns the exit status.
+func run(args []string, getenv func(string) string, stderr io.Writer, sig signals) int {
 	cfg, err := parseSettings(args, getenv, stderr)
 	if errors.Is(err, errUsage) {
 		return 0
@@ -50,31 +53,12 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 2
 	}
-
-	// Signals are wired before anything starts so that none is lost.
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(signals)
-
 	d, err := start(cfg, log, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "monolock: %v\n", err)
 		return 1
 	}
-	for {
-		select {
-		case err := <-d.failed:
-			log.Error().Err(err).Msg("server stopped unexpectedly")
-			return 1
-		case sig := <-signals:
-			if sig == syscall.SIGHUP {
-				d.reload()
-				continue
-			}
-			log.Info().Stringer("signal", sig).Msg("shutting down: every session gets ERROR 0x01")
-			return d.shutdown(signals)
-		}
-	}
+	return d.supervise(sig)
 }
 
 // newLogger writes diagnostics to stderr: human text or JSON lines, UTC
@@ -87,26 +71,4 @@ func newLogger(cfg settings, stderr io.Writer) zerolog.Logger {
 		w = zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr), TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(cfg.logLevel).With().Timestamp().Logger()
-}
-
-// shutdownContext bounds a graceful shutdown by shutdownGrace and by a second
-// signal.
-func shutdownContext(signals <-chan os.Signal, log zerolog.Logger) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	go func() {
-		for {
-			select {
-			case sig := <-signals:
-				if sig == syscall.SIGHUP {
-					continue // a reload request is no reason to hurry
-				}
-				log.Warn().Stringer("signal", sig).Msg("second signal: exiting now")
-				cancel()
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ctx, cancel
 }

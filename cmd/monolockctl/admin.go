@@ -126,6 +126,12 @@ func (e *unreachableError) Error() string {
 	return fmt.Sprintf("admin API at %s unreachable: %v (is the server running with -admin-listen, and is -admin or MONOLOCK_ADMIN_ADDRESS its address?)", e.base, e.err)
 }
 
+// notHTTP reports whether err says that the peer answered, but not in
+// HTTP (net/http's transport gives such errors no type of their own).
+func notHTTP(err error) bool {
+	return strings.Contains(err.Error(), "malformed HTTP")
+}
+
 // apiError is an error answer: a JSON {"error": ...} from the admin API, or
 // (notAPI) an answer that does not come from it.
 type apiError struct {
@@ -153,6 +159,9 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
+		}
+		if notHTTP(err) {
+			return nil, &apiError{notAPI: true, msg: fmt.Sprintf("%s does not answer in HTTP: -admin (or MONOLOCK_ADMIN_ADDRESS) must be the server's -admin-listen address, not its lock port (%v)", c.base, err)}
 		}
 		return nil, &unreachableError{base: c.base, err: err}
 	}

@@ -375,6 +375,17 @@ func TestAdminAPIErrors(t *testing.T) {
 	}
 }
 
+// TestAdminAtTheLockPort: -admin pointed at the lock port (which answers,
+// but not in HTTP) says so first, with what to set; status 1.
+func TestAdminAtTheLockPort(t *testing.T) {
+	lockPort := startServer(t).Addr().String()
+	status, _, stderr := runCtl(t, "", nil, "info", "-admin", lockPort)
+	want := "monolockctl: http://" + lockPort + " does not answer in HTTP: -admin (or MONOLOCK_ADMIN_ADDRESS) must be the server's -admin-listen address, not its lock port ("
+	if status != exitFailed || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("status %d, stderr %q; want %d and a line starting %q", status, stderr, exitFailed, want)
+	}
+}
+
 func TestAdminUsage(t *testing.T) {
 	checkUsage(t, []usageCase{
 		{[]string{"locks", "-h"}, 0, "monolockctl locks -match 'nightly/*'"},

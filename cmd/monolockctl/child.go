@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/protocol"
 )
 
 // rttWarnFraction is how near the slow-link limit (RTT < 0.4 × lease) the
@@ -60,17 +62,21 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 		}
 		stopping = true
 		_ = syscall.Kill(-group, syscall.SIGTERM)
-		grace := r.killDelay(lock)
+		cause := lock.Err()
+		if cause == nil { // Valid saw the deadline pass before the session did
+			cause = client.ErrHeartbeatTimeout
+		}
+		grace := killDelay(cause, r.lease, lock.ValidUntil(), time.Now())
 		if grace <= 0 {
 			_ = syscall.Kill(-group, syscall.SIGKILL)
 		} else {
 			kill = time.After(grace)
 		}
-		cause := lock.Err()
-		if cause == nil { // Valid saw the deadline pass before the session did
-			cause = client.ErrHeartbeatTimeout
+		next := ""
+		if serverLetGo(cause) {
+			next = "; the server has let go of it, so the next holder may run already"
 		}
-		r.report(e, "lock lost (%v); stopping the command (SIGKILL in %v)", cause, max(grace, 0).Round(time.Millisecond))
+		r.report(e, "lock lost (%v)%s; stopping the command (SIGKILL in %v)", cause, next, max(grace, 0).Round(time.Millisecond))
 	}
 	rttCheck := time.NewTicker(max(r.lease/4, time.Millisecond))
 	defer rttCheck.Stop()
@@ -110,16 +116,29 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 }
 
 // killDelay is how long the group has between SIGTERM and SIGKILL after a
-// loss: at most stopGrace, and never past the moment the server could hand
-// the lock on by expiry. That moment is the newest answered send plus the
-// lease, 0.2 × lease after the give-up deadline; SIGKILL goes at half that
-// margin, leaving the other half for the processes to die and for timers
-// that fire late. After a force release or a shutdown the server has let go
-// already; the same bound applies, and the fencing token is what protects
-// the resource then.
-func (r *runArgs) killDelay(lock *client.Lock) time.Duration {
-	killAt := lock.ValidUntil().Add(r.lease / 10)
-	return min(stopGrace, time.Until(killAt))
+// loss with cause, at now, for a lock of lease whose give-up deadline is
+// validUntil.
+//
+// When the server itself ended the lock (serverLetGo: a force release or a
+// kick, a shutdown) it has let go already and the next holder may run: the
+// group gets min(0.1 × lease, releasedGrace), time to act on SIGTERM and no
+// more. Otherwise the server still holds the lock for this session until
+// its expiry, the newest answered send plus the lease, 0.2 × lease after the
+// give-up deadline: SIGKILL goes at half that margin, leaving the other half
+// for the processes to die and for timers that fire late, and never later
+// than stopGrace after the loss.
+func killDelay(cause error, lease time.Duration, validUntil, now time.Time) time.Duration {
+	if serverLetGo(cause) {
+		return min(releasedGrace, lease/10)
+	}
+	return min(stopGrace, validUntil.Add(lease/10).Sub(now))
+}
+
+// serverLetGo reports whether a lock ended because the server sent ERROR
+// 0x01 (shutting down: every lock is free once it has) or 0x02 (closed by an
+// administrator: handed to the next waiter at once).
+func serverLetGo(cause error) bool {
+	return errors.Is(cause, protocol.ErrShuttingDown) || errors.Is(cause, protocol.ErrClosedByAdmin)
 }
 
 // startGuard starts the guard (see guard.go), which starts COMMAND, and

@@ -21,14 +21,18 @@ const connectTimeout = 10 * time.Second
 // connFlags are the connection flags every command takes.
 type connFlags struct {
 	addr, tlsCA, tlsCert, tlsKey string
+	addrFrom                     string // where addr came from, for messages: "from -addr", "from MONOLOCK_ADDRESS", "the default"
 }
 
 // addConnFlags registers the connection flags on fs. A flag's default is its
 // environment variable when set, so a flag beats the environment, which beats
 // the built-in default (and -h shows the value in effect).
 func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
-	c := &connFlags{addr: envOr(getenv, "MONOLOCK_ADDRESS", client.DefaultAddress)}
-	fs.Var(addrFlag{&c.addr}, "addr", "`host:port` of the server (env MONOLOCK_ADDRESS)")
+	c := &connFlags{addr: client.DefaultAddress, addrFrom: "the default"}
+	if v := getenv("MONOLOCK_ADDRESS"); v != "" {
+		c.addr, c.addrFrom = v, "from MONOLOCK_ADDRESS"
+	}
+	fs.Var(addrFlag{&c.addr, &c.addrFrom}, "addr", "`host:port` of the server (env MONOLOCK_ADDRESS)")
 	fs.StringVar(&c.tlsCA, "tls-ca", getenv("MONOLOCK_TLS_CA"),
 		"PEM `file` with the CAs that sign the server's certificate; any -tls-* flag turns TLS on, without -tls-ca the system roots are used (env MONOLOCK_TLS_CA)")
 	fs.StringVar(&c.tlsCert, "tls-cert", getenv("MONOLOCK_TLS_CERT"),
@@ -41,7 +45,7 @@ func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
 // addrFlag is -addr. Its value is checked when the flag is parsed, so that an
 // address no one could dial is a usage error (exit 2), not an unreachable
 // server (exit 69).
-type addrFlag struct{ addr *string }
+type addrFlag struct{ addr, from *string }
 
 func (a addrFlag) String() string {
 	if a.addr == nil {
@@ -54,8 +58,13 @@ func (a addrFlag) Set(s string) error {
 	if err := checkAddress(s); err != nil {
 		return err
 	}
-	*a.addr = s
+	*a.addr, *a.from = s, "from -addr"
 	return nil
+}
+
+// unreachableHint says what to check when nothing answered at the address.
+func (c *connFlags) unreachableHint() string {
+	return fmt.Sprintf("is the server running and listening on %s (%s)? Set its address with -addr or MONOLOCK_ADDRESS", c.addr, c.addrFrom)
 }
 
 // checkAddress accepts what a TCP dial can use: host:port with a port number

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,10 +39,14 @@ If the lock is lost while COMMAND runs (no confirmation from the server within
 0.8 × lease, connection lost, server error), the group gets SIGTERM at once,
 before anything is printed, then SIGKILL after at most %v, and never later
 than half-way between the loss and the moment the server could hand the lock
-on (the newest answered heartbeat plus the lease). A lock can be held only
-while the round trip to the server stays below 0.4 × lease; run warns once
-when one takes 0.3 × lease or more. Choose a lease of at least 2.5 × the worst
-round trip.
+on (the newest answered heartbeat plus the lease). When the server
+itself ended the lock (ERROR 0x02: a force release by an administrator;
+ERROR 0x01: a shutdown), it has let go of it and the next holder may run
+already: SIGKILL follows SIGTERM after min(0.1 × lease, %v).
+
+A lock can be held only while the round trip to the server stays below
+0.4 × lease; run warns once when one takes 0.3 × lease or more. Choose a
+lease of at least 2.5 × the worst round trip.
 
 Flags:
 %s
@@ -81,8 +86,14 @@ Examples:
       deploy -- ./deploy.sh production
 `
 
-// stopGrace is how long COMMAND has between SIGTERM and SIGKILL after a loss.
+// stopGrace is the most COMMAND has between SIGTERM and SIGKILL after a loss
+// (killDelay).
 const stopGrace = 2 * time.Second
+
+// releasedGrace is the most COMMAND has between SIGTERM and SIGKILL when the
+// server has let go of the lock (a force release, a shutdown): the next
+// holder may run already.
+const releasedGrace = 250 * time.Millisecond
 
 // runArgs is the parsed command line of 'run'.
 type runArgs struct {
@@ -169,13 +180,16 @@ func (d keepDialer) DialContext(ctx context.Context, network, addr string) (net.
 func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	r = &runArgs{conn: addConnFlags(fs, e.getenv)}
-	fs.DurationVar(&r.lease, "lease", 2*time.Second,
-		"how long the server keeps the lock after the last heartbeat it got; more for slow or unreliable links")
-	fs.DurationVar(&r.wait, "wait", 0, "give up (exit 75) when the lock is not granted within this `duration`; 0 waits as long as it takes")
+	r.lease = 2 * time.Second
+	fs.Var(durationFlag{&r.lease}, "lease",
+		"how long the server keeps the lock after the last heartbeat it got, a `duration` such as 2s; more for slow or unreliable links")
+	fs.Var(durationFlag{&r.wait}, "wait", "give up (exit 75) when the lock is not granted within this `duration`; 0 waits as long as it takes")
 	fs.BoolVar(&r.noWait, "no-wait", false, "exit 75 at once when the lock is held")
 	fs.BoolVar(&r.releaseOnExit, "release-on-exit", false,
 		"release the lock when COMMAND itself exits, even while processes it started in the background still run (by default the lock is held until COMMAND's whole process group is gone)")
-	setUsage(fs, func(flags string) string { return fmt.Sprintf(runUsage, stopGrace, flags, connectTimeout) })
+	setUsage(fs, func(flags string) string {
+		return fmt.Sprintf(runUsage, stopGrace, releasedGrace, flags, connectTimeout)
+	})
 	if status, ok := parseFlags(fs, args, e); !ok {
 		return nil, status, false
 	}
@@ -191,6 +205,8 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 		return nil, usageError(e, "run", "-lease %v is longer than the maximum lease of %v", r.lease, protocol.MaxLease), false
 	case len(rest) == 0:
 		return nil, usageError(e, "run", "missing NAME"), false
+	case len(rest) >= 2 && rest[1] != "--" && len(rest[1]) > 1 && strings.HasPrefix(rest[1], "-"):
+		return nil, usageError(e, "run", "%q after NAME: flags go before NAME (monolockctl run [FLAGS] NAME -- COMMAND [ARGS...])", rest[1]), false
 	case len(rest) < 2 || rest[1] != "--":
 		return nil, usageError(e, "run", "expected -- after NAME, then COMMAND"), false
 	case len(rest) == 2:
@@ -198,6 +214,27 @@ func parseRun(args []string, e *env) (r *runArgs, status int, ok bool) {
 	}
 	r.name, r.argv = rest[0], rest[2:]
 	return r, 0, true
+}
+
+// durationFlag is a time.Duration flag whose error says what a duration
+// looks like: "-lease 2" has no unit, and flag's own answer to it is
+// "parse error".
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration with its unit, such as 2s, 500ms or 1m30s")
+	}
+	*f.d = d
+	return nil
 }
 
 // maxReportedName is how much of the lock name a message quotes; an invalid

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,18 +207,9 @@ func TestRunLostWithinTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	pidFile := filepath.Join(t.TempDir(), "pid")
 	// A 2 s lease: SIGKILL goes 0.1 × lease = 200 ms before the server's
 	// expiry, room for a loaded machine.
-	c := startCtl(t, proxy.Addr(), []string{"PIDFILE=" + pidFile}, "run", "-lease", "2s", "frozen", "--", "sh", "-c",
-		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
-	pgid := readPID(t, pidFile)
-	killGroupAtEnd(t, pgid)
-	next, err := client.New(client.Config{Address: addr}).Enqueue(t.Context(), "frozen", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer next.Close()
+	c, pgid, next := runIgnoringTERM(t, proxy.Addr(), addr, "frozen", "-lease", "2s")
 	proxy.Freeze(faultproxy.Both)
 	select {
 	case <-next.Granted():
@@ -336,4 +328,50 @@ func TestRunStopPausesCommand(t *testing.T) {
 			t.Fatal("COMMAND's group outlived the run")
 		}
 	})
+}
+
+// TestRunForceReleaseKillsPromptly: after a force release the next holder
+// runs at once, so a COMMAND that ignores SIGTERM gets SIGKILL after
+// min(0.1 × lease, releasedGrace), not after the give-up bound (here, with a
+// 60 s lease, stopGrace); run says why.
+func TestRunForceReleaseKillsPromptly(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr().String()
+	c, pgid, next := runIgnoringTERM(t, addr, addr, "forced", "-lease", "60s")
+	if _, ok, err := srv.ForceRelease(t.Context(), "forced"); err != nil || !ok {
+		t.Fatalf("force release: %v, %v", ok, err)
+	}
+	select {
+	case <-next.Granted():
+	case <-time.After(patience):
+		t.Fatal("the lock was not handed on")
+	}
+	status, _, stderr := c.wait(t)
+	want := fmt.Sprintf("the next holder may run already; stopping the command (SIGKILL in %v)", releasedGrace)
+	if status != exitLost || !strings.Contains(stderr, "server error 0x02") || !strings.Contains(stderr, want) {
+		t.Fatalf("status %d, stderr %q; want %d and %q", status, stderr, exitLost, want)
+	}
+	if groupAlive(pgid) {
+		t.Fatal("COMMAND's group outlived monolockctl run")
+	}
+}
+
+// runIgnoringTERM starts 'monolockctl run FLAGS NAME' through ctlAddr with a
+// COMMAND that ignores SIGTERM, and queues another client for NAME behind
+// it at serverAddr; it returns the run, COMMAND's group and the next
+// client's lock.
+func runIgnoringTERM(t *testing.T, ctlAddr, serverAddr, name string, flags ...string) (*ctl, int, *client.Lock) {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c",
+		`trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.01; done`)
+	c := startCtl(t, ctlAddr, []string{"PIDFILE=" + pidFile}, args...)
+	pgid := readPID(t, pidFile)
+	killGroupAtEnd(t, pgid)
+	next, err := client.New(client.Config{Address: serverAddr}).Enqueue(t.Context(), name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Close() })
+	return c, pgid, next
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,9 +114,24 @@ func TestRunNameTooLongExitsWithoutDialing(t *testing.T) {
 	}
 }
 
+// TestRunUnreachable: nothing at the address is "unavailable", and the
+// message asks whether the server runs there, says where the address came
+// from and how to set it.
 func TestRunUnreachable(t *testing.T) {
-	if status, _, stderr := runCtl(t, closedAddr(t), nil, "run", "x", "--", "true"); status != exitUnavailable {
-		t.Fatalf("status %d, stderr %q; want %d", status, stderr, exitUnavailable)
+	dead := closedAddr(t)
+	for _, tc := range []struct {
+		addr string
+		env  []string
+		from string
+	}{
+		{dead, nil, "from -addr"},
+		{"", []string{"MONOLOCK_ADDRESS=" + dead}, "from MONOLOCK_ADDRESS"},
+	} {
+		status, _, stderr := runCtl(t, tc.addr, tc.env, "run", "x", "--", "true")
+		want := fmt.Sprintf("connection refused; is the server running and listening on %s (%s)? Set its address with -addr or MONOLOCK_ADDRESS\n", dead, tc.from)
+		if status != exitUnavailable || !strings.HasSuffix(stderr, want) {
+			t.Errorf("%s: status %d, stderr %q; want %d and a line ending %q", tc.from, status, stderr, exitUnavailable, want)
+		}
 	}
 }
 
@@ -210,6 +226,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"run"}, exitUsage, "missing NAME"},
 		{[]string{"run", "x", "true"}, exitUsage, "expected --"},
 		{[]string{"run", "x", "--"}, exitUsage, "missing COMMAND"},
+		{[]string{"run", "x", "-lease", "2s", "--", "true"}, exitUsage, `"-lease" after NAME: flags go before NAME (monolockctl run [FLAGS] NAME -- COMMAND [ARGS...])`},
+		{[]string{"run", "x", "-no-wait", "--", "true"}, exitUsage, "flags go before NAME"},
+		{[]string{"run", "x", "-", "true"}, exitUsage, "expected -- after NAME"},
 		{[]string{"run", "-no-wait", "-wait", "1s", "x", "--", "true"}, exitUsage, "exclude each other"},
 		{[]string{"run", "-lease", "0s", "x", "--", "true"}, exitUsage, "-lease 0s is shorter than the minimum lease of 1ms"},
 		{[]string{"run", "-lease", "1ns", "x", "--", "true"}, exitUsage, "-lease 1ns is shorter than the minimum lease of 1ms"},

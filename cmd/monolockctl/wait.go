@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/monolock/monolock/client"
@@ -27,8 +28,13 @@ func (r *runArgs) waitForLock(c *client.Client, sigs <-chan os.Signal, e *env) (
 	select {
 	case got := <-done:
 		if got.err != nil {
-			r.report(e, "%v", got.err)
-			return nil, acquireStatus(got.err), false
+			status := acquireStatus(got.err)
+			hint := ""
+			if status == exitUnavailable && isDialError(got.err) {
+				hint = "; " + r.conn.unreachableHint()
+			}
+			r.report(e, "%v%s", got.err, hint)
+			return nil, status, false
 		}
 		return got.lock, 0, true
 	case sig := <-sigs:
@@ -75,6 +81,12 @@ func (r *runArgs) acquire(ctx context.Context, c *client.Client) (*client.Lock, 
 	}
 }
 
+// isDialError reports whether err is a failure to connect at all.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 // acquireStatus maps a failure to get the lock to the exit status.
 func acquireStatus(err error) int {
 	var serverErr *client.ServerError
@@ -86,7 +98,7 @@ func acquireStatus(err error) int {
 	case errors.As(err, &verifyErr):
 		return exitUsage // the server's certificate does not verify: -tls-ca or -addr is wrong
 	case errors.As(err, &serverErr):
-		if serverErr.Temporary() {
+		if serverErr.Retryable() {
 			return exitUnavailable
 		}
 		return exitUsage

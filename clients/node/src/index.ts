@@ -11,3 +11,5 @@ export {
   type LossKind,
 } from './errors.js';
 export { MAX_LEASE_MS, MAX_NAME_BYTES } from './validate.js';
+export * as fence from './fence.js';
+export { FenceTableMissingError, StaleTokenError, type AdmitOptions, type Dialect } from './fence.js';

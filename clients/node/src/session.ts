@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 
 import { BusyError, LockLostError, ProtocolError, UnavailableError, errorForCode, type LossKind } from './errors.js';
 import { FrameDecoder, HEARTBEAT, encodeAcquire, type ServerFrame } from './frames.js';
-import { HeartbeatSchedule, clientTimeoutMs } from './schedule.js';
+import { SessionRules } from './rules.js';
 import type { TlsSessionCache } from './tlssession.js';
 
 /** Everything one session needs to know; validated by the Client before a session exists. */
@@ -77,27 +77,21 @@ export class Session {
   readonly #clock: Clock;
   readonly #socket: net.Socket;
   readonly #decoder = new FrameDecoder();
-  readonly #schedule: HeartbeatSchedule;
-  readonly #timeoutMs: number;
+  /** The schedule and the give-up, pure; this class arms its one timer and does the I/O. */
+  readonly #rules: SessionRules;
   readonly #controller = new AbortController();
   readonly #closed: Promise<void>;
 
   #state: State = 'connecting';
   #token = 0n;
-  /** A request awaits its answer; at most one (rule 3). */
-  #inFlight = false;
-  /** When the newest request was written. */
-  #lastSend = 0;
-  /** Send time of the newest answered request + 0.8 × lease; ownership is confirmed until then. */
-  #deadline = Infinity;
   /** The guarded work has stopped (release was called): a lost lock may close at once. */
   #workStopped = false;
   #lost: LockLostError | undefined;
   /** Whether the TLS handshake resumed a session; undefined before it and without TLS. */
   #tlsResumed: boolean | undefined;
 
-  #heartbeatTimer: unknown;
-  #lossTimer: unknown;
+  /** The rules' timer: the next heartbeat or the give-up deadline. */
+  #rulesTimer: unknown;
   #connectTimer: unknown;
   #waitTimer: unknown;
   #closeTimer: unknown;
@@ -112,8 +106,7 @@ export class Session {
   constructor(config: SessionConfig) {
     this.config = config;
     this.#clock = config.clock ?? realClock;
-    this.#schedule = new HeartbeatSchedule(config.leaseMs);
-    this.#timeoutMs = clientTimeoutMs(config.leaseMs);
+    this.#rules = new SessionRules(config.leaseMs);
     this.granted = new Promise<bigint>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -180,6 +173,10 @@ export class Session {
   get tlsResumed(): boolean | undefined {
     return this.#tlsResumed;
   }
+  /** The give-up deadline: the send of the newest answered request + 0.8 × lease, on the session's clock (for tests). */
+  get confirmedUntil(): number {
+    return this.#rules.deadline;
+  }
 
   /**
    * Ownership is confirmed now: granted, not ended, and the give-up deadline
@@ -190,7 +187,7 @@ export class Session {
    */
   valid(): boolean {
     if (this.#state !== 'held') return false;
-    if (this.#clock.now() < this.#deadline) return true;
+    if (this.#rules.confirmed(this.#clock.now())) return true;
     this.#giveUp();
     return false;
   }
@@ -211,24 +208,43 @@ export class Session {
     this.#connectTimer = undefined;
     if (this.#state !== 'connecting') return;
     this.#state = 'sent';
-    // The give-up clock runs from the ACQUIRE on: a server that never answers loses the lock, too.
+    // The give-up clock runs from the ACQUIRE on.
     this.#send(encodeAcquire(this.config.leaseMs, this.config.nameBytes));
-    this.#deadline = this.#lastSend + this.#timeoutMs;
-    this.#armLossTimer();
   }
 
   #send(frame: Uint8Array): void {
-    this.#lastSend = this.#clock.now();
-    this.#inFlight = true;
+    this.#rules.sent(this.#clock.now());
     // A failed write surfaces as the socket's 'error' event.
     this.#socket.write(frame);
+    this.#armRulesTimer();
   }
 
-  #sendHeartbeat = (): void => {
-    this.#heartbeatTimer = undefined;
-    if (this.#state === 'ended') return;
-    this.#send(HEARTBEAT);
+  #onRulesTimer = (): void => {
+    this.#rulesTimer = undefined;
+    this.#runDue();
   };
+
+  /** Does what the rules say is due now, or waits for the next thing due. */
+  #runDue(): void {
+    if (this.#state === 'ended') return;
+    switch (this.#rules.due(this.#clock.now())) {
+      case 'give-up':
+        this.#giveUp();
+        return;
+      case 'heartbeat':
+        this.#send(HEARTBEAT);
+        return;
+      case undefined:
+        this.#armRulesTimer();
+    }
+  }
+
+  #armRulesTimer(): void {
+    this.#clock.clearTimer(this.#rulesTimer);
+    this.#rulesTimer = undefined;
+    if (this.#state === 'ended') return;
+    this.#rulesTimer = this.#clock.setTimer(this.#onRulesTimer, this.#rules.nextWakeup() - this.#clock.now());
+  }
 
   #onData(chunk: Buffer): void {
     if (this.#state === 'ended') return; // gave up: nothing the server says now changes that
@@ -253,10 +269,10 @@ export class Session {
         this.#violation(`unknown frame type 0x${frame.byte.toString(16).padStart(2, '0')} from the server`);
         return;
       case 'waiting':
-        if ((this.#state === 'sent' || this.#state === 'waiting') && this.#inFlight) {
+        if ((this.#state === 'sent' || this.#state === 'waiting') && this.#rules.inFlight) {
           const first = this.#state === 'sent';
           this.#state = 'waiting';
-          this.#acknowledged(at);
+          if (!this.#acknowledged(at)) return;
           if (first && this.config.waitMs === 0) {
             this.#fail(new BusyError(this.config.name, `monolock: lock ${JSON.stringify(this.config.name)} is busy: another client holds it (wait: false)`), 'closed', true);
           }
@@ -266,12 +282,11 @@ export class Session {
         return;
       case 'acquired':
         if (this.#state === 'sent') {
-          this.#acknowledged(at);
-          this.#grant(frame.token);
+          if (this.#acknowledged(at)) this.#grant(frame.token);
         } else if (this.#state === 'waiting') {
           // The promotion push answers no request: a heartbeat in flight gets its own answer.
           this.#grant(frame.token);
-        } else if (this.#state === 'held' && this.#inFlight && frame.token === this.#token) {
+        } else if (this.#state === 'held' && this.#rules.inFlight && frame.token === this.#token) {
           this.#acknowledged(at);
         } else if (this.#state === 'held' && frame.token !== this.#token) {
           this.#violation(`token changed from ${this.#token} to ${frame.token}`);
@@ -283,20 +298,18 @@ export class Session {
   }
 
   /**
-   * The server has seen the request in flight: ownership is confirmed until its
-   * send + 0.8 × lease, and the next heartbeat is due one interval after that
-   * send, or at once when this answer came later than that (rule 3).
+   * The server has seen the request in flight (the rules move the deadline and
+   * the next heartbeat), and the next heartbeat goes out at once when this
+   * answer came later than its time (rule 3). An answer at the deadline or
+   * later gives the lock up instead; false then.
    */
-  #acknowledged(at: number): void {
-    this.#schedule.observe(at - this.#lastSend);
-    this.#inFlight = false;
-    this.#deadline = this.#lastSend + this.#timeoutMs;
-    const wait = this.#lastSend + this.#schedule.intervalMs() - this.#clock.now();
-    if (wait > 0) {
-      this.#heartbeatTimer = this.#clock.setTimer(this.#sendHeartbeat, wait);
-    } else {
-      this.#sendHeartbeat();
+  #acknowledged(at: number): boolean {
+    if (!this.#rules.answered(at)) {
+      this.#giveUp();
+      return false;
     }
+    this.#runDue();
+    return true;
   }
 
   #grant(token: bigint): void {
@@ -308,22 +321,9 @@ export class Session {
     this.#resolve?.(token);
   }
 
-  /** One timer for the give-up deadline; an answer moves the deadline, and the timer re-arms when it fires early. */
-  #armLossTimer(): void {
-    this.#lossTimer = this.#clock.setTimer(() => {
-      this.#lossTimer = undefined;
-      if (this.#state === 'ended') return;
-      if (this.#clock.now() < this.#deadline) {
-        this.#armLossTimer();
-        return;
-      }
-      this.#giveUp();
-    }, this.#deadline - this.#clock.now());
-  }
-
   /** No answer within 0.8 × lease of the newest answered send (rule 8). */
   #giveUp(): void {
-    const detail = `no answer from the server within 0.8 × lease (${this.#timeoutMs} ms) of the newest answered request`;
+    const detail = `no answer from the server within 0.8 × lease (${this.#rules.timeoutMs} ms) of the newest answered request`;
     this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', false, detail);
   }
 
@@ -388,14 +388,14 @@ export class Session {
     }
     // The lingering socket must not keep the process alive on its own.
     this.#socket.unref();
-    this.#closeTimer = this.#clock.setTimer(() => this.#close(), this.#lastSend + this.config.leaseMs - this.#clock.now());
+    this.#closeTimer = this.#clock.setTimer(() => this.#close(), this.#rules.closeBy() - this.#clock.now());
   }
 
   /** Stops every timer of the live session; the close timer is the caller's. */
   #end(): void {
     this.#state = 'ended';
-    for (const t of [this.#heartbeatTimer, this.#lossTimer, this.#connectTimer, this.#waitTimer]) this.#clock.clearTimer(t);
-    this.#heartbeatTimer = this.#lossTimer = this.#connectTimer = this.#waitTimer = undefined;
+    for (const t of [this.#rulesTimer, this.#connectTimer, this.#waitTimer]) this.#clock.clearTimer(t);
+    this.#rulesTimer = this.#connectTimer = this.#waitTimer = undefined;
     this.config.signal?.removeEventListener('abort', this.#onAbort);
   }
 

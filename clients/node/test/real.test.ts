@@ -1,6 +1,7 @@
 // The client against the real server binary (bin/monolock) on loopback.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { BusyError, Client, LockLostError, ServerError, UnavailableError, type Lock } from 'monolock';
@@ -35,10 +36,20 @@ test('a free lock is granted, and heartbeats keep it past several leases', async
   const lock = await client.acquire('real-free', { leaseMs: 1000 });
   assert.ok(lock.token > 1n << 32n, 'the high bits of a token are the grant second');
   assert.equal(lock.tlsResumed, undefined, 'plain TCP has no TLS session');
-  await sleep(3000); // three leases: without heartbeats the server would have expired it
-  assert.equal(lock.valid(), true);
-  assert.equal(lock.signal.aborted, false, String(lock.lostError));
   await lock.release();
+
+  // Three leases: without heartbeats the server would have expired the lock.
+  // Held until the server has answered a heartbeat sent three leases after
+  // the grant (the give-up deadline counts from that send).
+  const [host, port] = server.address.split(':');
+  const leaseMs = 1000;
+  const s = new Session({ host: host!, port: Number(port), address: server.address, tls: undefined, connectTimeoutMs: 10_000, name: 'real-free', nameBytes: Buffer.from('real-free'), leaseMs, waitMs: Infinity, signal: undefined });
+  await s.granted;
+  const until = performance.now() + 3 * leaseMs + 0.8 * leaseMs;
+  while (s.confirmedUntil < until && !s.signal.aborted) await sleep(10);
+  assert.equal(s.valid(), true);
+  assert.equal(s.signal.aborted, false, String(s.lost));
+  await s.release();
 });
 
 test('busy: wait false is BusyError; a waiter is promoted without asking when the holder releases, with a larger token', async () => {

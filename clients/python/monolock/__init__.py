@@ -5,6 +5,7 @@ lock; waiters are granted in FIFO order and every grant carries a fencing
 token that only grows. See README.md for examples.
 """
 
+from . import fence
 from .client import Client, Lock
 from .errors import Busy, InvalidInput, LockLost, MonolockError, ProtocolViolation, ServerError, Unavailable
 
@@ -18,5 +19,6 @@ __all__ = [
     "ServerError",
     "LockLost",
     "ProtocolViolation",
+    "fence",
 ]
 __version__ = "0.1.0"

@@ -47,7 +47,9 @@ class Session:
         self.ended = False  # lost, released or failed: no more requests
         self.work_stopped = False  # the caller's work is over (release, or none began)
 
-        self._in_flight = False
+        self._in_flight = False  # a request awaits its answer; at most one (rule 3)
+        self._expired = False  # valid() saw the deadline pass: no answer revives the lock
+        self.answers = 0  # requests answered so far (ACQUIRE and heartbeats)
         self._last_send = 0.0
         self.deadline = 0.0  # newest answered send + 0.8 × lease (rule 8)
         self._hb_due: Optional[float] = None
@@ -93,7 +95,7 @@ class Session:
         if self.ended:
             return
         if now >= self.deadline:
-            self._end(Unavailable(f"monolock: no answer from the server within 0.8 × lease ({self.timeout:.3f}s)"), now)
+            self._give_up(now)
             return
         if self._hb_due is not None and not self._in_flight and now >= self._hb_due:
             self._send(_wire.HEARTBEAT, now)
@@ -115,8 +117,15 @@ class Session:
         return self._close_by is not None and now >= self._close_by
 
     def valid(self, now: float) -> bool:
-        """Held, not lost, and confirmed within 0.8 × lease."""
-        return self.granted and not self.ended and now < self.deadline
+        """Held, not lost, and confirmed within 0.8 × lease. Once it has
+        said False at the deadline, no answer read afterwards revives the
+        lock (it may run on the caller's thread: it only sets a flag)."""
+        if not self.granted or self.ended:
+            return False
+        if now < self.deadline:
+            return True
+        self._expired = True
+        return False
 
     # --- rules ---------------------------------------------------------
 
@@ -124,7 +133,6 @@ class Session:
         self.outbox += frame
         self._last_send = now
         self._in_flight = True
-        self._hb_due = None
 
     def _frame(self, typ: int, token: int, code: int, reason: str, now: float) -> None:
         if typ == _wire.TYPE_ERROR:
@@ -156,13 +164,22 @@ class Session:
     def _acknowledged(self, now: float) -> None:
         """The answer to the request in flight (rule 4): the deadline moves to
         its send + 0.8 × lease, the next heartbeat is due one interval after
-        that send, at once if that has passed (rule 3)."""
+        that send, at once if that has passed (rule 3). An answer read at
+        the deadline or later, or after valid() said False, comes too late:
+        the lock was given up at the deadline (rule 8)."""
+        if now >= self.deadline or self._expired:
+            self._give_up(now)
+            return
+        self.answers += 1
         self.schedule.observe(now - self._last_send)
         self._in_flight = False
         self.deadline = self._last_send + self.timeout
         self._hb_due = self._last_send + self.schedule.interval()
         if now >= self._hb_due:
             self._send(_wire.HEARTBEAT, now)
+
+    def _give_up(self, now: float) -> None:
+        self._end(Unavailable(f"monolock: no answer from the server within 0.8 × lease ({self.timeout:.3f}s)"), now)
 
     def _violation(self, detail: str, now: float) -> None:
         self._end(ProtocolViolation(f"monolock: protocol violation by the server: {detail}"), now)

@@ -13,6 +13,9 @@ import threading
 import unittest
 from typing import List, Optional
 
+import monolock
+import monolock.aio
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
@@ -27,6 +30,22 @@ WAITING = bytes([0x11])
 def error(code: int, reason: str = "") -> bytes:
     raw = reason.encode()
     return bytes([0x13, code, len(raw)]) + raw
+
+
+def held_past(lock: monolock.Lock, t: float, timeout: float = 10.0) -> bool:
+    """Waits until the server has answered a request the lock sent at
+    monotonic time t or later (its give-up deadline has moved to t + 0.8 ×
+    lease or beyond): the server kept the lock at least until t. An event,
+    not a sleep: False if it did not happen within timeout or the lock
+    ended."""
+    s = lock._session
+    return lock._wait(lambda: s.deadline >= t + s.timeout, timeout)
+
+
+async def aheld_past(lock: monolock.aio.Lock, t: float, timeout: float = 10.0) -> bool:
+    """held_past for the asyncio client; t on the event loop's clock."""
+    s = lock._conn.session
+    return await lock._conn.wait_for(lambda: s.deadline >= t + s.timeout, timeout) and not s.ended
 
 
 class FakeServer:

@@ -1,7 +1,6 @@
 """The threaded client against a scripted fake server."""
 
 import socket
-import time
 import unittest
 
 import monolock
@@ -28,8 +27,6 @@ class FakeServerTest(unittest.TestCase):
             c = self.srv.next()
             self.srv.read_acquire(c)
             c.sendall(WAITING)
-            time.sleep(0.1)
-            self.assertFalse(fut.done())
             c.sendall(acquired(2**64 - 1))  # pushed, unasked
             lock = fut.result(timeout=5)
         self.assertEqual(lock.token, 2**64 - 1)
@@ -83,8 +80,7 @@ class FakeServerTest(unittest.TestCase):
                 fut.result(timeout=5)
         self.assertEqual(cm.exception.code, 0x16)
         self.assertEqual(cm.exception.reason, "lock name is not valid UTF-8")
-        time.sleep(0.3)
-        self.assertEqual(len(self.srv.accepted), 1)
+        self.assertEqual(len(self.srv.accepted), 1)  # run() has returned: no retry can follow
 
     def test_run_retries_server_conditions(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -127,18 +123,16 @@ class FakeServerTest(unittest.TestCase):
         self.assertIsInstance(lock.error, monolock.Unavailable)
         self.assertFalse(lock.valid())
         # Gave up: no request after the unanswered one, and the connection
-        # stays open while the work runs (it gave up 1.6 s after ACQUIRE; the
-        # lease runs out 2 s after the last heartbeat, sent 0.5 s after it).
-        c.settimeout(0.1)
-        sent = b""
-        while True:
-            try:
-                b = c.recv(16)
-            except socket.timeout:
-                break
-            self.assertNotEqual(b, b"", "closed while the work still runs")
-            sent += b
-        self.assertLessEqual(sent, b"\x02")  # at most the unanswered heartbeat
+        # is still open while the work runs (until when is the rules' business:
+        # tests/test_core.py).
+        c.setblocking(False)
+        try:
+            sent = c.recv(16)
+        except BlockingIOError:
+            sent = None  # nothing, and not closed
+        self.assertNotEqual(sent, b"", "closed while the work still runs")
+        self.assertLessEqual(sent or b"", b"\x02")  # at most the unanswered heartbeat
+        c.setblocking(True)
         lock.release()  # the work stopped: now it closes
         c.settimeout(5)
         while True:

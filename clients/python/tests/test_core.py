@@ -1,6 +1,7 @@
 """The session rules with an injected clock: no sockets, no sleeping."""
 
 import unittest
+from math import inf, nextafter
 
 from monolock import Busy, ProtocolViolation, ServerError, Unavailable, _wire
 from monolock._common import Backoff, retry_delay, shutdown_jitter
@@ -182,6 +183,107 @@ class SessionTest(unittest.TestCase):
         s.receive(acquired(7), 1.7)
         self.assertTrue(s.ended)
         self.assertFalse(s.valid(1.7))
+
+
+def before(t: float) -> float:
+    """The instant just before t: the float clock's one-nanosecond step."""
+    return nextafter(t, -inf)
+
+
+class BoundaryTest(unittest.TestCase):
+    """Each rule at its boundary, to the last representable instant, with an
+    injected clock. Lease 1 s: the deadline is 0.8 s after the newest answered
+    send, the interval lies in [0.1 s, 0.25 s]."""
+
+    def held(self, rtt: float = 0.0) -> Session:
+        s = session(1.0)
+        s.start(0.0)
+        s.receive(acquired(7), rtt)
+        take(s)
+        return s
+
+    def test_give_up_at_the_deadline_and_not_an_instant_before(self) -> None:
+        s = self.held()
+        s.tick(0.25)
+        self.assertEqual(take(s), HB)  # never answered
+        s.tick(before(0.8))
+        self.assertFalse(s.ended)
+        self.assertTrue(s.valid(before(0.8)))
+        s.tick(0.8)  # the ACQUIRE's send (0) + 0.8 × 1 s
+        self.assertTrue(s.ended)
+        self.assertIsInstance(s.error, Unavailable)
+
+    def test_the_deadline_counts_from_the_answered_send(self) -> None:
+        s = self.held()
+        s.tick(0.25)
+        take(s)
+        s.receive(acquired(7), 0.5)  # answers the send at 0.25
+        self.assertEqual(s.deadline, 0.25 + 0.8)
+
+    def test_an_answer_at_the_deadline_is_too_late(self) -> None:
+        s = session(1.0)
+        s.start(0.0)
+        s.receive(acquired(7), before(0.8))
+        self.assertTrue(s.granted)
+        self.assertFalse(s.ended)  # in time: confirmed, and a heartbeat goes at once
+        self.assertEqual(take(s)[-1:], HB)
+        s = session(1.0)
+        s.start(0.0)
+        s.receive(acquired(7), 0.8)
+        self.assertTrue(s.ended)
+        self.assertFalse(s.valid(0.8))
+
+    def test_valid_false_at_the_deadline_is_final(self) -> None:
+        s = self.held()
+        s.tick(0.25)
+        take(s)
+        self.assertFalse(s.valid(0.8))  # the caller saw the deadline pass first
+        s.receive(acquired(7), before(0.8))  # an answer read in time, handled late
+        self.assertTrue(s.ended)
+        self.assertFalse(s.valid(before(0.8)))
+
+    def test_interval_upper_bound_is_lease_over_4(self) -> None:
+        s = self.held(rtt=0.0)
+        self.assertEqual(s.schedule.interval(), 0.25)
+        self.assertEqual(s.next_wakeup(), 0.25)  # from the ACQUIRE's send
+        s.tick(before(0.25))
+        self.assertEqual(take(s), b"")
+        s.tick(0.25)
+        self.assertEqual(take(s), HB)
+
+    def test_interval_shortened_by_twice_the_smoothed_rtt(self) -> None:
+        s = self.held(rtt=0.05)
+        self.assertEqual(s.schedule.interval(), 0.25 - 2 * 0.05)
+
+    def test_interval_lower_bound_is_100ms(self) -> None:
+        s = self.held(rtt=0.08)  # 0.25 − 0.16 would be 0.09
+        self.assertEqual(s.schedule.interval(), 0.1)
+        self.assertEqual(s.next_wakeup(), 0.1)
+
+    def test_interval_lower_bound_is_lease_over_4_for_short_leases(self) -> None:
+        s = HeartbeatSchedule(0.2)
+        s.observe(0.04)  # 0.05 − 0.08 would be negative
+        self.assertEqual(s.interval(), 0.05)
+
+    def test_one_heartbeat_in_flight(self) -> None:
+        s = self.held()
+        s.tick(0.25)
+        self.assertEqual(take(s), HB)
+        for t in (0.25, 0.5, 0.75, before(0.8)):
+            s.tick(t)
+            self.assertEqual(take(s), b"", f"a second heartbeat at {t} before the answer")
+        self.assertEqual(s.next_wakeup(), 0.8)  # only the deadline
+
+    def test_close_at_the_lease_after_the_last_send(self) -> None:
+        s = self.held()
+        s.tick(0.25)
+        take(s)
+        s.tick(0.8)
+        self.assertTrue(s.ended)
+        self.assertEqual(s.next_wakeup(), 1.25)
+        self.assertFalse(s.close_due(before(1.25)))
+        self.assertTrue(s.close_due(1.25))
+        self.assertEqual(take(s), b"")
 
 
 if __name__ == "__main__":

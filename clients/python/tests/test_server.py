@@ -7,7 +7,7 @@ import unittest
 
 import monolock
 import monolock.aio
-from tests.support import Server
+from tests.support import Server, aheld_past, held_past
 
 
 class RealServerTest(unittest.TestCase):
@@ -41,7 +41,8 @@ class RealServerTest(unittest.TestCase):
             t.start()
             threads.append(t)
             self.await_waiters("fifo", i + 1)
-        time.sleep(0.6)  # heartbeats keep the holder alive past a lease/4
+        # Heartbeats keep the holder while the waiters queue: answered past a lease/4 from now.
+        self.assertTrue(held_past(holder, time.monotonic() + 0.5), "the holder was not kept")
         self.assertTrue(holder.valid())
         holder.release()
         for t in threads:
@@ -77,7 +78,8 @@ class RealServerTest(unittest.TestCase):
             task = asyncio.ensure_future(waiter())
             while self.srv.waiters("aio") != 1:
                 await asyncio.sleep(0.02)
-            await asyncio.sleep(1.1)  # more than half the lease: heartbeats keep both alive
+            # More than half the lease: heartbeats keep the holder.
+            self.assertTrue(await aheld_past(holder, asyncio.get_running_loop().time() + 1.1), "the holder was not kept")
             self.assertFalse(holder.lost.is_set())
             await holder.release()
             self.assertTrue(holder.lost.is_set())

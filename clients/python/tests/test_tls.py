@@ -13,7 +13,7 @@ import unittest
 
 import monolock
 import monolock.aio
-from tests.support import Server
+from tests.support import Server, aheld_past, held_past
 
 
 def _openssl(*args: str, cwd: str) -> None:
@@ -51,11 +51,12 @@ class TLSTest(unittest.TestCase):
 
     def test_threaded(self) -> None:
         client = monolock.Client(self.srv.addr, ssl_context=self.ctx)
-        # Longer than the lease: heartbeats over TLS keep it. A 2 s lease
+        # Longer than the lease: heartbeats over TLS keep it, until the server
+        # has answered a heartbeat sent a lease after the grant. A 2 s lease
         # gives up only after 1.6 s without an answer, so a loaded machine's
         # scheduling delays cannot lose it.
         with client.lock("tls", lease=2.0) as lock:
-            time.sleep(2.5)
+            self.assertTrue(held_past(lock, time.monotonic() + 2.0), "heartbeats over TLS did not keep the lock")
             self.assertTrue(lock.valid())
             self.assertFalse(lock.lost.is_set())
         # A client that does not trust the server's CA: a configuration
@@ -125,7 +126,8 @@ class TLSTest(unittest.TestCase):
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr, ssl_context=self.ctx)
             async with client.lock("tls", lease=2.0) as lock:
-                await asyncio.sleep(2.5)  # longer than the lease, as in test_threaded
+                # Longer than the lease, as in test_threaded.
+                self.assertTrue(await aheld_past(lock, asyncio.get_running_loop().time() + 2.0), "heartbeats over TLS did not keep the lock")
                 self.assertTrue(lock.valid())
 
         asyncio.run(main())

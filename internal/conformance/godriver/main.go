@@ -205,7 +205,7 @@ func (d *driver) failed(err error) {
 	var pe *protocol.Error
 	switch {
 	case errors.As(err, &se):
-		d.emit(map[string]any{"event": "error", "code": int(se.Code), "retriable": se.Temporary(), "reason": se.Reason})
+		d.emit(map[string]any{"event": "error", "code": int(se.Code), "retriable": se.Retryable(), "reason": se.Reason})
 	case errors.As(err, &pe):
 		d.emit(map[string]any{"event": "invalid-input", "reason": err.Error()})
 	case errors.Is(err, client.ErrBusy), errors.Is(err, context.DeadlineExceeded):

@@ -10,7 +10,8 @@
 //
 //	{"level":"info","version":"…","listen":"127.0.0.1:40123","ops_listen":"127.0.0.1:40124","admin_listen":"127.0.0.1:40125",…,"message":"monolock started"}
 //
-// It writes that line (cmd/monolock, daemon.go, start) after every listener
+// It writes that line (cmd/monolock, daemon.go, start; the names are
+// package startline's) after every listener
 // is bound and the event loop is started, so a connection made after it is
 // accepted and served; "listen", "ops_listen" and
 // "admin_listen" are the bound addresses (so port 0 works), the last two only
@@ -41,16 +42,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/internal/startline"
 )
 
 // StartedMessage is the "message" of monolock's start line.
-const StartedMessage = "monolock started"
+const StartedMessage = startline.Message
 
-// Start line field names.
+// Start line field names, as the server writes them (package startline).
 const (
-	FieldListen      = "listen"
-	FieldOpsListen   = "ops_listen"
-	FieldAdminListen = "admin_listen"
+	FieldListen      = startline.Listen
+	FieldOpsListen   = startline.OpsListen
+	FieldAdminListen = startline.AdminListen
 )
 
 // Options say how to run a process.
@@ -197,7 +200,7 @@ func Start(bin string, o Options) (*Process, error) {
 		p.Addr, _ = line[FieldListen].(string)
 		p.OpsAddr, _ = line[FieldOpsListen].(string)
 		p.AdminAddr, _ = line[FieldAdminListen].(string)
-		p.Version, _ = line["version"].(string)
+		p.Version, _ = line[startline.Version].(string)
 	case <-p.done:
 		p.forget()
 		return nil, fmt.Errorf("%s exited before it was ready (%v): %s", name, p.err, p.Tail())

@@ -16,7 +16,11 @@ const (
 )
 
 // StartMariaDB initialises and starts a MariaDB server.
-func StartMariaDB() (*Server, error) {
+func StartMariaDB(opts ...Option) (*Server, error) {
+	flushAtCommit := "0" // the redo log written about once a second: the data is thrown away
+	if optionsOf(opts).durable {
+		flushAtCommit = "1" // written and synced at each commit, InnoDB's default
+	}
 	install, err := binary("mariadb-install-db")
 	if err != nil {
 		return nil, err
@@ -42,7 +46,7 @@ func StartMariaDB() (*Server, error) {
 		cmd := command(cred, mariadbd, "--no-defaults", "--datadir="+data, "--port="+strconv.Itoa(port),
 			"--bind-address=127.0.0.1", "--socket="+filepath.Join(dir, "mariadb.sock"),
 			"--pid-file="+filepath.Join(dir, "mariadb.pid"), "--skip-name-resolve", "--skip-log-bin",
-			"--init-file="+initFile, "--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=32M",
+			"--init-file="+initFile, "--innodb-flush-log-at-trx-commit="+flushAtCommit, "--innodb-buffer-pool-size=32M",
 			"--innodb-log-file-size=16M", "--max-connections=50", "--open-files-limit=1024")
 		s, err := serve("MariaDB", dir, cmd, "ready for connections", []string{"Do you already have another", "Address already in use"})
 		if err != nil {

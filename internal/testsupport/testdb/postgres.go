@@ -18,7 +18,8 @@ const (
 const pgBin = "/usr/lib/postgresql/*/bin"
 
 // StartPostgres initialises and starts a PostgreSQL server.
-func StartPostgres() (*Server, error) {
+func StartPostgres(opts ...Option) (*Server, error) {
+	o := optionsOf(opts)
 	initdb, err := binary("initdb", pgBin)
 	if err != nil {
 		return nil, err
@@ -35,11 +36,15 @@ func StartPostgres() (*Server, error) {
 				return nil, err
 			}
 		}
-		// fsync off and no socket file outside dir: the data is thrown away.
-		cmd := command(cred, postgres, "-D", data, "-p", strconv.Itoa(port),
-			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir,
-			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=50", "-c", "shared_buffers=16MB", "-c", "logging_collector=off")
+		// No socket file outside dir, and (unless durable) no flush at
+		// commit: the data is thrown away.
+		args := []string{"-D", data, "-p", strconv.Itoa(port),
+			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
+			"-c", "max_connections=50", "-c", "shared_buffers=16MB", "-c", "logging_collector=off"}
+		if !o.durable {
+			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		}
+		cmd := command(cred, postgres, args...)
 		s, err := serve("PostgreSQL", dir, cmd, "database system is ready to accept connections",
 			[]string{"could not bind IPv4 address", "Address already in use"})
 		if err != nil {

@@ -3,7 +3,7 @@
 // picked at run time, listening on 127.0.0.1 only, with its data in a fresh
 // temporary directory that Close removes. The server is a child process in a
 // process group of its own, killed with the test process (Pdeathsig) if that
-// dies first.
+// dies first. They skip flushing at commit unless started with Durable.
 //
 // Both servers refuse to run as root, so under root they run as the user
 // nobody (SysProcAttr.Credential) and their data directory belongs to it.

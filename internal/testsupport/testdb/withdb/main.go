@@ -4,7 +4,10 @@
 //	MONOLOCK_TEST_POSTGRES=postgres://monolock@127.0.0.1:PORT/postgres?sslmode=disable
 //	MONOLOCK_TEST_MYSQL=mysql://root@127.0.0.1:PORT/monolock_test
 //
-// and removes both when the command ends, fails, or withdb is interrupted.
+// and removes both when the command ends or fails, and when withdb is
+// interrupted or terminated (it passes the signal on and waits for the
+// command). Killed outright, withdb takes the servers with it (Pdeathsig),
+// but their temporary directories stay behind.
 // It exits with the command's status. The fence tests of every language run
 // under it:
 //
@@ -58,10 +61,22 @@ func run(args []string) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), testdb.EnvPostgres+"="+p.s.URL, testdb.EnvMySQL+"="+m.s.URL)
-	// An interrupt goes to the command (same process group); withdb waits
-	// for it to end and then removes the databases.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
-	if err := cmd.Run(); err != nil {
+	// An interrupt or a termination goes on to the command (a terminal's
+	// Ctrl-C reaches it directly too); withdb waits for it to end and then
+	// removes the databases.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "withdb:", err)
+		return 1
+	}
+	go func() {
+		for sig := range signals {
+			_ = cmd.Process.Signal(sig)
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			if exit.ExitCode() >= 0 {

@@ -24,7 +24,6 @@ final class Connection {
     /** Bytes a write left unsent (rare: a frame is a few bytes); null when none. */
     ByteBuffer pendingOut;
     Lease lease;
-    boolean connected;
     /** When the TLS handshake began (wall clock, ms): a session created before it was resumed. */
     Long tlsStarted;
 
@@ -36,10 +35,5 @@ final class Connection {
         this.loop = loop;
         this.remote = remote;
         this.step = step;
-    }
-
-    /** Whether the handshake (if any) has finished and ACQUIRE may go out. */
-    boolean ready() {
-        return tls == null || tls.handshakeDone();
     }
 }

@@ -42,7 +42,6 @@ final class IoLoop implements Runnable {
     private ByteBuffer tlsOut;
     private volatile boolean stopping;
     private volatile boolean dead;
-    private int open;
 
     IoLoop(SSLContext ssl, ThreadFactory threads) throws IOException {
         this.ssl = ssl;
@@ -71,15 +70,20 @@ final class IoLoop implements Runnable {
         while ((t = tasks.poll()) != null) t.run();
     }
 
-    /** Closes every connection (releasing their locks) and ends the thread. */
-    void shutdown() {
+    /**
+     * Closes every connection (releasing their locks) and ends the thread;
+     * returns once it has, or after the wait given, or at once when called on
+     * the loop's own thread.
+     */
+    void shutdown(long waitMillis) {
         stopping = true;
         selector.wakeup();
-    }
-
-    /** How many connections are open: for the tests. */
-    int openConnections() {
-        return open;
+        if (inLoop()) return;
+        try {
+            thread.join(waitMillis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // the loop finishes without us
+        }
     }
 
     @Override
@@ -120,10 +124,6 @@ final class IoLoop implements Runnable {
         }
     }
 
-    boolean stopped() {
-        return stopping;
-    }
-
     // --- connections -------------------------------------------------------
 
     /** Opens c's connection; on the loop's thread. */
@@ -140,7 +140,6 @@ final class IoLoop implements Runnable {
             ch.configureBlocking(false);
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
             c.key = ch.register(selector, SelectionKey.OP_CONNECT, c);
-            open++;
             if (ch.connect(c.remote)) connectDone(c);
         } catch (IOException e) {
             apply(c, c.step.connectionLost(System.nanoTime(), describe(e), e, true));
@@ -177,7 +176,6 @@ final class IoLoop implements Runnable {
             handshake(c);
             return;
         }
-        c.connected = true;
         apply(c, c.step.connected(System.nanoTime()));
     }
 
@@ -194,7 +192,6 @@ final class IoLoop implements Runnable {
             // Wait for OP_WRITE (flush continues) or for the server's bytes (read continues).
             if (c.pendingOut != null || !flight) return;
         }
-        c.connected = true;
         apply(c, c.step.connected(System.nanoTime()));
     }
 
@@ -280,7 +277,6 @@ final class IoLoop implements Runnable {
             } catch (IOException ignored) {
                 // The descriptor is released either way.
             }
-            open--;
         }
         c.pendingOut = null;
         if (c.lease != null) c.lease.closed.complete(null);

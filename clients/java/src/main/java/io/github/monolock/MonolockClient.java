@@ -283,10 +283,15 @@ public final class MonolockClient implements AutoCloseable {
         throw (E) failed;
     }
 
-    /** Closes every connection, releasing the locks still held, and stops the I/O thread. */
+    /**
+     * Closes every connection, releasing the locks still held, fails the
+     * attempts still waiting, and stops the I/O thread; returns once it has
+     * stopped (at most a few seconds; at once when called from a callback on
+     * that thread). Closing twice is harmless.
+     */
     @Override
     public void close() {
-        loop.shutdown();
+        loop.shutdown(5_000);
     }
 
     // --- internals -----------------------------------------------------------

@@ -31,9 +31,9 @@ class RealServerTest {
     }
 
     @AfterEach
-    void stop() throws Exception {
-        client.close();
-        server.close();
+    void stop() {
+        if (client != null) client.close();
+        if (server != null) server.close(); // null when the server binary is missing: the tests skip
     }
 
     @Test

@@ -16,6 +16,8 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
@@ -79,6 +81,9 @@ public final class ConformanceDriver {
         Lease lease;
         try {
             lease = attempt(client, req);
+        } catch (Reported e) {
+            drain(null);
+            return;
         } catch (IllegalArgumentException | MonolockException e) {
             report(e);
             drain(null);
@@ -117,7 +122,18 @@ public final class ConformanceDriver {
 
     private static Lease attempt(MonolockClient client, Map<String, Object> req) throws InterruptedException {
         long waitMs = ((Number) req.get("wait_ms")).longValue();
-        if (waitMs < 0) return client.lock(name(req), lease(req));
+        if (waitMs < 0) {
+            // lockAsync reports a failure on the I/O thread: printed there, at once.
+            CompletableFuture<Lease> f = client.lockAsync(name(req), lease(req));
+            f.whenComplete((l, e) -> {
+                if (e instanceof RuntimeException) report((RuntimeException) e);
+            });
+            try {
+                return f.get();
+            } catch (ExecutionException e) {
+                throw new Reported(e.getCause());
+            }
+        }
         Optional<Lease> l = waitMs == 0 ? client.tryLock(name(req), lease(req))
                 : client.tryLock(name(req), lease(req), Duration.ofMillis(waitMs));
         return l.orElse(null);
@@ -129,7 +145,13 @@ public final class ConformanceDriver {
      * interrupts this thread: the interrupt is taken as the loss.
      */
     private boolean hold(Lease lease) {
-        lease.lost().thenRun(() -> cmds.add(LOST));
+        // Printed where the API reports it, on the client's I/O thread, before
+        // the loss interrupts run's work: the kit times the event by that line.
+        lease.lost().thenAccept(e -> {
+            if (e.code() >= 0) emit("lost", "reason", e.getMessage(), "code", e.code());
+            else emit("lost", "reason", e.getMessage());
+            cmds.add(LOST);
+        });
         while (true) {
             String cmd;
             try {
@@ -141,9 +163,6 @@ public final class ConformanceDriver {
             if (cmd.equals("release") || cmd.equals(EOF)) return cmd.equals("release");
             if (cmd.equals(LOST)) break;
         }
-        LockLostException e = lease.lost().join();
-        if (e.code() >= 0) emit("lost", "reason", e.getMessage(), "code", e.code());
-        else emit("lost", "reason", e.getMessage());
         if (workStopMs < 0) {
             String cmd = LOST;
             while (cmd.equals(LOST)) cmd = takeUninterruptibly();
@@ -184,6 +203,15 @@ public final class ConformanceDriver {
             } catch (InterruptedException e) {
                 // the work takes work_stop_ms to stop whatever interrupts it
             }
+        }
+    }
+
+    /** A failure of lockAsync, printed already by its callback. */
+    private static final class Reported extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Reported(Throwable cause) {
+            super(cause);
         }
     }
 
