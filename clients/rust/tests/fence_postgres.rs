@@ -12,7 +12,7 @@ fn database() -> Option<String> {
     match std::env::var("MONOLOCK_TEST_POSTGRES") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            eprintln!("SKIP: set MONOLOCK_TEST_POSTGRES (go run ./internal/testsupport/testdb/withdb -- make rust-test) to run the fence tests");
+            eprintln!("SKIP: set MONOLOCK_TEST_POSTGRES to run the fence tests (make rust-test starts a throwaway PostgreSQL with withdb)");
             None
         }
     }
