@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test java-build java-test java-bench test-suites fence-deps withdb
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb
 
 all: build
 
@@ -135,8 +135,11 @@ node-test: build fence-deps withdb
 
 CARGO   ?= cargo
 RUSTDIR := clients/rust
-# Every combination of the crate's features, "" being none at all.
-RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls
+# Every combination of the client's features, "" being none at all, then the
+# fence helper alone and with everything; those two run beside withdb's
+# PostgreSQL (MONOLOCK_TEST_POSTGRES), unless make test started it already.
+RUST_FEATURES := "" tokio blocking tls tokio,blocking tokio,tls blocking,tls tokio,blocking,tls \
+	fence-postgres tokio,blocking,tls,fence-postgres
 # What `cargo package --list` may hold: the sources, the manifest (and the
 # copy cargo keeps of it), the lock file, README, licence, cargo's VCS note.
 RUST_PACKAGE_FILES := ^(src/.*\.rs|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|README\.md|LICENSE|\.cargo_vcs_info\.json)$$
@@ -153,8 +156,8 @@ rust-tools:
 rust-build:
 	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking
 
-## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes and the real server), doc tests, package contents
-rust-test: build
+## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes, the real server, the fence helper on PostgreSQL), doc tests, package contents
+rust-test: build fence-deps withdb
 	@if ! command -v $(CARGO) >/dev/null; then \
 		echo "SKIP rust-test: cargo is missing; install Rust with rustup (https://rustup.rs)"; exit 0; fi; \
 	set -e; \
@@ -164,7 +167,8 @@ rust-test: build
 	$(CARGO) clippy --locked --all-targets --all-features -- -D warnings; \
 	for f in $(RUST_FEATURES); do \
 		echo "cargo test --no-default-features --features '$$f'"; \
-		MONOLOCK_BIN=$(abspath $(BIN))/monolock $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
+		case "$$f" in *fence-postgres*) db="$(WITH_DATABASES)";; *) db=;; esac; \
+		MONOLOCK_BIN=$(abspath $(BIN))/monolock $$db $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
 	done; \
 	$(CARGO) test --locked --quiet --all-features --doc; \
 	files=$$($(CARGO) package --list --locked --allow-dirty 2>/dev/null); \
@@ -204,6 +208,12 @@ java-test: build
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build
 	ulimit -n 20000 && cd $(JAVADIR) && java -XX:+UseSerialGC -Xmx512m -cp target/classes:target/test-classes io.github.monolock.WaitingLeasesBench -server $(abspath $(BIN))/monolock -waiters 10000 -cycles 2000
+
+## rust-bench: the Rust client's CPU and memory per waiting lock (10,000 async, 5,000 blocking) and per acquire/release cycle, against bin/monolock (about a minute)
+rust-bench: build
+	cd $(RUSTDIR) && ulimit -n 20000 && \
+	$(CARGO) run --locked --release --example bench --features blocking -- $(abspath $(BIN))/monolock 10000 && \
+	$(CARGO) run --locked --release --example bench --features blocking -- $(abspath $(BIN))/monolock 5000 --blocking
 
 # --- the model of the safety argument (model/, Promela, checked by spin) ----
 # MODEL_FLAGS passes preprocessor flags to every run: make model MODEL_FLAGS='-DGIVEUP=95'.

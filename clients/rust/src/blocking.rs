@@ -117,9 +117,9 @@ impl Client {
 
     fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
         let (address, acquire) = self.settings.prepare(name, lease)?;
-        let tcp = connect_tcp(address, self.settings.connect_timeout)?;
-        let waker = tcp.try_clone().map_err(Error::io)?;
-        let (conn, tls_resumed) = self.secure(address, tcp)?;
+        let tcp = Arc::new(connect_tcp(address, self.settings.connect_timeout)?);
+        let waker = tcp.clone();
+        let (conn, tls_resumed) = self.secure(address, Socket(tcp))?;
         let shared = Arc::new(Shared::default());
         let (session, actions) = Session::start(acquire, lease, Instant::now());
         shared.publish(session.status(), false);
@@ -138,7 +138,7 @@ impl Client {
     }
 
     #[cfg(feature = "tls")]
-    fn secure(&self, address: &Address, mut tcp: TcpStream) -> Result<(Conn, Option<bool>), Error> {
+    fn secure(&self, address: &Address, mut tcp: Socket) -> Result<(Conn, Option<bool>), Error> {
         let Some(config) = &self.settings.tls else {
             return Ok((Conn::Plain(tcp), None));
         };
@@ -150,8 +150,9 @@ impl Client {
             ))
         })?;
         let limit = Some(self.settings.connect_timeout);
-        tcp.set_read_timeout(limit)
-            .and_then(|()| tcp.set_write_timeout(limit))
+        tcp.0
+            .set_read_timeout(limit)
+            .and_then(|()| tcp.0.set_write_timeout(limit))
             .map_err(Error::io)?;
         while tls.is_handshaking() {
             if let Err(e) = tls.complete_io(&mut tcp) {
@@ -166,7 +167,7 @@ impl Client {
     }
 
     #[cfg(not(feature = "tls"))]
-    fn secure(&self, _: &Address, tcp: TcpStream) -> Result<(Conn, Option<bool>), Error> {
+    fn secure(&self, _: &Address, tcp: Socket) -> Result<(Conn, Option<bool>), Error> {
         Ok((Conn::Plain(tcp), None))
     }
 }
@@ -189,19 +190,39 @@ fn connect_tcp(address: &Address, timeout: Duration) -> Result<TcpStream, Error>
     Err(connect::connect_error(address, last))
 }
 
+/// The socket, shared by the session's thread and its [`Lock`]: reads,
+/// writes and `shutdown` all take `&TcpStream`, so one descriptor serves
+/// both, and the lock's shutdown wakes the thread's read.
+struct Socket(Arc<TcpStream>);
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
 /// A connection, plain or TLS.
 enum Conn {
-    Plain(TcpStream),
+    Plain(Socket),
     #[cfg(feature = "tls")]
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Socket>>),
 }
 
 impl Conn {
     fn tcp(&self) -> &TcpStream {
         match self {
-            Conn::Plain(tcp) => tcp,
+            Conn::Plain(tcp) => &tcp.0,
             #[cfg(feature = "tls")]
-            Conn::Tls(tls) => &tls.sock,
+            Conn::Tls(tls) => &tls.sock.0,
         }
     }
 }
@@ -255,12 +276,22 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Stores the session's status. Waiters wait for a change of state
+    /// (answered, granted, ended, closed), never for a new deadline, so
+    /// only such a change wakes them: a heartbeat's answer costs no wakeup.
     fn publish(&self, status: &Status, closed: bool) {
         let mut inner = self.lock();
+        let wake = closed
+            || inner.status.as_ref().is_none_or(|old| {
+                (old.answered, old.granted, old.ended)
+                    != (status.answered, status.granted, status.ended)
+            });
         inner.status = Some(status.clone());
         inner.closed |= closed;
         drop(inner);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     fn stop_asked(&self) -> bool {
@@ -376,8 +407,8 @@ fn drive(
         }
         send = actions.send;
     }
-    // Closing is the release. Shut the socket down first: the lock's waker
-    // is a second descriptor of it, which a plain close would leave open.
+    // Closing is the release. Shut the socket down: the lock keeps the
+    // descriptor until it is dropped.
     let _ = conn.tcp().shutdown(Shutdown::Both);
     drop(conn);
     shared.publish(session.status(), true);
@@ -395,9 +426,9 @@ fn at_least_a_microsecond(d: Duration) -> Duration {
 #[derive(Debug)]
 pub struct Lock {
     held: Held,
-    /// A second handle on the socket: shutting it down wakes the thread's
-    /// read, so a release never waits for the next timer.
-    waker: TcpStream,
+    /// The socket the thread reads: shutting it down wakes that read, so a
+    /// release never waits for the next timer.
+    waker: Arc<TcpStream>,
     tls_resumed: Option<bool>,
 }
 

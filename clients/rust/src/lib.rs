@@ -72,6 +72,8 @@ pub mod blocking;
 mod client;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod connect;
+#[cfg(feature = "fence-postgres")]
+pub mod fence;
 
 #[cfg(feature = "tokio")]
 pub use client::{Client, Held, Lock};
@@ -85,6 +87,12 @@ pub use rustls;
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:7070";
 
 /// The README's examples, compiled by `cargo test --doc`.
-#[cfg(all(doctest, feature = "tokio", feature = "blocking", feature = "tls"))]
+#[cfg(all(
+    doctest,
+    feature = "tokio",
+    feature = "blocking",
+    feature = "tls",
+    feature = "fence-postgres"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
