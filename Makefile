@@ -226,7 +226,7 @@ model-deps:
 	@command -v spin >/dev/null && command -v gcc >/dev/null || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y spin gcc; }
 
-## model: check the model's properties 1 and 2 on the defaults, each fault kind, and property 3 (about 10 minutes on a busy 2-core machine)
+## model: check the model's properties 1 and 2 on the defaults, each fault kind, and property 3 (about 2 minutes, 3 with model-variants, on a 2-core machine)
 model: model-deps
 	@set -e; for f in 1 2 3 4 5; do model/check.sh holds fault-$$f -DFAULT=$$f; done
 	model/check.sh live liveness -DFAULT=3

@@ -135,7 +135,7 @@ byte srvTok[NCLIENTS];
 byte holder = NOBODY;
 chan queue = [NCLIENTS] of { byte };
 byte last;                 /* locktable.Table.last: 0 until the process's first grant */
-byte wallSec = 1;          /* the wall clock, read at grants: seconds */
+byte wallSec = 1;          /* the wall clock, read at grants: seconds (moves at failovers) */
 byte wallFrac;             /* and the fraction of the second */
 
 /* ---- faults and ghosts ---- */
@@ -216,6 +216,17 @@ inline drainDown(i) {
 
 /* ---- the server's rules ---- */
 
+/* The wall clock moves only at a failover, by any number of seconds: the
+   tokens' order, all the rules read of them, is the same whatever seconds
+   one process's grants read (model/README.md, Abstractions), so only what
+   a new process reads against the old one's tokens needs choices. */
+inline wallMoves() {
+	do
+	:: break
+	:: wallSec < WALL_MAX -> wallSec++; wallFrac = 0
+	od
+}
+
 /* grant makes c the holder with a fresh token: locktable.NextToken. */
 inline grant(x_c) {
 	if
@@ -232,8 +243,10 @@ inline grant(x_c) {
 	srvSess[x_c] = S_HOLD;
 	srvTok[x_c] = x_t;
 	grants++;
-	gen[x_c] = grants;
-	excused[x_c] = 0
+	if
+	:: cst[x_c] != C_DONE -> gen[x_c] = grants; excused[x_c] = 0
+	:: else /* a finished client reads neither */
+	fi
 }
 
 /* release ends x_c's session and hands the lock on at once: eventloop/release.go
@@ -254,7 +267,8 @@ inline release(x_c) {
 		od
 	:: else
 	fi;
-	srvSess[x_c] = S_NONE
+	srvSess[x_c] = S_NONE;
+	srvTok[x_c] = 0
 }
 
 /* receive handles a frame of client c (eventloop/frames.go handle, and the close). */
@@ -310,6 +324,7 @@ end:
 	/* a restart or a failover to a standby: a new process with an empty table,
 	   its connections gone silently (the worst case: no EOF tells the clients) */
 	:: atomic { MAY(5) && failovers > 0 ->
+		wallMoves(); /* before the choice below: the seconds since the last read */
 		faults--;
 		failovers--;
 		printf("t=%d server: failover\n", x_now);
@@ -326,6 +341,7 @@ end:
 			:: else
 			fi;
 			srvSess[x_c] = S_NONE;
+			srvTok[x_c] = 0;
 			silent[x_c] = 0;
 			x_c++
 		:: x_c == NCLIENTS -> break
@@ -372,6 +388,23 @@ inline stopWork() {
 	:: work[i] == W_NONE -> work[i] = W_DONE
 	:: else
 	fi
+}
+
+/* finish: the client is done for good. Whatever only its own rules read
+   is reset, so that no finished client's leftovers split the other's states
+   (model/README.md, Abstractions: dead values). */
+inline finish() {
+	cst[i] = C_DONE;
+	work[i] = W_DONE;
+	attempts[i] = 0;
+	inflight[i] = 0;
+	token[i] = 0;
+	wrote[i] = 0;
+	slow[i] = 0;
+	fast[i] = 0;
+	stopLeft[i] = 0;
+	gen[i] = 0;
+	excused[i] = 0
 }
 
 /* closeConn: the client closes its connection; the server sees a FIN. */
@@ -426,7 +459,7 @@ end:
 		sinceReply[i] = 0;
 #endif
 		cst[i] = C_SENT }
-	:: atomic { cst[i] == C_IDLE && attempts[i] == ATTEMPTS && !WORKING(i) -> cst[i] = C_DONE }
+	:: atomic { cst[i] == C_IDLE && attempts[i] == ATTEMPTS && !WORKING(i) -> finish() }
 
 	/* the permanent reader: every frame is read as soon as it arrives */
 	:: atomic { nempty(down[i]) -> down[i]?x_m, x_t, x_dl;
@@ -509,7 +542,7 @@ end:
 		:: cst[i] != C_IDLE -> upDead[i] = 1; downDead[i] = 1; drain(up[i]); drainDown(i) /* its host is gone */
 		:: else
 		fi;
-		cst[i] = C_DONE }
+		finish() }
 	od
 }
 
@@ -528,7 +561,7 @@ end:
 	:: pendingGen[x_c] > newestWriter -> newestWriter = pendingGen[x_c] \
 	:: else \
 	fi; \
-	pendingTok[x_c] = 0 }
+	pendingTok[x_c] = 0; pendingGen[x_c] = 0 }
 
 active proctype Fence() {
 end:
@@ -551,12 +584,6 @@ active proctype Tick() {
 end:
 	do
 	:: atomic { !URGENT ->
-		/* the wall clock, read at grants, may move on a second (only a
-		   failover makes its value matter) */
-		if
-		:: skip
-		:: failovers > 0 && (FAULT == 0 || FAULT == 5) && wallSec < WALL_MAX -> wallSec++; wallFrac = 0
-		fi;
 		x_c = 0;
 		do
 		:: x_c < NCLIENTS ->
