@@ -25,6 +25,7 @@ func (d *daemon) reload() {
 	if d.cfg.aclFile != "" {
 		d.reloadACL()
 	}
+	d.reloadAdmin()
 	if d.audit != nil {
 		if err := d.audit.Reopen(); err != nil {
 			d.log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit log; still writing to the old file")
