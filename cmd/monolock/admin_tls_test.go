@@ -328,6 +328,20 @@ func TestAdminFailsClosed(t *testing.T) {
 	if _, err := parseSettings([]string{"-admin-listen", "0.0.0.0:7071", "-admin-allow-unauthenticated=false"}, env(nil), io.Discard); err == nil {
 		t.Error("-admin-allow-unauthenticated=false accepted an exposed admin API")
 	}
+	// -h names the flag's risk.
+	var help bytes.Buffer
+	if _, err := parseSettings([]string{"-h"}, env(nil), &help); !errors.Is(err, errUsage) {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(help.String(), "\n") {
+		if strings.Contains(line, "-admin-allow-unauthenticated ") {
+			row = line
+		}
+	}
+	if !strings.Contains(row, "RISK") || !strings.Contains(row, "MONOLOCK_ADMIN_ALLOW_UNAUTHENTICATED") || !strings.Contains(row, "can force-release any lock") {
+		t.Errorf("-h row %q; want the variable and the risk", row)
+	}
 }
 
 func TestBadAdminSettings(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"github.com/monolock/monolock/internal/acl"
 )
 
-// reload applies SIGHUP: reread the TLS material and the ACL, reopen the
-// audit file for log rotation. Any failure keeps the previous good state.
+// reload applies SIGHUP: reread the TLS material and the ACL, the admin
+// port's too, and reopen the audit file for log rotation. Any failure keeps the previous good state.
 func (d *daemon) reload() {
 	if d.certs != nil {
 		if err := d.certs.Reload(); err != nil {
