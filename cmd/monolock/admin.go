@@ -22,26 +22,25 @@ import (
 // checkAdmin rejects admin settings that do not make sense together, and an
 // admin API that anyone beyond this host could call.
 func (s settings) checkAdmin() error {
-	var errAdmin error
 	switch {
 	case s.adminTLSCert != "" && s.adminTLSKey == "":
-		errAdmin = errors.New("-admin-tls-cert needs -admin-tls-key: give the certificate's private key too")
+		return errors.New("-admin-tls-cert needs -admin-tls-key: give the certificate's private key too")
 	case s.adminTLSKey != "" && s.adminTLSCert == "":
-		errAdmin = errors.New("-admin-tls-key needs -admin-tls-cert: give the certificate the key belongs to")
+		return errors.New("-admin-tls-key needs -admin-tls-cert: give the certificate the key belongs to")
 	case s.adminTLSClientCA != "" && s.adminTLSCert == "":
-		errAdmin = errors.New("-admin-tls-client-ca needs -admin-tls-cert and -admin-tls-key: mutual TLS runs on an HTTPS port (they may name -tls-cert's files)")
+		return errors.New("-admin-tls-client-ca needs -admin-tls-cert and -admin-tls-key: mutual TLS runs on an HTTPS port (they may name -tls-cert's files)")
 	case s.adminACLFile != "" && s.adminTLSClientCA == "":
-		errAdmin = errors.New("-admin-acl-file needs -admin-tls-client-ca: the admin ACL grants roles to identities from operator certificates")
+		return errors.New("-admin-acl-file needs -admin-tls-client-ca: the admin ACL grants roles to identities from operator certificates")
 	case s.adminTLSClientCA != "" && s.adminACLFile == "":
-		errAdmin = errors.New(`-admin-tls-client-ca needs -admin-acl-file: under mutual TLS every admin call needs a role; grant them in a file such as {"rules": [{"identity": "spiffe://prod/oncall/*", "roles": ["read", "release", "kick"]}]}`)
+		return errors.New(`-admin-tls-client-ca needs -admin-acl-file: under mutual TLS every admin call needs a role; grant them in a file such as {"rules": [{"identity": "spiffe://prod/oncall/*", "roles": ["read", "release", "kick"]}]}`)
 	case s.adminAllowUnauthenticated && s.adminTLSClientCA != "":
-		errAdmin = errors.New("-admin-allow-unauthenticated contradicts -admin-tls-client-ca: with mutual TLS the admin API is authenticated; drop one of them")
+		return errors.New("-admin-allow-unauthenticated contradicts -admin-tls-client-ca: with mutual TLS the admin API is authenticated; drop one of them")
 	case s.adminListen == "" && (s.adminTLSCert != "" || s.adminACLFile != "" || s.adminAllowUnauthenticated):
-		errAdmin = errors.New("the -admin-tls-*, -admin-acl-file and -admin-allow-unauthenticated settings need -admin-listen: give the admin API's address")
+		return errors.New("the -admin-tls-*, -admin-acl-file and -admin-allow-unauthenticated settings need -admin-listen: give the admin API's address")
 	case s.adminListen != "" && !loopbackAddress(s.adminListen):
-		errAdmin = s.checkExposedAdmin("")
+		return s.checkExposedAdmin("")
 	}
-	return errAdmin
+	return nil
 }
 
 // checkExposedAdmin is the fail-closed rule for an admin API that is not
