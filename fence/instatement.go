@@ -52,10 +52,15 @@ func AdmitFunction(d Dialect) []string {
 	panic(fmt.Sprintf("fence: unknown dialect %q: use fence.PostgreSQL or fence.MySQL", string(d)))
 }
 
+// Both functions read the fence row with a locking read first: the lock
+// orders holders as the admit statement's does, and the common case, the
+// same holder writing again under its token, then writes nothing more. A
+// larger token updates the row; a resource without a row gets one from the
+// admit statement's upsert, whose WHERE settles a race with another first
+// admit.
+
 // The parameters are named as the columns are; use_column makes the plain
-// names the columns and monolock_admit.x the parameters. The insert is the
-// admit statement's (ON CONFLICT DO UPDATE locks the row even when its WHERE
-// is false, so a refusal also orders the transactions).
+// names the columns and monolock_admit.x the parameters.
 const functionPostgreSQL = `CREATE OR REPLACE FUNCTION monolock_admit(resource text, token numeric) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
@@ -66,38 +71,56 @@ BEGIN
         RAISE EXCEPTION 'monolock fence: stale token 0 (never issued) for %', monolock_admit.resource
             USING ERRCODE = 'ML001';
     END IF;
-    INSERT INTO monolock_fence AS f (resource, token) VALUES (monolock_admit.resource, monolock_admit.token)
-    ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE f.token <= EXCLUDED.token;
-    IF NOT FOUND THEN
+    SELECT f.token INTO highest FROM monolock_fence AS f WHERE f.resource = monolock_admit.resource FOR UPDATE;
+    IF highest = monolock_admit.token THEN
+        RETURN true;
+    ELSIF highest < monolock_admit.token THEN
+        UPDATE monolock_fence AS f SET token = monolock_admit.token WHERE f.resource = monolock_admit.resource;
+        RETURN true;
+    ELSIF highest IS NULL THEN
+        INSERT INTO monolock_fence AS f (resource, token) VALUES (monolock_admit.resource, monolock_admit.token)
+        ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE f.token <= EXCLUDED.token;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
         SELECT f.token INTO highest FROM monolock_fence AS f WHERE f.resource = monolock_admit.resource;
-        RAISE EXCEPTION 'monolock fence: stale token % (token % was admitted) for %',
-            monolock_admit.token, highest, monolock_admit.resource
-            USING ERRCODE = 'ML001';
     END IF;
-    RETURN true;
+    RAISE EXCEPTION 'monolock fence: stale token % (token % was admitted) for %',
+        monolock_admit.token, highest, monolock_admit.resource
+        USING ERRCODE = 'ML001';
 END $$`
 
 // In MySQL a routine's parameters shadow columns of the same name, hence
-// p_. The locking read after the upsert sees the row as this transaction
-// left it (at every isolation level), and MESSAGE_TEXT holds 128 characters:
-// the resource comes last, so a long name is what is cut.
+// p_; a SELECT … INTO that finds no row leaves highest NULL. MESSAGE_TEXT
+// holds 128 characters: the resource comes last, so a long name is what is
+// cut.
 const functionMySQL = `CREATE FUNCTION monolock_admit(p_resource VARCHAR(255) CHARACTER SET utf8mb4, p_token BIGINT UNSIGNED) RETURNS BOOLEAN
 NOT DETERMINISTIC MODIFIES SQL DATA
 BEGIN
-    DECLARE highest BIGINT UNSIGNED;
+    DECLARE highest BIGINT UNSIGNED DEFAULT NULL;
     DECLARE msg VARCHAR(128);
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET highest = NULL;
     IF p_token IS NULL OR p_token = 0 THEN
         SET msg = LEFT(CONCAT('monolock fence: stale token 0 (never issued) for ', p_resource), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
     END IF;
-    INSERT INTO monolock_fence (resource, token) VALUES (p_resource, p_token)
-    ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), token);
     SELECT token INTO highest FROM monolock_fence WHERE resource = p_resource COLLATE utf8mb4_bin FOR UPDATE;
-    IF highest <> p_token THEN
-        SET msg = LEFT(CONCAT('monolock fence: stale token ', p_token, ' (token ', highest, ' was admitted) for ', p_resource), 128);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
+    IF highest = p_token THEN
+        RETURN TRUE;
+    ELSEIF highest < p_token THEN
+        UPDATE monolock_fence SET token = p_token WHERE resource = p_resource COLLATE utf8mb4_bin;
+        RETURN TRUE;
+    ELSEIF highest IS NULL THEN
+        INSERT INTO monolock_fence (resource, token) VALUES (p_resource, p_token)
+        ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), token);
+        SELECT token INTO highest FROM monolock_fence WHERE resource = p_resource COLLATE utf8mb4_bin FOR UPDATE;
+        IF highest = p_token THEN
+            RETURN TRUE;
+        END IF;
     END IF;
-    RETURN TRUE;
+    SET msg = LEFT(CONCAT('monolock fence: stale token ', p_token, ' (token ', highest, ' was admitted) for ', p_resource), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
+    RETURN FALSE;
 END`
 
 // AdmitCall returns the call of the admit function for d, a boolean SQL
