@@ -40,8 +40,8 @@ var staleHighest = regexp.MustCompile(`token (\d+) was admitted`)
 // statement (see AdmitCall) and costs no round trip of its own.
 //
 // On MySQL and MariaDB with binary logging on, creating a function that
-// writes needs log_bin_trust_function_creators=1 (or SUPER); docs/fencing.md
-// says more. It panics for an unknown dialect.
+// writes needs the server's log_bin_trust_function_creators=1 (else error
+// 1418); docs/fencing.md says more. It panics for an unknown dialect.
 func AdmitFunction(d Dialect) []string {
 	switch d {
 	case PostgreSQL:

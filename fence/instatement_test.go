@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -254,6 +255,22 @@ func TestInStatementMissingSetUpSaysWhatToRun(t *testing.T) {
 					t.Fatalf("Commit after a failed write = %v, want sql.ErrTxDone", err)
 				}
 			})
+		}
+	}
+}
+
+// docs/fencing.md shows the admit function's statements for the clients
+// that have no helper for it: they must be the ones AdmitFunction returns.
+func TestDocsShowTheAdmitFunction(t *testing.T) {
+	doc, err := os.ReadFile("../docs/fencing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dialects {
+		for _, q := range fence.AdmitFunction(d) {
+			if !strings.Contains(string(doc), q) {
+				t.Errorf("docs/fencing.md does not show the %s statement\n%s", d, q)
+			}
 		}
 	}
 }
