@@ -222,16 +222,7 @@ func TestInStatementMissingSetUpSaysWhatToRun(t *testing.T) {
 		for _, missing := range []string{"function", "table"} {
 			t.Run(string(d)+"/"+missing, func(t *testing.T) {
 				ctx := ctxFor(t)
-				admin := openRaw(t, d, "")
-				space := "monolock_no_fence_" + missing
-				create := "CREATE SCHEMA IF NOT EXISTS " + space
-				if d == fence.MySQL {
-					create = "CREATE DATABASE IF NOT EXISTS " + space
-				}
-				if _, err := admin.Exec(create); err != nil {
-					t.Fatal(err)
-				}
-				db := openRaw(t, d, space)
+				db := openEmpty(t, d, "monolock_no_fence_"+missing)
 				setUp := []string{writesTable[d].create, fence.Schema(d)}
 				want, advice := fence.ErrNoFunction, `fence.AdmitFunction("`+string(d)+`")`
 				if missing == "table" {
