@@ -57,6 +57,7 @@ type owner struct {
 	log       zerolog.Logger
 	denyLog   zerolog.Logger // ACL denials, sampled: a refused client may retry in a loop
 	ioTimeout time.Duration
+	silence   time.Duration // a waiter silent this long may be evicted (Config.WaiterSilenceLimit)
 
 	clk   Clock
 	wall0 time.Time     // the wall clock at mono0, to show offsets to people
@@ -99,6 +100,7 @@ func newOwner(cfg Config, clk Clock) *owner {
 		log:        cfg.Logger,
 		denyLog:    cfg.Logger.Sample(&zerolog.BurstSampler{Burst: denialsPerSecond, Period: time.Second}),
 		ioTimeout:  cfg.IOTimeout,
+		silence:    cfg.WaiterSilenceLimit,
 		clk:        clk,
 		table:      locktable.New[*session](),
 		wheel:      timerwheel.New[*session](wheelTick, wheelSlots),

@@ -127,10 +127,11 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 func (d *daemon) open(f files) (err error) {
 	cfg := d.cfg
 	srvCfg := eventloop.Config{
-		ListenAddress:    cfg.listen,
-		IOTimeout:        cfg.ioTimeout,
-		MaxTLSHandshakes: cfg.handshakes,
-		Logger:           d.log,
+		ListenAddress:      cfg.listen,
+		IOTimeout:          cfg.ioTimeout,
+		MaxTLSHandshakes:   cfg.handshakes,
+		WaiterSilenceLimit: cfg.silence,
+		Logger:             d.log,
 	}
 	if d.audit != nil {
 		srvCfg.Audit = audit.NewRecorder(d.audit)
