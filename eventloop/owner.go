@@ -120,7 +120,7 @@ func (o *owner) wallAt(d time.Duration) time.Time { return o.wall0.Add(d - wheel
 // open registers a new connection, plain or a *tlsConn. One io-timeout from
 // now covers a TLS handshake and the ACQUIRE together.
 func (o *owner) open(c conn) *session {
-	s := &session{conn: c, since: o.now}
+	s := &session{conn: c, since: o.now, lastSeen: o.now}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)

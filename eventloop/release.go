@@ -106,11 +106,16 @@ func (o *owner) refusal() []byte {
 //     every waiter silent longer than it. Such a waiter ends as if its lease had: closed
 //     without an ERROR, its place in the queue given up; the queue's order
 //     is otherwise untouched.
-//  2. Else the connection that has waited longest for its ACQUIRE, if it was
-//     accepted at least evictGrace ago, so that a client that has just been
-//     accepted always has time to send its ACQUIRE: a connection at the
-//     limit lives at least evictGrace, which also bounds how fast the server
-//     turns such connections over (descriptors per evictGrace).
+//  2. Else, of the connections that have not sent their ACQUIRE, the one
+//     silent longest, if it has sent nothing for evictGrace since its accept
+//     or its last input. A client that has just been accepted always has
+//     time to send its ACQUIRE, and a TLS client whose handshake makes
+//     progress is never closed while a silent connection is left, whatever
+//     its round trip; a connection at the limit lives at least evictGrace,
+//     which also bounds how fast the server turns such connections over
+//     (descriptors per evictGrace). Input does not lengthen io-timeout,
+//     which counts from the accept: a client that trickles a byte at a time
+//     keeps its descriptor for io-timeout at most.
 //
 // Silent waiters go first: while there are any, no newcomer is closed for
 // want of descriptors, however long its TLS handshake takes, and however
@@ -120,8 +125,8 @@ func (o *owner) refusal() []byte {
 // neither is a waiter that heartbeats.
 const evictGrace = 250 * time.Millisecond
 
-// evictPending closes a silent waiter or a connection that has waited too
-// long for its ACQUIRE, by the rules above. When it closes none, wait is how
+// evictPending closes a silent waiter or a connection silent too long
+// before its ACQUIRE, by the rules above. When it closes none, wait is how
 // long until one of them will be closable, or 0 when there is none at all.
 func (o *owner) evictPending() (evicted bool, wait time.Duration) {
 	if w := o.sessions.waiting; w != nil {
@@ -137,13 +142,13 @@ func (o *owner) evictPending() (evicted bool, wait time.Duration) {
 	if s == nil {
 		return false, wait
 	}
-	if age := o.now - s.since; age < evictGrace {
-		if wait == 0 || evictGrace-age < wait {
-			wait = evictGrace - age
+	if silent := o.now - s.lastSeen; silent < evictGrace {
+		if wait == 0 || evictGrace-silent < wait {
+			wait = evictGrace - silent
 		}
 		return false, wait
 	}
 	o.metrics.Evicted()
-	o.closeSession(s, ReleaseIOTimeout, "closing the connection that has waited longest for its ACQUIRE: no descriptor is left for new connections")
+	o.closeSession(s, ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
 	return true, 0
 }

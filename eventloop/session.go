@@ -17,7 +17,7 @@ type session struct {
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
 	since    time.Duration // when opened, then when queued, then when granted
-	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
+	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT; before ACQUIRE, the last input (or the accept)
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
@@ -122,6 +122,16 @@ func (l *sessionList) heard(s *session) {
 	l.link(s, prev)
 	if l.waiting == nil {
 		l.waiting = s
+	}
+}
+
+// heardBeforeAcquire moves s, which has not sent its ACQUIRE and has just
+// sent something, to the back of the sessions still waiting for theirs.
+func (l *sessionList) heardBeforeAcquire(s *session) {
+	l.detach(s)
+	l.link(s, l.tail)
+	if l.pending == nil {
+		l.pending = s
 	}
 }
 

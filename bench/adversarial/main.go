@@ -55,9 +55,11 @@ func main() {
 }
 
 type config struct {
-	server   string
-	duration time.Duration
-	only     map[int]bool
+	server        string
+	duration      time.Duration
+	only          map[int]bool
+	waitersNofile int // attacks 9 and 10: the limited server's descriptors
+	churners      int // attacks 9 and 10: silent connections reopened when closed
 }
 
 func run() int {
@@ -66,13 +68,15 @@ func run() int {
 	flag.StringVar(&cfg.server, "server", "../bin/monolock", "the monolock binary")
 	flag.DurationVar(&cfg.duration, "duration", 8*time.Second, "how long each attack lasts")
 	flag.StringVar(&only, "only", "", "comma-separated attack numbers to run (default: all)")
+	flag.IntVar(&cfg.waitersNofile, "waiters-nofile", 2000, "attacks 9 and 10: the descriptor limit of the server filled with silent waiters (at most this process's limit less -churners and 2,048)")
+	flag.IntVar(&cfg.churners, "churners", 2000, "attacks 9 and 10: silent connections reopened as soon as the server closes them")
 	flag.Parse()
 	if only != "" {
 		cfg.only = map[int]bool{}
 		for _, f := range strings.Split(only, ",") {
 			var n int
 			if _, err := fmt.Sscan(f, &n); err != nil {
-				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to 8, such as -only 1,3\n", only)
+				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to %d, such as -only 1,3\n", only, len(attacks))
 				return 2
 			}
 			cfg.only[n] = true

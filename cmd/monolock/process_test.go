@@ -128,8 +128,8 @@ func evictSilent(t *testing.T, p *proc.Process, o wire.Options) {
 // TestDescriptorExhaustionBySilentWaiters fills the server's descriptors
 // with waiters that never heartbeat, under a lease that would keep them for
 // a minute: the server closes those silent for -waiter-silence-limit to
-// take the connections behind them, so a new client is served, a holder
-// keeps its lock and /readyz answers at the limit. Without the rule nothing
+// take the connections behind them, so a new client is served and a
+// holder keeps its lock. Without the rule nothing
 // is evictable and the new client waits in the backlog for good.
 func TestDescriptorExhaustionBySilentWaiters(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
