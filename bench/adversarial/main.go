@@ -26,6 +26,14 @@
 //  8. descriptor exhaustion with mutual TLS: a third server, limited to 256
 //     descriptors, under 400 silent connections reopened when closed,
 //     watched by its own witnesses.
+//  9. silent waiters and churners at the descriptor limit, plain: a server
+//     limited to -waiters-nofile descriptors (2,000) filled with waiters
+//     that never heartbeat up to 100 short of the limit, then -churners
+//     (2,000) silent connections reopened as soon as they are closed;
+//     witnessed directly and through a proxy with a 150 ms round trip, with
+//     honest clients (5 s each, direct and at 150 ms) and fresh-connection
+//     requests to its ops and admin ports, any failure a violation;
+//  10. the same against a mutual-TLS server (TLS 1.2 and 1.3 at 150 ms).
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,7 @@ type waitersAttack struct {
 	direct  target
 	slow    target
 	waiters []*wire.Conn
+	watched []*witnesses // direct, slow
 	opened  atomic.Int64
 	stop    context.CancelFunc
 	done    sync.WaitGroup
@@ -74,7 +76,7 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	name := "plain"
 	args := []string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, e.cfg.waitersNofile), e.cfg.server,
 		"-listen", "127.0.0.1:0", "-log-format", "json", "-log-level", "info", "-ops-listen", "127.0.0.1:0",
-		"-waiter-silence-limit", waiterSilence.String()}
+		"-admin-listen", "127.0.0.1:0", "-waiter-silence-limit", waiterSilence.String()}
 	if mtls {
 		name = "mTLS"
 		args = append(args, e.tlsArgs...)
@@ -136,7 +138,8 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	// and the churners fill the rest.
 	pause(context.Background(), waiterSilence+time.Second)
 	silentWaiters = a
-	return []*witnesses{watch(a.direct), watch(a.slow)}, a.close, nil
+	a.watched = []*witnesses{watch(a.direct), watch(a.slow)}
+	return a.watched, a.close, nil
 }
 
 func (a *waitersAttack) close() {
@@ -222,10 +225,28 @@ func honestTake(t target, name string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// httpProbeLoops is how many loops ask the limited server's ops and admin
+// ports, each on a fresh connection, over and over during the attack.
+const httpProbeLoops = 4
+
 func runSilentWaiters(ctx context.Context, e *env) string {
 	a := silentWaiters
 	var direct, slow honestTally
+	var ops, admin probeTally
 	var seq atomic.Int64
+	var probing sync.WaitGroup
+	probing.Go(func() {
+		hc := &http.Client{Timeout: readyTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+		fleet(ctx, 2*httpProbeLoops, func(ctx context.Context, i int) {
+			url, tally := "http://"+a.srv.OpsAddr+"/readyz", &ops
+			if i%2 == 1 {
+				url, tally = "http://"+a.srv.AdminAddr+"/api/info", &admin
+			}
+			tally.note(httpGet(hc, url))
+			pause(ctx, 20*time.Millisecond)
+		})
+	})
+	defer probing.Wait()
 	fleet(ctx, 2*honestLoops, func(ctx context.Context, i int) {
 		t, tally := a.direct, &direct
 		if i%2 == 1 {
@@ -238,6 +259,63 @@ func runSilentWaiters(ctx context.Context, e *env) string {
 		tally.note(honestTake(t, fmt.Sprintf("adversarial/honest/%d", seq.Add(1))))
 		pause(ctx, 100*time.Millisecond)
 	})
-	return fmt.Sprintf("%d descriptors: %d silent waiters, %d churners (%d opened); honest within %v: direct %v; at 150 ms RTT %v",
-		e.cfg.waitersNofile, len(a.waiters)-1, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow)
+	probing.Wait()
+	// What the honest clients and the HTTP probes saw counts as the
+	// witnesses' probes and /readyz probes do: any failure is a violation.
+	a.watched[0].record(func(w *window) {
+		for _, h := range []*honestTally{&direct, &slow} {
+			h.mu.Lock()
+			w.probes += h.tries
+			w.probesFailed += h.tries - len(h.took)
+			if w.probeWhy == "" && h.why != "" {
+				w.probeWhy = "honest client: " + h.why
+			}
+			h.mu.Unlock()
+		}
+		for _, p := range []*probeTally{&ops, &admin} {
+			w.ready += int(p.tries.Load())
+			w.readyFailed += int(p.failed.Load())
+			if why := p.why.Load(); w.readyWhy == "" && why != nil {
+				w.readyWhy = "fresh-connection request: " + *why
+			}
+		}
+	})
+	return fmt.Sprintf("%d descriptors: %d silent waiters, %d churners (%d opened); honest within %v: direct %v; at 150 ms RTT %v; fresh-connection requests failed: ops %v, admin %v",
+		e.cfg.waitersNofile, len(a.waiters)-1, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow, &ops, &admin)
+}
+
+// probeTally counts HTTP requests and their failures.
+type probeTally struct {
+	tries, failed atomic.Int64
+	why           atomic.Pointer[string]
+}
+
+func (p *probeTally) note(err error) {
+	p.tries.Add(1)
+	if err != nil {
+		p.failed.Add(1)
+		why := err.Error()
+		p.why.CompareAndSwap(nil, &why)
+	}
+}
+
+func (p *probeTally) String() string {
+	s := fmt.Sprintf("%d of %d", p.failed.Load(), p.tries.Load())
+	if why := p.why.Load(); why != nil {
+		s += " (first: " + *why + ")"
+	}
+	return s
+}
+
+// httpGet asks for url; anything but a 200 is an error.
+func httpGet(hc *http.Client, url string) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
