@@ -62,8 +62,13 @@ func (s *Server) acceptLoop() {
 			var done bool
 			if done, wait = s.evict(); done {
 				// The loop has closed the socket before evict returned,
-				// so the next accept finds its descriptor free.
+				// so the next accept finds its descriptor free, unless
+				// an HTTP listener (a probe) is waiting for one: it goes
+				// first.
 				evicted.note(s.log)
+				if g := s.cfg.Descriptors; g != nil && g.Wanted() {
+					g.Yield(yieldTimeout, s.stopAccept)
+				}
 				continue
 			}
 		}
@@ -129,6 +134,9 @@ const (
 	// minEvictWait keeps the accept loop from spinning on a session about
 	// to pass evictGrace.
 	minEvictWait = time.Millisecond
+	// yieldTimeout bounds the wait for an HTTP listener to take the
+	// descriptor freed for it.
+	yieldTimeout = 20 * time.Millisecond
 )
 
 // evict has the owner close a silent waiter or the session that has waited

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/internal/fdgate"
 )
 
 // DefaultIOTimeout bounds every I/O wait the server grants a peer.
@@ -45,6 +47,11 @@ type Config struct {
 	// it may be closed at the descriptor limit to accept a new connection
 	// (see release.go); DefaultWaiterSilenceLimit when 0.
 	WaiterSilenceLimit time.Duration
+	// Descriptors, if set, is shared with the process's HTTP listeners: at
+	// the descriptor limit, one that has no descriptor left gets the next
+	// one the server frees by eviction before the protocol port does (see
+	// package fdgate).
+	Descriptors *fdgate.Gate
 }
 
 // DefaultWaiterSilenceLimit is the default WaiterSilenceLimit: a client that

@@ -15,6 +15,7 @@ import (
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/fdgate"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/internal/opshttp"
 	"github.com/monolock/monolock/internal/startline"
@@ -31,6 +32,9 @@ type daemon struct {
 	ops    *http.Server    // nil when off
 	admin  *http.Server    // nil when off
 	failed chan error      // a server that stopped on its own
+	// descriptors lets the HTTP ports take a descriptor before the lock
+	// port at the descriptor limit.
+	descriptors *fdgate.Gate
 }
 
 // files is what the settings name on disk, read before anything starts so
@@ -126,7 +130,9 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 // an error stays in d for closeAll.
 func (d *daemon) open(f files) (err error) {
 	cfg := d.cfg
+	d.descriptors = fdgate.New()
 	srvCfg := eventloop.Config{
+		Descriptors:        d.descriptors,
 		ListenAddress:      cfg.listen,
 		IOTimeout:          cfg.ioTimeout,
 		MaxTLSHandshakes:   cfg.handshakes,

@@ -20,7 +20,7 @@ func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, err
 	lim := d.httpLimits()
 	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
 	hs.Addr = ln.Addr().String()
-	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
+	ln = opshttp.LimitListener(hs, ln, lim.MaxConns, d.descriptors)
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.failed <- fmt.Errorf("%s server: %w", name, err)

@@ -11,7 +11,7 @@ import (
 // nothing goes only when no other waits, and only once Accept has given it
 // its grace.
 func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
-	l := LimitListener(&http.Server{}, nil, 3).(*limitListener)
+	l := LimitListener(&http.Server{}, nil, 3, nil).(*limitListener)
 	conns := make([]*limitConn, 3)
 	closed := map[*limitConn]bool{}
 	for i := range conns {
