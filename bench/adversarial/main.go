@@ -77,8 +77,13 @@ func run() int {
 	flag.DurationVar(&cfg.duration, "duration", 8*time.Second, "how long each attack lasts")
 	flag.StringVar(&only, "only", "", "comma-separated attack numbers to run (default: all)")
 	flag.IntVar(&cfg.waitersNofile, "waiters-nofile", 2000, "attacks 9 and 10: the descriptor limit of the server filled with silent waiters (at most this process's limit less -churners and 2,048)")
+	var child waiterChild
+	child.flags()
 	flag.IntVar(&cfg.churners, "churners", 2000, "attacks 9 and 10: silent connections reopened as soon as the server closes them")
 	flag.Parse()
+	if child.addr != "" {
+		return child.run()
+	}
 	if only != "" {
 		cfg.only = map[int]bool{}
 		for _, f := range strings.Split(only, ",") {

@@ -33,10 +33,12 @@ import (
 // its connect to ACQUIRED.
 
 const (
+	silentQueue    = "adversarial/silent-queue"
 	evictableSlots = 100
 	slowOneWay     = 75 * time.Millisecond
 	honestBound    = 5 * time.Second
 	honestLoops    = 8 // of each kind: direct and slow
+	harnessMargin  = 4096
 	// waiterSilence is the limited server's -waiter-silence-limit: shorter
 	// than the default minute so that the run stays short; the waiters are
 	// silent for longer than it before the attack's window starts.
@@ -45,15 +47,17 @@ const (
 
 // waitersAttack is the limited server, its attackers and its proxy.
 type waitersAttack struct {
-	srv     *proc.Process
-	proxy   *faultproxy.Proxy
-	direct  target
-	slow    target
-	waiters []*wire.Conn
-	watched []*witnesses // direct, slow
-	opened  atomic.Int64
-	stop    context.CancelFunc
-	done    sync.WaitGroup
+	srv      *proc.Process
+	proxy    *faultproxy.Proxy
+	direct   target
+	slow     target
+	waiters  []*wire.Conn
+	children []*proc.Child // hold the waiters beyond this process's share
+	queued   int           // the silent holder and every waiter, here and in children
+	watched  []*witnesses  // direct, slow
+	opened   atomic.Int64
+	stop     context.CancelFunc
+	done     sync.WaitGroup
 }
 
 var silentWaiters *waitersAttack
@@ -104,21 +108,34 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	}
 
 	// One silent holder, then silent waiters up to evictableSlots short of
-	// the limit.
+	// the limit: as many as fit in this process beside the churners, the
+	// rest in child processes.
 	open, err := openDescriptors(a.srv.Pid())
 	if err != nil {
 		return nil, nil, err
 	}
-	n := fdRoom(e.cfg.waitersNofile - open - evictableSlots)
-	const lock = "adversarial/silent-queue"
-	if a.waiters, err = holders(a.direct, 1, func(int) string { return lock }, protocol.TypeAcquired); err != nil {
+	n := e.cfg.waitersNofile - open - evictableSlots - 1
+	if a.waiters, err = holders(a.direct, 1, func(int) string { return silentQueue }, protocol.TypeAcquired); err != nil {
 		return nil, nil, err
 	}
-	more, err := holders(a.direct, n-1, func(int) string { return lock }, protocol.TypeWaiting)
+	// The margin leaves room for the witnesses, the honest clients and
+	// the proxy's two descriptors a connection: at this process's limit
+	// the proxy cannot accept, and the slow witnesses fail.
+	here := min(n, max(0, fdRoom(1<<30)-e.cfg.churners-harnessMargin))
+	more, err := holders(a.direct, here, func(int) string { return silentQueue }, protocol.TypeWaiting)
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue %d silent waiters: %w", n-1, err)
+		return nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
 	}
 	a.waiters = append(a.waiters, more...)
+	a.queued = 1 + here
+	for left := n - here; left > 0; left -= childWaiters {
+		ch, err := startWaiterChild(e, a.direct, min(left, childWaiters))
+		if err != nil {
+			return nil, nil, err
+		}
+		a.children = append(a.children, ch)
+		a.queued += min(left, childWaiters)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
@@ -148,6 +165,9 @@ func (a *waitersAttack) close() {
 		a.done.Wait()
 	}
 	closeAll(a.waiters)
+	for _, ch := range a.children {
+		_ = ch.Close(5 * time.Second)
+	}
 	if a.proxy != nil {
 		_ = a.proxy.Close()
 	}
@@ -281,7 +301,7 @@ func runSilentWaiters(ctx context.Context, e *env) string {
 		}
 	})
 	return fmt.Sprintf("%d descriptors: %d silent waiters, %d churners (%d opened); honest within %v: direct %v; at 150 ms RTT %v; fresh-connection requests failed: ops %v, admin %v",
-		e.cfg.waitersNofile, len(a.waiters)-1, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow, &ops, &admin)
+		e.cfg.waitersNofile, a.queued-1, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow, &ops, &admin)
 }
 
 // probeTally counts HTTP requests and their failures.
