@@ -39,7 +39,7 @@
 // locks lost, the probes failed, the /readyz probes failed and the servers'
 // peak RSS; any loss or failure is a violation, and the exit status is 1.
 // Everything stays on 127.0.0.1; every attack is bounded in connections
-// and time, and the run takes about two minutes.
+// and time, and the run takes about three minutes.
 package main
 
 import (
