@@ -24,7 +24,7 @@ const (
 // like a silent plain one. An accept error never ends it: descriptor
 // exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's
 // backlog, so the loop first has the owner evict a silent waiter or the
-// connection that has waited longest for its ACQUIRE (see release.go) and
+// connection without ACQUIRE silent longest (see release.go) and
 // accepts again at once; when none is evictable yet it waits until one is,
 // and when there is none at all it backs off and serves the queue as
 // descriptors free up.

@@ -81,11 +81,12 @@ func (s *session) hasAddr(addr netip.AddrPort) bool {
 // without a second list, and two pointers, in every session: the holders
 // first, in no order; then the waiters, from waiting on, the one heard from
 // longest ago first; then the sessions still waiting for their ACQUIRE, from
-// pending on, in the order they opened.
+// pending on, also the one heard from longest ago (or accepted, if it has
+// sent nothing) first.
 type sessionList struct {
 	head, tail *session
 	waiting    *session // the first waiter: the one silent longest; nil when none
-	pending    *session // the first session without ACQUIRE: the oldest
+	pending    *session // the first session without ACQUIRE: the one silent longest
 	len        int
 	pendingLen int
 }
