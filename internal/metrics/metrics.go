@@ -27,6 +27,7 @@ type Metrics struct {
 	connectionsAccepted prometheus.Counter
 	acceptErrors        prometheus.Counter
 	evictions           prometheus.Counter
+	silentWaiterEvicts  prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
@@ -61,6 +62,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
 		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
+		silentWaiterEvicts:  counter("silent_waiters_evicted_total", "Waiters silent for -waiter-silence-limit closed at the descriptor limit, to accept a new connection."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -74,7 +76,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.evictions, m.tlsHandshakeErrors, m.heartbeats,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -142,6 +144,12 @@ func (m *Metrics) AcceptError() {
 // descriptor was left for a new one.
 func (m *Metrics) Evicted() {
 	m.evictions.Inc()
+}
+
+// SilentWaiterEvicted counts a waiter closed for its silence because no
+// descriptor was left for a new connection.
+func (m *Metrics) SilentWaiterEvicted() {
+	m.silentWaiterEvicts.Inc()
 }
 
 // TLSHandshakeError counts a failed or timed-out TLS handshake.
