@@ -58,6 +58,19 @@ class AioFakeServerTest(unittest.TestCase):
 
         self.run_async(main())
 
+    def test_error_followed_by_junk_in_one_write(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.acquire("job", lease=2.0))
+            c = await self.next_acquire()
+            c.sendall(error(0x18, "not authorized for lock") + b"\x7e\xff")
+            with self.assertRaises(monolock.ServerError) as cm:
+                await task
+            self.assertEqual(cm.exception.code, 0x18)
+            self.assertEqual(c.recv(1), b"")  # closed at once
+
+        self.run_async(main())
+
     def test_give_up_keeps_connection_until_release(self) -> None:
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr)

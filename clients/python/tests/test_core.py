@@ -162,6 +162,29 @@ class SessionTest(unittest.TestCase):
         s.receive(bytes([0x13, 0x7F, 1]) + b"x", 0.1)
         self.assertIsInstance(s.error, ServerError)
 
+    def test_error_followed_by_junk_keeps_its_code(self) -> None:
+        # The ERROR ends the session: the bytes after it in the same read are
+        # not looked at, so the caller gets the ERROR, not a violation.
+        for code, want in ((0x02, Unavailable), (0x18, ServerError)):
+            for granted in (False, True):
+                with self.subTest(code=code, granted=granted):
+                    s = session()
+                    s.start(0.0)
+                    if granted:
+                        s.receive(acquired(7), 0.0)
+                    s.receive(bytes([0x13, code, 2]) + b"no" + b"\x7e\xff junk", 0.1)
+                    self.assertIsInstance(s.error, want)
+                    self.assertEqual(getattr(s.error, "code"), code)
+                    self.assertTrue(s.close_due(0.1))
+
+    def test_frames_before_junk_are_applied(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7) + b"\x7e", 0.1)
+        self.assertEqual(s.token, 7)
+        self.assertTrue(s.granted)
+        self.assertIsInstance(s.error, ProtocolViolation)
+
     def test_violation_closes_once_work_stopped(self) -> None:
         for bad in (b"\x7e", WAITING, acquired(8)):
             with self.subTest(bad=bad):
