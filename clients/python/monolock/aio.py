@@ -86,7 +86,12 @@ class _Connection(asyncio.Protocol):
         if s.close_due(self.loop.time()):
             if self._timer is not None:
                 self._timer.cancel()
-            t.close()
+            # abort(), not close(): over TLS, close() sends close_notify and
+            # keeps the socket open until the peer answers it, up to asyncio's
+            # 30 s SSL shutdown timeout, which a silent or stopped server
+            # never does. Nothing left to write matters once the claim ends,
+            # and the threaded client closes the same way (no close_notify).
+            t.abort()
             return
         wake = s.next_wakeup()
         if self._timer is not None:

@@ -5,36 +5,15 @@ import asyncio
 import base64
 import os
 import shutil
+import signal
 import ssl
-import subprocess
 import tempfile
 import time
 import unittest
 
 import monolock
 import monolock.aio
-from tests.support import Server, aheld_past, held_past
-
-
-def _openssl(*args: str, cwd: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_pki(d: str) -> None:
-    """A CA, a server certificate for 127.0.0.1, a client certificate."""
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-    _openssl("req", "-x509", "-new", *ec, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "1",
-             "-subj", "/CN=test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign", cwd=d)
-    for name, ext in (
-        ("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
-        ("client", "subjectAltName=URI:spiffe://test/worker\nextendedKeyUsage=clientAuth\n"),
-    ):
-        _openssl("req", "-new", *ec, "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-        with open(os.path.join(d, f"{name}.ext"), "w") as f:
-            f.write(ext)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
-                 "-CAcreateserial", "-days", "1", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+from tests.support import Server, aheld_past, held_past, make_pki
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "needs openssl for a throwaway CA: apt-get install -y openssl")
@@ -131,6 +110,22 @@ class TLSTest(unittest.TestCase):
                 self.assertTrue(lock.valid())
 
         asyncio.run(main())
+
+    def test_asyncio_server_stopped_while_held(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr, ssl_context=self.ctx)
+            lock = await client.acquire("stopped", lease=2.0)
+            sock = lock._conn.transport.get_extra_info("socket")  # pyright: ignore[reportPrivateUsage, reportOptionalMemberAccess]
+            self.srv.proc.send_signal(signal.SIGSTOP)
+            self.addCleanup(self.srv.proc.send_signal, signal.SIGCONT)
+            await lock.lost.wait()  # no answer within 0.8 × lease
+            self.assertIsInstance(lock.error, monolock.Unavailable)
+            await lock.release()  # without waiting for the stopped server's close_notify
+            self.assertEqual(sock.fileno(), -1, "the socket stayed open")
+
+        # The bound guards against a hang: it is below asyncio's 30 s SSL
+        # shutdown timeout that release() used to wait out.
+        asyncio.run(asyncio.wait_for(main(), 20))
 
 
 if __name__ == "__main__":
