@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Awaitable, Callable, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, retry_delay, split_address, wait_seconds
 from ._core import Session
 from .errors import Busy, LockLost, MonolockError, Unavailable
 
@@ -23,8 +23,9 @@ T = TypeVar("T")
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop, addr: str = "") -> None:
         self.session = session
+        self.addr = addr  # for the errors' messages
         self.loop = loop
         self.transport: Optional[asyncio.Transport] = None
         self.changed = asyncio.Event()  # set at every state change; waiters clear it
@@ -51,8 +52,13 @@ class _Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        if not self.session.close_due(self.loop.time()):
-            self.session.eof(self.loop.time(), f"{exc}" if exc else "closed")
+        now = self.loop.time()
+        if not self.session.close_due(now):
+            refused = certificate_refusal(self.addr, exc)  # the server's alert refusing our certificate
+            if refused is not None:
+                self.session.fail(refused, now)
+            else:
+                self.session.eof(now, f"{exc}" if exc else "closed")
         if self._timer is not None:
             self._timer.cancel()
         self.lost.set()
@@ -171,7 +177,7 @@ class Client:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Connection(session, loop),
+                    lambda: _Connection(session, loop, self.addr),
                     self._host,
                     self._port,
                     ssl=self._ssl,

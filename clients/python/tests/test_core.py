@@ -3,8 +3,10 @@
 import unittest
 from math import inf, nextafter
 
-from monolock import Busy, ProtocolViolation, ServerError, Unavailable, _wire
-from monolock._common import Backoff, retry_delay, shutdown_jitter
+import ssl
+
+from monolock import Busy, CertificateRefused, ProtocolViolation, ServerError, Unavailable, _wire
+from monolock._common import Backoff, certificate_refusal, connect_error, retry_delay, shutdown_jitter
 from monolock._core import Session
 from monolock._schedule import HeartbeatSchedule
 
@@ -46,6 +48,52 @@ class RetryTest(unittest.TestCase):
         self.assertTrue(0.05 <= d <= 0.1)
         self.assertIsNone(retry_delay(ServerError(0x16, "bad name"), Backoff(), 2.0))
         self.assertIsNone(retry_delay(Busy("held"), Backoff(), 2.0))
+
+
+def ssl_error(reason: str) -> ssl.SSLError:
+    """An SSLError as the ssl module raises it for OpenSSL's reason."""
+    e = ssl.SSLError(1, f"[SSL: {reason}] ({reason.lower()})")
+    e.reason = reason  # pyright: ignore[reportAttributeAccessIssue]
+    return e
+
+
+class CertificateRefusalTest(unittest.TestCase):
+    def test_a_refused_certificate_is_not_retried(self) -> None:
+        verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+        verify.verify_message = "unable to get local issuer certificate"
+        for e in (
+            verify,
+            ssl_error("TLSV13_ALERT_CERTIFICATE_REQUIRED"),  # no client certificate
+            ssl_error("TLSV1_ALERT_UNKNOWN_CA"),  # signed by a CA the server does not trust
+            ssl_error("SSLV3_ALERT_CERTIFICATE_EXPIRED"),
+            ssl_error("SSLV3_ALERT_BAD_CERTIFICATE"),  # Go's alert for most verification failures
+            ssl_error("SSLV3_ALERT_CERTIFICATE_REVOKED"),
+            ssl_error("SSLV3_ALERT_UNSUPPORTED_CERTIFICATE"),
+            ssl_error("SSLV3_ALERT_CERTIFICATE_UNKNOWN"),
+        ):
+            with self.subTest(e=e):
+                err = certificate_refusal("127.0.0.1:7070", e)
+                self.assertIsInstance(err, CertificateRefused)
+                assert err is not None
+                self.assertIn("127.0.0.1:7070", str(err))
+                self.assertIsNone(retry_delay(err, Backoff(), 2.0))
+                self.assertIsInstance(connect_error("127.0.0.1:7070", e), CertificateRefused)
+
+    def test_other_tls_failures_are_retried(self) -> None:
+        for e in (
+            ssl_error("SSLV3_ALERT_HANDSHAKE_FAILURE"),
+            ssl_error("UNEXPECTED_EOF_WHILE_READING"),
+            ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
+            ConnectionResetError(104, "Connection reset by peer"),
+            TimeoutError("_ssl.c:990: The handshake operation timed out"),
+            None,
+        ):
+            with self.subTest(e=e):
+                self.assertIsNone(certificate_refusal("127.0.0.1:7070", e))
+                if e is not None:
+                    err = connect_error("127.0.0.1:7070", e)
+                    self.assertIsInstance(err, Unavailable)
+                    self.assertIsNotNone(retry_delay(err, Backoff(), 2.0))
 
 
 class ScheduleTest(unittest.TestCase):

@@ -40,9 +40,34 @@ class TLSTest(unittest.TestCase):
             self.assertFalse(lock.lost.is_set())
         # A client that does not trust the server's CA: a configuration
         # error, not a condition to retry.
-        with self.assertRaises(monolock.MonolockError) as cm:
+        with self.assertRaises(monolock.CertificateRefused) as cm:
             monolock.Client(self.srv.addr, ssl_context=ssl.create_default_context()).acquire("tls")
-        self.assertNotIsInstance(cm.exception, monolock.Unavailable)
+        self.assertEqual(cm.exception.reason, "CERTIFICATE_VERIFY_FAILED")
+
+    def test_run_stops_when_the_server_refuses_the_certificate(self) -> None:
+        other = os.path.join(os.path.dirname(self.pki("ca.pem")), "other")
+        os.mkdir(other)
+        make_pki(other)  # a CA the server does not trust
+        for label, chain in (
+            ("none", None),
+            ("another CA", (os.path.join(other, "client.pem"), os.path.join(other, "client-key.pem"))),
+            ("expired", (self.pki("client-expired.pem"), self.pki("client-expired-key.pem"))),
+        ):
+            ctx = ssl.create_default_context(cafile=self.pki("ca.pem"))
+            if chain is not None:
+                ctx.load_cert_chain(*chain)
+            with self.subTest(cert=label, api="threaded"), self.assertRaises(monolock.CertificateRefused):
+                monolock.Client(self.srv.addr, ssl_context=ctx).run("refused", lambda lock: None, wait=10.0)
+
+            async def run() -> None:
+                await monolock.aio.Client(self.srv.addr, ssl_context=ctx).run("refused", self._noop, wait=10.0)
+
+            with self.subTest(cert=label, api="asyncio"), self.assertRaises(monolock.CertificateRefused):
+                asyncio.run(asyncio.wait_for(run(), 20))
+
+    @staticmethod
+    async def _noop(lock: monolock.aio.Lock) -> None:
+        return None
 
     def test_threaded_resumes_the_session(self) -> None:
         client = monolock.Client(self.srv.addr, ssl_context=self.ctx)

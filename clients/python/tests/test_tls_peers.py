@@ -132,6 +132,32 @@ class TLSPeerTest(unittest.TestCase):
         lock.release()
         self.assertTrue(tcp_closed(c), "the socket stayed open")
 
+    # --- refusing the client's certificate -------------------------------
+
+    def test_run_stops_at_a_refused_certificate(self) -> None:
+        for cert, client_ca, alert in (
+            ("client", "other/ca.pem", "TLSV1_ALERT_UNKNOWN_CA"),
+            ("client-expired", "ca.pem", "SSLV3_ALERT_CERTIFICATE_EXPIRED"),
+            ("", "ca.pem", "TLSV13_ALERT_CERTIFICATE_REQUIRED"),
+        ):
+            for api in ("threaded", "asyncio"):
+                with self.subTest(cert=cert or "none", api=api):
+                    srv = self.peer(client_ca)
+                    ctx = self.client_context(cert)
+                    with self.assertRaises(monolock.CertificateRefused) as cm:
+                        if api == "threaded":
+                            monolock.Client(srv.addr, ssl_context=ctx).run("job", lambda lock: None, wait=10.0)
+                        else:
+                            self.run_async(monolock.aio.Client(srv.addr, ssl_context=ctx).run("job", self._noop, wait=10.0))
+                    self.assertEqual(cm.exception.reason, alert)
+                    self.assertIn(srv.addr, str(cm.exception))
+                    srv.refused.get(timeout=10)  # the peer refused it ...
+                    self.assertEqual(len(srv.accepted), 1)  # ... once: run() has returned, no retry can follow
+
+    @staticmethod
+    async def _noop(lock: monolock.aio.Lock) -> None:
+        return None
+
 
 if __name__ == "__main__":
     unittest.main()
