@@ -249,7 +249,7 @@ class Client:
     ``ssl_context`` turns on TLS (and mutual TLS when it carries a client
     certificate); ``connect_timeout`` bounds the TCP connect and the TLS
     handshake. With TLS the client keeps the session ticket of its latest
-    connection and offers it on the next one, so reconnecting costs the
+    full handshake and offers it on the next connections, so reconnecting costs the
     server an abbreviated handshake when it can resume (see
     :attr:`Lock.tls_resumed`).
     """

@@ -123,6 +123,18 @@ class FakeServer:
             c.close()
 
 
+def rss_kib() -> Optional[int]:
+    """This process's resident set size in KiB, None where /proc is not there."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def tcp_closed(c: socket.socket, timeout: float = 10.0) -> bool:
     """Whether the peer of the server-side TLS socket c closed the TCP
     connection itself (not just sent close_notify) within timeout: reads the
