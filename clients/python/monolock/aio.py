@@ -2,13 +2,15 @@
 
 Each lock is one connection driven by the event loop itself: an
 ``asyncio.Protocol`` is its permanent reader, and one timer handle schedules
-the heartbeats and the give-up. No thread and no extra task per lock.
+the heartbeats and the give-up. No thread per lock; one parked task per held
+lock, which releases it if its event loop ends first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+import warnings
 from types import TracebackType
 from typing import Awaitable, Callable, Optional, Type, TypeVar
 
@@ -67,6 +69,28 @@ class _Connection(asyncio.Protocol):
             self.closed.set_result(None)
 
     # --- driving the session -------------------------------------------
+
+    async def release_at_loop_end(self, name: str) -> None:
+        """The guard of a granted lock: a task that waits for the connection
+        to close. asyncio.run() cancels the tasks still pending when its
+        coroutine returns, and closes the loop after, which would leave the
+        connection open with nothing to heartbeat or close it: the server
+        would keep the lock a whole lease, and the socket would stay open.
+        Cancelled while the connection is open, it ends the claim (lost,
+        closed at once) and warns: a lock lives within its event loop."""
+        try:
+            await asyncio.shield(self.closed)
+        except asyncio.CancelledError:
+            if not self.closed.done():
+                warnings.warn(
+                    f"monolock: lock {name!r} was still held when its task was cancelled or its event loop ended "
+                    "(asyncio.run() returned): released it; release a lock, or leave its async with, within its event loop",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
+                self.session.fail(MonolockError(f"monolock: lock {name!r} released: its event loop ended while it was held"), self.loop.time())
+                self._after()
+            raise
 
     def release(self) -> None:
         self.release_asked = True
@@ -130,6 +154,7 @@ class Lock:
         self.name = name
         self._conn = conn
         self.lost = conn.lost
+        self._guard: Optional["asyncio.Task[None]"] = None  # see _Connection.release_at_loop_end
 
     @property
     def token(self) -> int:
@@ -200,6 +225,7 @@ class Client:
         except BaseException:
             await lock.release()
             raise
+        lock._guard = loop.create_task(conn.release_at_loop_end(name))  # pyright: ignore[reportPrivateUsage]
         return lock
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
