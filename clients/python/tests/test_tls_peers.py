@@ -132,6 +132,17 @@ class TLSPeerTest(unittest.TestCase):
         lock.release()
         self.assertTrue(tcp_closed(c), "the socket stayed open")
 
+    def test_handshake_stalled_ends_at_the_connect_timeout(self) -> None:
+        srv = FakeServer()  # accepts, then never answers the ClientHello
+        self.addCleanup(srv.close)
+        ctx = self.client_context()
+        with self.assertRaises(monolock.Unavailable):  # retried by run(): the server may be starting
+            monolock.Client(srv.addr, ssl_context=ctx, connect_timeout=0.5).acquire("job")
+        with self.assertRaises(monolock.Unavailable):
+            self.run_async(monolock.aio.Client(srv.addr, ssl_context=ctx, connect_timeout=0.5).acquire("job"))
+        for c in srv.accepted:
+            self.assertTrue(tcp_closed(c), "the socket stayed open")
+
     # --- refusing the client's certificate -------------------------------
 
     def test_run_stops_at_a_refused_certificate(self) -> None:
