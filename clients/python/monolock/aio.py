@@ -88,7 +88,7 @@ class _Connection(asyncio.Protocol):
                     RuntimeWarning,
                     stacklevel=1,
                 )
-                self.session.fail(MonolockError(f"monolock: lock {name!r} released: its event loop ended while it was held"), self.loop.time())
+                self.session.fail(MonolockError(f"monolock: lock {name!r} released: its event loop ended (or its guard task was cancelled) while it was held"), self.loop.time())
                 self._after()
             raise
 
