@@ -295,19 +295,9 @@ func newAuthority(cn string) (*authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	sn, err := serial()
+	tmpl, err := caTemplate(cn)
 	if err != nil {
 		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
@@ -318,6 +308,23 @@ func newAuthority(cn string) (*authority, error) {
 		return nil, fmt.Errorf("certstest: parse CA %q: %w", cn, err)
 	}
 	return &authority{cert: cert, key: key}, nil
+}
+
+func caTemplate(cn string) (*x509.Certificate, error) {
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber:          sn,
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, nil
 }
 
 func leafTemplate(cn string, usage x509.ExtKeyUsage) (*x509.Certificate, error) {

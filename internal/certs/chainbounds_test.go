@@ -1,0 +1,164 @@
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"math/big"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/monolock/monolock/internal/certs/certstest"
+)
+
+// fakeCert is a parsed certificate as far as the bounds read one: its
+// encoding's size, its SANs and its key. No signature is ever checked.
+func fakeCert(size int, key any, sans int) *x509.Certificate {
+	c := &x509.Certificate{Raw: make([]byte, size), PublicKey: key}
+	for i := range sans {
+		switch i % 4 {
+		case 0:
+			c.DNSNames = append(c.DNSNames, "a.local")
+		case 1:
+			c.URIs = append(c.URIs, &url.URL{Scheme: "spiffe", Host: "lab"})
+		case 2:
+			c.IPAddresses = append(c.IPAddresses, net.IPv4(127, 0, 0, 1))
+		case 3:
+			c.EmailAddresses = append(c.EmailAddresses, "a@b.local")
+		}
+	}
+	return c
+}
+
+// rsaKey is an RSA public key of exactly bits bits; the bounds read only
+// its size.
+func rsaKey(bits int) *rsa.PublicKey {
+	n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	return &rsa.PublicKey{N: n.Add(n, big.NewInt(1)), E: 65537}
+}
+
+func ecKey(t *testing.T, c elliptic.Curve) *ecdsa.PublicKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(c, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &k.PublicKey
+}
+
+// TestChainBounds checks each bound at its limit, accepted, and one past
+// it, refused with the bound's name.
+func TestChainBounds(t *testing.T) {
+	p256 := ecKey(t, elliptic.P256())
+	ed := ed25519.PublicKey(make([]byte, ed25519.PublicKeySize))
+	chain := func(n, size int) []*x509.Certificate {
+		out := make([]*x509.Certificate, n)
+		for i := range out {
+			out[i] = fakeCert(size, p256, 1)
+		}
+		return out
+	}
+	one := func(c *x509.Certificate) []*x509.Certificate { return []*x509.Certificate{c} }
+	cases := []struct {
+		name  string
+		chain []*x509.Certificate
+		bound string // "" accepted
+	}{
+		{"certificates at the limit", chain(MaxClientChainCerts, 1000), ""},
+		{"one certificate too many", chain(MaxClientChainCerts+1, 1000), BoundChainCerts},
+		{"61 certificates", chain(61, 500), BoundChainCerts},
+		{"a certificate at the size limit", one(fakeCert(MaxClientCertBytes, p256, 1)), ""},
+		{"a certificate one byte over", one(fakeCert(MaxClientCertBytes+1, p256, 1)), BoundCertBytes},
+		{"a chain at the size limit", chain(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), ""},
+		{"a chain one byte over", append(chain(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), fakeCert(1, p256, 0)), BoundChainBytes},
+		{"SANs at the limit", one(fakeCert(1000, p256, MaxClientCertSANs)), ""},
+		{"one SAN too many", one(fakeCert(1000, p256, MaxClientCertSANs+1)), BoundSANs},
+		{"an intermediate with one SAN too many", []*x509.Certificate{fakeCert(1000, p256, 1), fakeCert(1000, p256, MaxClientCertSANs+1)}, BoundSANs},
+		{"P-256", one(fakeCert(500, p256, 1)), ""},
+		{"P-384", one(fakeCert(500, ecKey(t, elliptic.P384()), 1)), ""},
+		{"Ed25519", one(fakeCert(500, ed, 1)), ""},
+		{"RSA at the lower limit", one(fakeCert(500, rsaKey(MinClientRSABits), 1)), ""},
+		{"RSA at the upper limit", one(fakeCert(500, rsaKey(MaxClientRSABits), 1)), ""},
+		{"RSA one bit short", one(fakeCert(500, rsaKey(MinClientRSABits-1), 1)), BoundKey},
+		{"RSA one bit over", one(fakeCert(500, rsaKey(MaxClientRSABits+1), 1)), BoundKey},
+		{"P-521", one(fakeCert(500, ecKey(t, elliptic.P521()), 1)), BoundKey},
+		{"a P-521 intermediate", []*x509.Certificate{fakeCert(500, p256, 1), fakeCert(500, ecKey(t, elliptic.P521()), 0)}, BoundKey},
+		{"P-224", one(fakeCert(500, ecKey(t, elliptic.P224()), 1)), BoundKey},
+		{"no key", one(fakeCert(500, nil, 1)), BoundKey},
+	}
+	for _, c := range cases {
+		err := checkChainBounds(c.chain)
+		var be *ChainBoundError
+		switch {
+		case c.bound == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.bound != "" && !errors.As(err, &be):
+			t.Errorf("%s: got %v, want a ChainBoundError for %s", c.name, err, c.bound)
+		case c.bound != "" && be.Bound != c.bound:
+			t.Errorf("%s: bound %s crossed (%v), want %s", c.name, be.Bound, err, c.bound)
+		}
+	}
+}
+
+// TestChainBoundsOverTLS runs chains at and past the bounds through real
+// handshakes on loopback, in TLS 1.2 and 1.3: past a bound the client reads
+// crypto/tls's alert and the server's error names the bound; at the bounds
+// the client gets in with its identity.
+func TestChainBoundsOverTLS(t *testing.T) {
+	p := newPKI(t)
+	cfg, err := Load(mtlsFiles(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	must := func(c tls.Certificate, err error) tls.Certificate {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	cases := []struct {
+		name  string
+		cert  tls.Certificate
+		bound string // "" accepted
+	}{
+		{"leaf and 60 forged P-521 CAs", must(p.ForgedChain(60, elliptic.P521())), BoundChainCerts},
+		{"leaf and 3 forged P-521 CAs", must(p.ForgedChain(3, elliptic.P521())), BoundKey},
+		{"leaf and 3 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts - 1})), ""},
+		{"leaf and 4 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts})), BoundChainCerts},
+		{"a leaf with 16 SANs", must(p.ClientChain(certstest.ChainOptions{SANs: MaxClientCertSANs - 1})), ""},
+		{"a leaf with 1,000 SANs", must(p.ClientChain(certstest.ChainOptions{SANs: 999})), BoundCertBytes},
+		{"a P-384 intermediate", must(p.ClientChain(certstest.ChainOptions{Intermediates: 1, IntermediateKey: certstest.P384Key})), ""},
+		{"a P-521 intermediate", must(p.ClientChain(certstest.ChainOptions{Intermediates: 1, IntermediateKey: certstest.P521Key})), BoundKey},
+	}
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		for _, c := range cases {
+			clientCfg := p.WithCertificate(c.cert)
+			clientCfg.MaxVersion = version
+			a, _, err := s.handshake(clientCfg)
+			if c.bound == "" {
+				if err != nil || a.err != nil {
+					t.Errorf("TLS %x, %s: client error %v, server error %v", version, c.name, err, a.err)
+				} else if id := Identity(a.state); id != certstest.IdentityURI {
+					t.Errorf("TLS %x, %s: identity %q, want %q", version, c.name, id, certstest.IdentityURI)
+				}
+				continue
+			}
+			var be *ChainBoundError
+			if !errors.As(a.err, &be) || be.Bound != c.bound {
+				t.Errorf("TLS %x, %s: server error %v, want the bound %s crossed", version, c.name, a.err, c.bound)
+			}
+			if err == nil || !strings.Contains(err.Error(), "bad certificate") {
+				t.Errorf("TLS %x, %s: client error %v, want the bad-certificate alert", version, c.name, err)
+			}
+		}
+	}
+}
