@@ -3,6 +3,7 @@ package eventloop
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -153,7 +154,16 @@ func (h *handler) debug(s *session, msg string) {
 // lets the client read the alert it sent before the connection closes.
 func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action {
 	h.srv.metrics.TLSHandshakeError()
-	if e := h.srv.log.Debug(); e.Enabled() {
+	var bound chainBound
+	if errors.As(err, &bound) {
+		// Not a client's mistake but a chain no deployment sends: worth a
+		// warning, sampled, since whoever sends one retries in a loop.
+		h.srv.metrics.TLSChainRefused(bound.ChainBound())
+		if e := h.owner.chainLog.Warn(); e.Enabled() {
+			e.Err(err).Str("remote", s.remoteAddr()).Str("bound", bound.ChainBound()).
+				Msg("refused a client certificate chain before verifying it (at most one line a second; monolock_tls_client_chains_refused_total counts every one)")
+		}
+	} else if e := h.srv.log.Debug(); e.Enabled() {
 		e.Err(err).Str("remote", s.remoteAddr()).Msg("TLS handshake failed")
 	}
 	c.phase = phaseRefused
@@ -166,6 +176,14 @@ func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action
 	_, _ = c.Conn.Discard(-1)
 	h.owner.closeBy(s, h.owner.now+lingerTime)
 	return gnet.None
+}
+
+// chainBound is the error of a TLS configuration (internal/certs') that
+// refused a client's certificate chain for crossing one of its bounds,
+// named for metrics and the log.
+type chainBound interface {
+	error
+	ChainBound() string
 }
 
 // handshakeClosed runs in OnClose for a session whose handshake never

@@ -28,6 +28,7 @@ type Metrics interface {
 	AcceptError()                                      // accepting or enrolling a connection failed
 	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
 	TLSHandshakeError()                                // a TLS handshake failed or timed out
+	TLSChainRefused(bound string)                      // a client chain crossed a bound before its verification
 }
 
 // AuditRecorder receives one event per ownership change. lock, identity and
@@ -78,6 +79,7 @@ func (noMetrics) ACLDenied()                            {}
 func (noMetrics) AcceptError()                          {}
 func (noMetrics) Evicted()                              {}
 func (noMetrics) TLSHandshakeError()                    {}
+func (noMetrics) TLSChainRefused(string)                {}
 
 // ReleaseReason says why a session ended, and so why its holder, if any,
 // stopped holding. The loop decides it; metrics index their series by it

@@ -58,6 +58,11 @@ const (
 	BoundKey        = "key"
 )
 
+// ChainBounds lists the Bound* names.
+func ChainBounds() []string {
+	return []string{BoundChainCerts, BoundCertBytes, BoundChainBytes, BoundSANs, BoundKey}
+}
+
 // ChainBoundError is a client certificate chain refused before
 // verification because it crosses one of the bounds above.
 type ChainBoundError struct {
