@@ -40,6 +40,8 @@ var attacks = []attack{
 	{6, "expensive ?match=", prepareManyNames, runExpensiveMatch},
 	{7, "half-sent TLS handshake messages", nothing, runHalfSentTLS},
 	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
+	{9, "forged client chains", prepareForgedChain, runForgedChains},
+	{10, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

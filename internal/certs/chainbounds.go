@@ -1,12 +1,14 @@
 package certs
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -27,40 +29,50 @@ import (
 // runs on every resumed session, so a CA removed by a reload ends resumption
 // with it.
 //
-// The bounds come from what real deployments send: a SPIFFE SVID or a
-// cert-manager certificate is a leaf of about 1 KiB with one to a few SANs,
-// plus one or two intermediates; an RSA-4096 certificate is under 2 KiB.
+// The bounds come from what real deployments send, and from what a session
+// costs: a SPIFFE SVID or a cert-manager certificate is a leaf of 0.5 to
+// 1.2 KiB with one to a few SANs, sent alone or with one intermediate, two at
+// most. crypto/tls keeps about three times the chain's bytes for a session's
+// life (its record and handshake buffers grow to the Certificate message, and
+// the parsed certificates point into a copy of it), on top of 10.6 KiB for a
+// session with one P-256 leaf; at the bounds a session holds at most twice
+// that.
 const (
 	// MaxClientChainCerts is the most certificates a client may send: its
-	// leaf and up to three more (two intermediates and, as some clients do,
-	// the root).
-	MaxClientChainCerts = 4
-	// MaxClientCertBytes bounds each certificate's DER encoding.
-	MaxClientCertBytes = 4 << 10
+	// leaf and up to two intermediates.
+	MaxClientChainCerts = 3
+	// MaxClientCertBytes bounds each certificate's DER encoding. An RSA-4096
+	// certificate is about 1.4 KiB.
+	MaxClientCertBytes = 2 << 10
 	// MaxClientChainBytes bounds the chain's DER encodings together.
-	MaxClientChainBytes = 8 << 10
+	MaxClientChainBytes = 4 << 10
 	// MaxClientCertSANs bounds each certificate's subject alternative names
 	// (DNS, URI, IP and e-mail together). A SPIFFE SVID has one.
 	MaxClientCertSANs = 16
-	// MinClientRSABits and MaxClientRSABits bound RSA keys. Verifying with
-	// a 4096-bit key costs about 4 P-256 verifications, with an 8192-bit
-	// one (which crypto/tls would accept) 15.
-	MinClientRSABits = 2048
-	MaxClientRSABits = 4096
+	// MaxClientChainCost bounds the signature checks the chain can make the
+	// server do, in units of one P-256 verification (keyCost): every
+	// certificate's key is used once, the leaf's for its CertificateVerify,
+	// the others' for the certificate below them. 6 holds a chain of three
+	// P-256, Ed25519 or RSA-2048/3072 certificates, or one RSA-4096
+	// certificate with two of those, and keeps a forged chain's handshake
+	// within twice an honest one's CPU.
+	MaxClientChainCost = 6
 )
 
 // The bounds a ChainBoundError names, as metrics label them.
 const (
-	BoundChainCerts = "chain_certificates"
-	BoundCertBytes  = "certificate_bytes"
-	BoundChainBytes = "chain_bytes"
-	BoundSANs       = "sans"
-	BoundKey        = "key"
+	BoundChainCerts       = "chain_certificates"
+	BoundCertBytes        = "certificate_bytes"
+	BoundChainBytes       = "chain_bytes"
+	BoundSANs             = "sans"
+	BoundDuplicateSubject = "duplicate_subject"
+	BoundKey              = "key"
+	BoundCost             = "verification_cost"
 )
 
 // ChainBounds lists the Bound* names.
 func ChainBounds() []string {
-	return []string{BoundChainCerts, BoundCertBytes, BoundChainBytes, BoundSANs, BoundKey}
+	return []string{BoundChainCerts, BoundCertBytes, BoundChainBytes, BoundSANs, BoundDuplicateSubject, BoundKey, BoundCost}
 }
 
 // ChainBoundError is a client certificate chain refused before
@@ -80,11 +92,17 @@ func (e *ChainBoundError) ChainBound() string { return e.Bound }
 
 // checkChainBounds checks what the chain may cost to verify and to keep,
 // without checking any signature.
+//
+// crypto/x509 looks for each certificate's parent among the certificates
+// whose subject is its issuer, and checks a signature for every one of them:
+// a chain whose certificates share a name makes it check each key against
+// many certificates. With a subject of their own each, the search is a line
+// from the leaf up, and each key checks one signature at most.
 func checkChainBounds(chain []*x509.Certificate) error {
 	if len(chain) > MaxClientChainCerts {
 		return &ChainBoundError{BoundChainCerts, fmt.Sprintf("%d certificates, the server accepts at most %d (the leaf and its intermediates); send the leaf and the intermediates up to the client CA only", len(chain), MaxClientChainCerts)}
 	}
-	total := 0
+	total, cost := 0, 0
 	for i, c := range chain {
 		total += len(c.Raw)
 		if len(c.Raw) > MaxClientCertBytes {
@@ -93,33 +111,59 @@ func checkChainBounds(chain []*x509.Certificate) error {
 		if n := len(c.DNSNames) + len(c.URIs) + len(c.IPAddresses) + len(c.EmailAddresses); n > MaxClientCertSANs {
 			return &ChainBoundError{BoundSANs, fmt.Sprintf("certificate %d (%s) has %d subject alternative names, the server accepts at most %d; issue the client a certificate with the names it needs", i+1, describe(c), n, MaxClientCertSANs)}
 		}
-		if err := checkKey(c); err != nil {
-			return &ChainBoundError{BoundKey, fmt.Sprintf("certificate %d (%s) %s; the server accepts ECDSA P-256 and P-384, Ed25519 and RSA keys of %d to %d bits", i+1, describe(c), err, MinClientRSABits, MaxClientRSABits)}
+		for j := 1; j < i; j++ {
+			if bytes.Equal(chain[j].RawSubject, c.RawSubject) {
+				return &ChainBoundError{BoundDuplicateSubject, fmt.Sprintf("certificates %d and %d have the same subject (%s); send one path from the leaf to the client CA", j+1, i+1, c.Subject)}
+			}
 		}
+		n, err := keyCost(c)
+		if err != nil {
+			return &ChainBoundError{BoundKey, fmt.Sprintf("certificate %d (%s) %s; the server accepts ECDSA P-256, Ed25519 and RSA keys of %d to %d bits", i+1, describe(c), err, MinClientRSABits, MaxClientRSABits)}
+		}
+		cost += n
 	}
 	if total > MaxClientChainBytes {
 		return &ChainBoundError{BoundChainBytes, fmt.Sprintf("the chain is %d bytes, the server accepts at most %d", total, MaxClientChainBytes)}
 	}
+	if cost > MaxClientChainCost {
+		return &ChainBoundError{BoundCost, fmt.Sprintf("the chain's keys cost %d P-256 verifications to check, the server accepts at most %d (P-256, Ed25519 and RSA up to 3072 bits cost 1, RSA-4096 4); use P-256 or Ed25519 keys", cost, MaxClientChainCost)}
+	}
 	return nil
 }
 
-// checkKey accepts the keys whose signatures are cheap to check.
-func checkKey(c *x509.Certificate) error {
+// The RSA keys accepted. Verifying with an 8192-bit key, which crypto/tls
+// would accept, costs about 15 P-256 verifications.
+const (
+	MinClientRSABits = 2048
+	MaxClientRSABits = 4096
+)
+
+// keyCost is what a signature check with c's key costs, in P-256
+// verifications (measured with crypto/x509 on Go 1.26, amd64), or why the key
+// is refused.
+func keyCost(c *x509.Certificate) (int, error) {
 	switch k := c.PublicKey.(type) {
 	case *ecdsa.PublicKey:
-		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
-			return nil
+		switch k.Curve {
+		case elliptic.P256():
+			return 1, nil
+		case elliptic.P384():
+			// 12 P-256 verifications: more than a whole chain may cost.
+			return 0, errors.New("has an ECDSA P-384 key (a P-384 signature costs the server 12 P-256 ones)")
 		}
-		return fmt.Errorf("has an ECDSA key on %s", k.Curve.Params().Name)
+		return 0, fmt.Errorf("has an ECDSA key on %s", k.Curve.Params().Name)
 	case ed25519.PublicKey:
-		return nil
+		return 1, nil
 	case *rsa.PublicKey:
-		if n := k.N.BitLen(); n < MinClientRSABits || n > MaxClientRSABits {
-			return fmt.Errorf("has a %d-bit RSA key", n)
+		switch n := k.N.BitLen(); {
+		case n < MinClientRSABits || n > MaxClientRSABits:
+			return 0, fmt.Errorf("has a %d-bit RSA key", n)
+		case n <= 3072:
+			return 1, nil
 		}
-		return nil
+		return 4, nil
 	}
-	return fmt.Errorf("has a %s key", c.PublicKeyAlgorithm)
+	return 0, fmt.Errorf("has a %s key", c.PublicKeyAlgorithm)
 }
 
 // verifyClientChain is the VerifyConnection of a mutual-TLS configuration

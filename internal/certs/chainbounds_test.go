@@ -8,20 +8,24 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"math/big"
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 // fakeCert is a parsed certificate as far as the bounds read one: its
-// encoding's size, its SANs and its key. No signature is ever checked.
+// encoding's size, its subject, its SANs and its key. No signature is ever
+// checked.
 func fakeCert(size int, key any, sans int) *x509.Certificate {
 	c := &x509.Certificate{Raw: make([]byte, size), PublicKey: key}
+	c.RawSubject = binary.AppendUvarint(nil, subjects.Add(1))
 	for i := range sans {
 		switch i % 4 {
 		case 0:
@@ -36,6 +40,9 @@ func fakeCert(size int, key any, sans int) *x509.Certificate {
 	}
 	return c
 }
+
+// subjects numbers the fake certificates' subjects, so that each has its own.
+var subjects atomic.Uint64
 
 // rsaKey is an RSA public key of exactly bits bits; the bounds read only
 // its size.
@@ -58,40 +65,52 @@ func ecKey(t *testing.T, c elliptic.Curve) *ecdsa.PublicKey {
 func TestChainBounds(t *testing.T) {
 	p256 := ecKey(t, elliptic.P256())
 	ed := ed25519.PublicKey(make([]byte, ed25519.PublicKeySize))
-	chain := func(n, size int) []*x509.Certificate {
+	certs := func(n, size int) []*x509.Certificate {
 		out := make([]*x509.Certificate, n)
 		for i := range out {
 			out[i] = fakeCert(size, p256, 1)
 		}
 		return out
 	}
-	one := func(c *x509.Certificate) []*x509.Certificate { return []*x509.Certificate{c} }
+	keys := func(ks ...any) []*x509.Certificate {
+		out := make([]*x509.Certificate, len(ks))
+		for i, k := range ks {
+			out[i] = fakeCert(500, k, 1)
+		}
+		return out
+	}
+	sameSubject := func(chain []*x509.Certificate, i, j int) []*x509.Certificate {
+		chain[j].RawSubject = chain[i].RawSubject
+		return chain
+	}
 	cases := []struct {
 		name  string
 		chain []*x509.Certificate
 		bound string // "" accepted
 	}{
-		{"certificates at the limit", chain(MaxClientChainCerts, 1000), ""},
-		{"one certificate too many", chain(MaxClientChainCerts+1, 1000), BoundChainCerts},
-		{"61 certificates", chain(61, 500), BoundChainCerts},
-		{"a certificate at the size limit", one(fakeCert(MaxClientCertBytes, p256, 1)), ""},
-		{"a certificate one byte over", one(fakeCert(MaxClientCertBytes+1, p256, 1)), BoundCertBytes},
-		{"a chain at the size limit", chain(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), ""},
-		{"a chain one byte over", append(chain(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), fakeCert(1, p256, 0)), BoundChainBytes},
-		{"SANs at the limit", one(fakeCert(1000, p256, MaxClientCertSANs)), ""},
-		{"one SAN too many", one(fakeCert(1000, p256, MaxClientCertSANs+1)), BoundSANs},
+		{"certificates at the limit", certs(MaxClientChainCerts, 1000), ""},
+		{"one certificate too many", certs(MaxClientChainCerts+1, 1000), BoundChainCerts},
+		{"61 certificates", certs(61, 500), BoundChainCerts},
+		{"a certificate at the size limit", certs(1, MaxClientCertBytes), ""},
+		{"a certificate one byte over", certs(1, MaxClientCertBytes+1), BoundCertBytes},
+		{"a chain at the size limit", certs(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), ""},
+		{"a chain one byte over", append(certs(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), fakeCert(1, p256, 0)), BoundChainBytes},
+		{"SANs at the limit", []*x509.Certificate{fakeCert(1000, p256, MaxClientCertSANs)}, ""},
+		{"one SAN too many", []*x509.Certificate{fakeCert(1000, p256, MaxClientCertSANs+1)}, BoundSANs},
 		{"an intermediate with one SAN too many", []*x509.Certificate{fakeCert(1000, p256, 1), fakeCert(1000, p256, MaxClientCertSANs+1)}, BoundSANs},
-		{"P-256", one(fakeCert(500, p256, 1)), ""},
-		{"P-384", one(fakeCert(500, ecKey(t, elliptic.P384()), 1)), ""},
-		{"Ed25519", one(fakeCert(500, ed, 1)), ""},
-		{"RSA at the lower limit", one(fakeCert(500, rsaKey(MinClientRSABits), 1)), ""},
-		{"RSA at the upper limit", one(fakeCert(500, rsaKey(MaxClientRSABits), 1)), ""},
-		{"RSA one bit short", one(fakeCert(500, rsaKey(MinClientRSABits-1), 1)), BoundKey},
-		{"RSA one bit over", one(fakeCert(500, rsaKey(MaxClientRSABits+1), 1)), BoundKey},
-		{"P-521", one(fakeCert(500, ecKey(t, elliptic.P521()), 1)), BoundKey},
-		{"a P-521 intermediate", []*x509.Certificate{fakeCert(500, p256, 1), fakeCert(500, ecKey(t, elliptic.P521()), 0)}, BoundKey},
-		{"P-224", one(fakeCert(500, ecKey(t, elliptic.P224()), 1)), BoundKey},
-		{"no key", one(fakeCert(500, nil, 1)), BoundKey},
+		{"the leaf named as its intermediate", sameSubject(certs(3, 500), 0, 1), ""},
+		{"two intermediates of one name", sameSubject(certs(3, 500), 1, 2), BoundDuplicateSubject},
+		{"P-256, Ed25519, RSA-2048", keys(p256, ed, rsaKey(MinClientRSABits)), ""},
+		{"three RSA-3072", keys(rsaKey(3072), rsaKey(3072), rsaKey(3072)), ""},
+		{"RSA at the upper limit with two P-256: the cost at the limit", keys(rsaKey(MaxClientRSABits), p256, p256), ""},
+		{"two RSA-4096: over the cost", keys(rsaKey(MaxClientRSABits), rsaKey(MaxClientRSABits)), BoundCost},
+		{"RSA one bit short", keys(rsaKey(MinClientRSABits - 1)), BoundKey},
+		{"RSA one bit over", keys(rsaKey(MaxClientRSABits + 1)), BoundKey},
+		{"P-384", keys(ecKey(t, elliptic.P384())), BoundKey},
+		{"P-521", keys(ecKey(t, elliptic.P521())), BoundKey},
+		{"a P-521 intermediate", keys(p256, ecKey(t, elliptic.P521())), BoundKey},
+		{"P-224", keys(ecKey(t, elliptic.P224())), BoundKey},
+		{"no key", keys(nil), BoundKey},
 	}
 	for _, c := range cases {
 		err := checkChainBounds(c.chain)
@@ -125,18 +144,24 @@ func TestChainBoundsOverTLS(t *testing.T) {
 		}
 		return c
 	}
+	// The largest chain accepted: as many certificates and SANs as the
+	// bounds allow, padded to the size bounds.
+	atBounds := certstest.ChainOptions{Intermediates: MaxClientChainCerts - 1, SANs: MaxClientCertSANs - 1}
 	cases := []struct {
 		name  string
 		cert  tls.Certificate
 		bound string // "" accepted
 	}{
 		{"leaf and 60 forged P-521 CAs", must(p.ForgedChain(60, elliptic.P521())), BoundChainCerts},
-		{"leaf and 3 forged P-521 CAs", must(p.ForgedChain(3, elliptic.P521())), BoundKey},
-		{"leaf and 3 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts - 1})), ""},
-		{"leaf and 4 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts})), BoundChainCerts},
+		{"leaf and 2 forged P-521 CAs", must(p.ForgedChain(2, elliptic.P521())), BoundKey},
+		{"leaf and 2 forged P-256 CAs", must(p.ForgedChain(2, elliptic.P256())), BoundDuplicateSubject},
+		{"leaf and 2 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts - 1})), ""},
+		{"leaf and 3 intermediates", must(p.ClientChain(certstest.ChainOptions{Intermediates: MaxClientChainCerts})), BoundChainCerts},
 		{"a leaf with 16 SANs", must(p.ClientChain(certstest.ChainOptions{SANs: MaxClientCertSANs - 1})), ""},
 		{"a leaf with 1,000 SANs", must(p.ClientChain(certstest.ChainOptions{SANs: 999})), BoundCertBytes},
-		{"a P-384 intermediate", must(p.ClientChain(certstest.ChainOptions{Intermediates: 1, IntermediateKey: certstest.P384Key})), ""},
+		{"a chain at the size bounds", must(p.ClientChainOfSize(atBounds, MaxClientChainBytes)), ""},
+		{"a chain 16 bytes over", must(p.ClientChainOfSize(atBounds, MaxClientChainBytes+16+8*MaxClientChainCerts)), BoundChainBytes},
+		{"a P-384 intermediate", must(p.ClientChain(certstest.ChainOptions{Intermediates: 1, IntermediateKey: certstest.P384Key})), BoundKey},
 		{"a P-521 intermediate", must(p.ClientChain(certstest.ChainOptions{Intermediates: 1, IntermediateKey: certstest.P521Key})), BoundKey},
 	}
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {

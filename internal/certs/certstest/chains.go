@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"fmt"
 	"net/url"
 )
@@ -25,6 +27,46 @@ type ChainOptions struct {
 	SANs int
 	// IntermediateKey makes the intermediates' keys; nil makes P-256 ones.
 	IntermediateKey func() (crypto.Signer, error)
+	// Padding adds that many bytes to every certificate of the chain, in an
+	// extension no one reads, to make it as large as a test needs.
+	Padding int
+}
+
+// paddingOID names the padding extension (an arc of the example
+// enterprise number, 32473, which RFC 5612 reserves for documentation).
+var paddingOID = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 32473, 1}
+
+func (o ChainOptions) pad(tmpl *x509.Certificate) {
+	if o.Padding > 0 {
+		tmpl.ExtraExtensions = []pkix.Extension{{Id: paddingOID, Value: make([]byte, o.Padding)}}
+	}
+}
+
+// ClientChainOfSize is ClientChain padded so that the chain's certificates
+// add up to at most size bytes, and to within a few bytes of it.
+func (p *PKI) ClientChainOfSize(o ChainOptions, size int) (tls.Certificate, error) {
+	o.Padding = 0
+	for range 8 {
+		c, err := p.ClientChain(o)
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		total := 0
+		for _, der := range c.Certificate {
+			total += len(der)
+		}
+		n := len(c.Certificate)
+		switch {
+		case total <= size && size-total < 8*n: // ECDSA signatures vary by a few bytes
+			return c, nil
+		case total > size:
+			o.Padding -= (total-size)/n + 1
+		default:
+			o.Padding += (size - total) / n
+		}
+		o.Padding = max(o.Padding, 0)
+	}
+	return tls.Certificate{}, fmt.Errorf("certstest: no padding makes a chain of %+v %d bytes", o, size)
 }
 
 // ClientChain issues a leaf with the identity IdentityURI through
@@ -46,6 +88,7 @@ func (p *PKI) ClientChain(o ChainOptions) (tls.Certificate, error) {
 		if err != nil {
 			return tls.Certificate{}, err
 		}
+		o.pad(tmpl)
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent.cert, key.Public(), parent.key)
 		if err != nil {
 			return tls.Certificate{}, fmt.Errorf("certstest: create intermediate %d: %w", i+1, err)
@@ -61,6 +104,7 @@ func (p *PKI) ClientChain(o ChainOptions) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
+	o.pad(tmpl)
 	u, _ := url.Parse(IdentityURI)
 	tmpl.URIs = []*url.URL{u}
 	for i := range o.SANs {
