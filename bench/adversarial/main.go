@@ -114,7 +114,7 @@ func run() int {
 	printTable(os.Stdout, rows)
 	violations := 0
 	for _, r := range rows {
-		if r.err != nil || r.seen.violated() {
+		if r.err != nil || r.seen.violated() || strings.Contains(r.note, violation) {
 			violations++
 		}
 	}

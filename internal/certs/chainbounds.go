@@ -34,9 +34,11 @@ import (
 // 1.2 KiB with one to a few SANs, sent alone or with one intermediate, two at
 // most. crypto/tls keeps about three times the chain's bytes for a session's
 // life (its record and handshake buffers grow to the Certificate message, and
-// the parsed certificates point into a copy of it), on top of 10.6 KiB for a
-// session with one P-256 leaf; at the bounds a session holds at most twice
-// that.
+// the parsed certificates point into a copy of it), and 2 KiB for each
+// certificate parsed, on top of 10.6 KiB for a session with one P-256 leaf
+// of 0.5 KiB: at the bounds a session holds 22.9 KiB, 2.2 times that
+// (BenchmarkSessionHeap, "chain at the bounds"), where a leaf with 1,000
+// SANs held 137 KiB.
 const (
 	// MaxClientChainCerts is the most certificates a client may send: its
 	// leaf and up to two intermediates.
@@ -44,8 +46,10 @@ const (
 	// MaxClientCertBytes bounds each certificate's DER encoding. An RSA-4096
 	// certificate is about 1.4 KiB.
 	MaxClientCertBytes = 2 << 10
-	// MaxClientChainBytes bounds the chain's DER encodings together.
-	MaxClientChainBytes = 4 << 10
+	// MaxClientChainBytes bounds the chain's DER encodings together: three
+	// P-256 certificates, two RSA-2048 ones, or an RSA-4096 leaf with a
+	// P-256 intermediate.
+	MaxClientChainBytes = 2560
 	// MaxClientCertSANs bounds each certificate's subject alternative names
 	// (DNS, URI, IP and e-mail together). A SPIFFE SVID has one.
 	MaxClientCertSANs = 16

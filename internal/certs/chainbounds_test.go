@@ -88,13 +88,13 @@ func TestChainBounds(t *testing.T) {
 		chain []*x509.Certificate
 		bound string // "" accepted
 	}{
-		{"certificates at the limit", certs(MaxClientChainCerts, 1000), ""},
-		{"one certificate too many", certs(MaxClientChainCerts+1, 1000), BoundChainCerts},
+		{"certificates at the limit", certs(MaxClientChainCerts, 500), ""},
+		{"one certificate too many", certs(MaxClientChainCerts+1, 500), BoundChainCerts},
 		{"61 certificates", certs(61, 500), BoundChainCerts},
 		{"a certificate at the size limit", certs(1, MaxClientCertBytes), ""},
 		{"a certificate one byte over", certs(1, MaxClientCertBytes+1), BoundCertBytes},
-		{"a chain at the size limit", certs(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), ""},
-		{"a chain one byte over", append(certs(MaxClientChainBytes/MaxClientCertBytes, MaxClientCertBytes), fakeCert(1, p256, 0)), BoundChainBytes},
+		{"a chain at the size limit", []*x509.Certificate{fakeCert(MaxClientCertBytes, p256, 1), fakeCert(MaxClientChainBytes-MaxClientCertBytes, p256, 0)}, ""},
+		{"a chain one byte over", []*x509.Certificate{fakeCert(MaxClientCertBytes, p256, 1), fakeCert(MaxClientChainBytes-MaxClientCertBytes+1, p256, 0)}, BoundChainBytes},
 		{"SANs at the limit", []*x509.Certificate{fakeCert(1000, p256, MaxClientCertSANs)}, ""},
 		{"one SAN too many", []*x509.Certificate{fakeCert(1000, p256, MaxClientCertSANs+1)}, BoundSANs},
 		{"an intermediate with one SAN too many", []*x509.Certificate{fakeCert(1000, p256, 1), fakeCert(1000, p256, MaxClientCertSANs+1)}, BoundSANs},
