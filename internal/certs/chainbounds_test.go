@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/monolock/monolock/internal/certs/certstest"
 )
@@ -185,5 +186,48 @@ func TestChainBoundsOverTLS(t *testing.T) {
 				t.Errorf("TLS %x, %s: client error %v, want the bad-certificate alert", version, c.name, err)
 			}
 		}
+	}
+}
+
+// TestVerifyClientChainClock: the verification runs on the injected clock,
+// so a chain is refused once its leaf has expired, and the bounds come first:
+// a chain past a bound that would not verify either gets the bound's error.
+func TestVerifyClientChainClock(t *testing.T) {
+	p := newPKI(t)
+	cfg, err := Load(mtlsFiles(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.ClientChain(certstest.ChainOptions{Intermediates: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain []*x509.Certificate
+	for _, der := range c.Certificate {
+		parsed, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain = append(chain, parsed)
+	}
+	cs := tls.ConnectionState{PeerCertificates: chain}
+	at := func(when time.Time) error {
+		return verifyClientChain(cfg.ClientCAs, func() time.Time { return when })(cs)
+	}
+	if err := at(chain[0].NotAfter); err != nil {
+		t.Errorf("at the leaf's last valid instant: %v", err)
+	}
+	var ce x509.CertificateInvalidError
+	if err := at(chain[0].NotAfter.Add(time.Second)); !errors.As(err, &ce) || ce.Reason != x509.Expired {
+		t.Errorf("a second after the leaf expired: %v, want an expired-certificate error", err)
+	}
+	cs.PeerCertificates = append(chain, chain[1], chain[1]) // 4 certificates, the last two alike
+	var be *ChainBoundError
+	if err := at(chain[0].NotAfter.Add(time.Second)); !errors.As(err, &be) || be.Bound != BoundChainCerts {
+		t.Errorf("an expired chain past a bound: %v, want the bound %s crossed", err, BoundChainCerts)
+	}
+	cs.PeerCertificates = nil
+	if err := at(time.Now()); err != nil {
+		t.Errorf("no certificate (refused by crypto/tls itself): %v", err)
 	}
 }
