@@ -190,7 +190,10 @@ func TestChainBoundsOverTLS(t *testing.T) {
 }
 
 // TestVerifyClientChainClock: the verification runs on the injected clock,
-// so a chain is refused once its leaf has expired, and the bounds come first:
+// so a chain is refused before its leaf is valid and once it has expired
+// (the CA and the intermediate, made a moment earlier, have expired a
+// moment earlier: the error is an expiry all the same), and the bounds come
+// first:
 // a chain past a bound that would not verify either gets the bound's error.
 func TestVerifyClientChainClock(t *testing.T) {
 	p := newPKI(t)
@@ -214,8 +217,11 @@ func TestVerifyClientChainClock(t *testing.T) {
 	at := func(when time.Time) error {
 		return verifyClientChain(cfg.ClientCAs, func() time.Time { return when })(cs)
 	}
-	if err := at(chain[0].NotAfter); err != nil {
-		t.Errorf("at the leaf's last valid instant: %v", err)
+	if err := at(chain[0].NotBefore.Add(time.Second)); err != nil {
+		t.Errorf("a second after the leaf's start: %v", err)
+	}
+	if err := at(chain[0].NotBefore.Add(-time.Second)); err == nil {
+		t.Error("a second before the leaf's start: verified")
 	}
 	var ce x509.CertificateInvalidError
 	if err := at(chain[0].NotAfter.Add(time.Second)); !errors.As(err, &ce) || ce.Reason != x509.Expired {
