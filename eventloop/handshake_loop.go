@@ -3,7 +3,6 @@ package eventloop
 import (
 	"bytes"
 	"crypto/tls"
-	"errors"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -73,7 +72,7 @@ func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 		case h.owner.shuttingDown:
 			return gnet.Close
 		}
-		c.tr.hs = newHandshakeInput(h.srv.handshakes)
+		c.tr.hs = newHandshakeInput(h.srv.handshakes, c.Conn.RemoteAddr())
 		c.tr.hs.feed(buf)
 		_, _ = c.Conn.Discard(len(buf))
 		c.phase = phaseHandshake
@@ -154,16 +153,7 @@ func (h *handler) debug(s *session, msg string) {
 // lets the client read the alert it sent before the connection closes.
 func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action {
 	h.srv.metrics.TLSHandshakeError()
-	var bound chainBound
-	if errors.As(err, &bound) {
-		// Not a client's mistake but a chain no deployment sends: worth a
-		// warning, sampled, since whoever sends one retries in a loop.
-		h.srv.metrics.TLSChainRefused(bound.ChainBound())
-		if e := h.owner.chainLog.Warn(); e.Enabled() {
-			e.Err(err).Str("remote", s.remoteAddr()).Str("bound", bound.ChainBound()).
-				Msg("refused a client certificate chain before verifying it (at most one line a second; monolock_tls_client_chains_refused_total counts every one)")
-		}
-	} else if e := h.srv.log.Debug(); e.Enabled() {
+	if e := h.srv.log.Debug(); e.Enabled() {
 		e.Err(err).Str("remote", s.remoteAddr()).Msg("TLS handshake failed")
 	}
 	c.phase = phaseRefused

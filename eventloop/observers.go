@@ -11,7 +11,9 @@ import (
 // The loop reports what happens to the features beside it — metrics, the
 // audit stream, access control, identities — through these small
 // interfaces, so that it depends on none of their packages. Every method is
-// called on the event loop and must return at once: no I/O, no waiting.
+// called on the event loop, except Metrics.TLSChainRefused (from handshake
+// goroutines, so it must be safe for concurrent use), and must return at
+// once: no I/O, no waiting.
 
 // Metrics counts what the loop does. Config.Metrics nil counts nothing
 // (noMetrics): the loop never checks for nil.

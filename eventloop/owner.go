@@ -56,7 +56,6 @@ const (
 type owner struct {
 	log       zerolog.Logger
 	denyLog   zerolog.Logger // ACL denials, sampled: a refused client may retry in a loop
-	chainLog  zerolog.Logger // client chains refused by a bound, sampled: an attacker retries in a loop
 	ioTimeout time.Duration
 
 	clk   Clock
@@ -99,7 +98,6 @@ func newOwner(cfg Config, clk Clock) *owner {
 	o := &owner{
 		log:        cfg.Logger,
 		denyLog:    cfg.Logger.Sample(&zerolog.BurstSampler{Burst: denialsPerSecond, Period: time.Second}),
-		chainLog:   cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second}),
 		ioTimeout:  cfg.IOTimeout,
 		clk:        clk,
 		table:      locktable.New[*session](),
