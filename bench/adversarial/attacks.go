@@ -42,6 +42,8 @@ var attacks = []attack{
 	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
 	{9, "silent waiters and churners at the limit, plain", prepareSilentWaitersPlain, runSilentWaiters},
 	{10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters},
+	{11, "forged client chains", prepareForgedChain, runForgedChains},
+	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

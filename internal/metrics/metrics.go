@@ -13,6 +13,7 @@ import (
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
+	"github.com/monolock/monolock/internal/certs"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -29,6 +30,7 @@ type Metrics struct {
 	evictions           prometheus.Counter
 	silentWaiterEvicts  prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
+	tlsChainRefusals    *prometheus.CounterVec // by bound (certs.Bound*); every series exists from the start
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
 	holdSeconds         prometheus.Observer
@@ -53,7 +55,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	releases := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_releases_total", Help: "Locks released, by reason."}, []string{"reason"})
 	protoErrs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_protocol_errors_total", Help: "ERROR frames sent, by wire code: client errors, 0x01 at shutdown and 0x02 by an administrator."}, []string{"code"})
 
+	chains := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_tls_client_chains_refused_total", Help: "Client certificate chains refused before verification, by the bound they crossed."}, []string{"bound"})
+	for _, b := range certs.ChainBounds() {
+		chains.WithLabelValues(b)
+	}
 	m := &Metrics{
+		tlsChainRefusals:    chains,
 		connectionsActive:   gauge("connections_active", "Open protocol connections."),
 		locksHeld:           gauge("locks_held", "Locks with a holder."),
 		waiters:             gauge("waiters", "Sessions queued behind a holder."),
@@ -77,7 +84,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
 			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.tlsHandshakeErrors, m.heartbeats,
-			wait, hold, releases, protoErrs,
+			wait, hold, releases, protoErrs, chains,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
@@ -155,6 +162,12 @@ func (m *Metrics) SilentWaiterEvicted() {
 // TLSHandshakeError counts a failed or timed-out TLS handshake.
 func (m *Metrics) TLSHandshakeError() {
 	m.tlsHandshakeErrors.Inc()
+}
+
+// TLSChainRefused counts a client certificate chain refused, before its
+// verification, for crossing bound.
+func (m *Metrics) TLSChainRefused(bound string) {
+	m.tlsChainRefusals.WithLabelValues(bound).Inc()
 }
 
 // AuditSource is what the audit log reports about itself (see audit.Log).
