@@ -15,6 +15,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/monolock/monolock/internal/startline"
 )
 
 // The bare gnet server: the floor that monolock's per-heartbeat CPU is
@@ -24,7 +26,8 @@ import (
 // parses both servers' replies with the same decoder.
 
 // floorStarted is the message of the floor server's start line, which
-// follows monolock's readiness contract (internal/testsupport/proc).
+// follows monolock's readiness contract: its address under the key package
+// startline names, which proc reads.
 const floorStarted = "floor-server started"
 
 // floorReply is the 9-byte answer to one received byte.
@@ -50,7 +53,7 @@ func (h *floorHandler) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		_ = unix.Close(fd)
 	}
-	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, "listen": addr})
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, startline.Listen: addr})
 	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
 	return gnet.None
 }
@@ -128,7 +131,7 @@ func floorGoAccept(h *floorHandler, listen string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floor-server: %v\n", err)
 		return 1
 	}
-	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, "listen": ln.Addr().String()})
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, startline.Listen: ln.Addr().String()})
 	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
 	for {
 		c, err := ln.Accept()

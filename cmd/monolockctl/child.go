@@ -31,6 +31,16 @@ const (
 // connection, for the guard to hold (nil: not available).
 func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Signal, e *env) int {
 	defer lock.Close()
+	// After a stop (SIGSTOP, or SIGTSTP from the terminal) monolockctl gets
+	// SIGCONT; the guard has stopped COMMAND's group meanwhile (guard.go),
+	// and it is for monolockctl to let it go on, once it knows whether the
+	// lock is still held. The guard may stop the group as soon as it has
+	// started COMMAND, so SIGCONT is caught before: one that came before the
+	// loop would otherwise leave the group stopped for good.
+	conts := make(chan os.Signal, 1)
+	signal.Notify(conts, syscall.SIGCONT)
+	defer signal.Stop(conts)
+
 	guard, group, watch, status, ok := r.startGuard(lock, conn, e)
 	if !ok {
 		return status
@@ -43,13 +53,18 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 		close(exited)
 	}()
 
-	// After a stop (SIGSTOP, or SIGTSTP from the terminal) monolockctl gets
-	// SIGCONT; the guard has stopped COMMAND's group meanwhile (guard.go),
-	// and it is for monolockctl to let it go on, once it knows whether the
-	// lock is still held.
-	conts := make(chan os.Signal, 1)
-	signal.Notify(conts, syscall.SIGCONT)
-	defer signal.Stop(conts)
+	// warnSlowLink warns, once, when the longest round trip so far is
+	// 0.3 × lease or more. It runs every lease/4 while COMMAND runs, and
+	// once more at a loss and at the end, so that a run the slow link cut
+	// short, or that ended before a tick, still says so.
+	warned := false
+	warnSlowLink := func() {
+		if rtt := lock.MaxRTT(); !warned && rtt*rttWarnDen >= r.lease*rttWarnNum {
+			warned = true
+			r.report(e, "warning: a round trip to the server took %v; with -lease %v the lock is lost when one takes 0.4 × lease (%v): use a lease of at least 2.5 × the worst round trip",
+				rtt.Round(time.Millisecond), r.lease, r.lease*4/10)
+		}
+	}
 
 	lost := lock.Lost()
 	var kill <-chan time.Time
@@ -72,6 +87,7 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 		} else {
 			kill = time.After(grace)
 		}
+		warnSlowLink()
 		next := ""
 		if serverLetGo(cause) {
 			next = "; the server has let go of it, so the next holder may run already"
@@ -83,6 +99,7 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 	for {
 		select {
 		case <-exited:
+			warnSlowLink()
 			if err := lock.Close(); err != nil {
 				if !stopping { // else stop has said so, with the cause
 					r.report(e, "lock lost while the command ran: %v", err)
@@ -106,11 +123,7 @@ func (r *runArgs) runHolding(lock *client.Lock, conn net.Conn, sigs <-chan os.Si
 			kill = nil
 			_ = syscall.Kill(-group, syscall.SIGKILL)
 		case <-rttCheck.C:
-			if rtt := lock.MaxRTT(); rtt*rttWarnDen >= r.lease*rttWarnNum {
-				rttCheck.Stop()
-				r.report(e, "warning: a round trip to the server took %v; with -lease %v the lock is lost when one takes 0.4 × lease (%v): use a lease of at least 2.5 × the worst round trip",
-					rtt.Round(time.Millisecond), r.lease, r.lease*4/10)
-			}
+			warnSlowLink()
 		}
 	}
 }

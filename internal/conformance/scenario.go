@@ -22,10 +22,13 @@ type Scenario struct {
 	// Server: the scenario needs a real monolock binary (Config.Server).
 	Server bool
 	// Attempts is how many runs a failure takes before it counts (one when
-	// zero). Only a scenario whose lease is so short that a loaded machine
-	// can starve the kit's own answers past the client's give-up has more:
-	// a client that breaks the rule fails every run, one that was starved
-	// passes the next.
+	// zero). Only a scenario that a loaded machine can fail but never pass
+	// has more: a lease so short that the kit's own answers can be starved
+	// past the client's give-up, or a gap that load only lengthens. A client
+	// that breaks the rule fails every run, one that was starved passes the
+	// next, and the pass says that an earlier run failed. (Where load can
+	// also make a broken client pass, as with the intervals of
+	// heartbeat-rtt, a second run would only be a second chance for it.)
 	Attempts int
 	run      func(e *Env)
 }

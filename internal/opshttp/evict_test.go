@@ -2,9 +2,13 @@ package opshttp
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // At the cap, evict closes the connection that has waited for its header
@@ -72,5 +76,58 @@ func TestEvictSeesThroughTLS(t *testing.T) {
 	}
 	if _, ok := l.waiting[tc]; ok {
 		t.Fatal("the evicted connection is still tracked")
+	}
+}
+
+// A connection whose request waits unread in the kernel (its goroutine not
+// yet run, on a loaded machine) is not silent: once the grace is up, the
+// one that has really sent nothing is closed, though it came later, and
+// with only the unread one waiting nothing is.
+func TestEvictKeepsAConnectionWithUnreadBytes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (server, client net.Conn) {
+		t.Helper()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		server, err = ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = server.Close() })
+		return server, client
+	}
+	l := LimitListener(&http.Server{}, nil, 2, nil).(*limitListener)
+	probeSide, probe := pair()
+	silentSide, _ := pair()
+	if _, err := probe.Write([]byte("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 5*time.Second, func() error {
+		if !unread(probeSide) {
+			return errors.New("the probe's request has not reached the server's receive queue")
+		}
+		return nil
+	})
+	waiting, silent := &limitConn{Conn: probeSide, release: func() {}}, &limitConn{Conn: silentSide, release: func() {}}
+	l.track(waiting, http.StateNew) // the older
+	l.track(silent, http.StateNew)
+	if !l.evict(true) {
+		t.Fatal("evict closed nothing; want the silent connection")
+	}
+	if _, ok := l.waiting[silent]; ok {
+		t.Fatal("the silent connection was kept")
+	}
+	if _, ok := l.waiting[waiting]; !ok {
+		t.Fatal("the connection with an unread request was closed")
+	}
+	if l.evict(true) {
+		t.Fatal("the connection with an unread request was closed when it waited alone")
 	}
 }

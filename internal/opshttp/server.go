@@ -210,8 +210,11 @@ func (l *limitListener) track(c net.Conn, st http.ConnState) {
 // longest and reports whether there was one; its Close frees its slot.
 // Connections that have sent something are preferred: a slow client that
 // trickles its header, or an idle keep-alive one. One that has sent nothing
-// may be a probe whose request is still on its way or waits for the server
-// to read it; it is closed only when silent is set and no other waits.
+// may be a probe whose request is still on its way; it is closed only when
+// silent is set and no other waits. One whose bytes wait unread in the
+// kernel is never taken for silent: the client has spoken, and it is the
+// server, on a loaded machine, that has not yet read it (a probe whose
+// request waits for its goroutine).
 func (l *limitListener) evict(silent bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -224,6 +227,9 @@ func (l *limitListener) evict(silent bool) bool {
 		heard := true
 		if lc, ok := underLimit(c); ok {
 			heard = lc.heard.Load()
+			if !heard && silent && unread(lc.Conn) {
+				continue
+			}
 		}
 		if oldest == nil || (heard && !oldestHeard) || (heard == oldestHeard && seq < since) {
 			oldest, since, oldestHeard = c, seq, heard
