@@ -23,5 +23,6 @@ func (d *daemon) adminHandler() http.Handler {
 		TLS:       d.cfg.tlsCert != "",
 		MTLS:      d.cfg.tlsClientCA != "",
 		IOTimeout: d.cfg.ioTimeout,
+		Ready:     d.health.Readiness,
 	})
 }

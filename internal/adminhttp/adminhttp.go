@@ -52,11 +52,11 @@ import (
 // Backend is the running server, as the admin API needs it.
 // *eventloop.Server satisfies it.
 type Backend interface {
-	// Locks returns every held lock whose name match accepts (all for a nil
-	// match), sorted by name, each with its full FIFO queue. match must be
-	// called on the caller's goroutine, never on the server's event loop,
-	// where a costly pattern over many names would delay every client.
-	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
+	// Locks returns the page q selects of the held locks, sorted by name,
+	// each with its full FIFO queue. q.Match must be called on the caller's
+	// goroutine, never on the server's event loop, where a costly pattern
+	// over many names would delay every client.
+	Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.LockPage, error)
 	// Lock returns one lock; ok is false when it is idle.
 	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
@@ -81,6 +81,9 @@ type Info struct {
 	TLS       bool
 	MTLS      bool
 	IOTimeout time.Duration
+	// Ready says why the server should get no new clients, as /readyz
+	// does, or nil; a nil Ready counts as ready.
+	Ready func(ctx context.Context) error
 }
 
 // MatchBudget bounds the work of one ?match= filter: the sum, over the
@@ -227,6 +230,12 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 		backendError(w, err)
 		return
 	}
+	notReady := ""
+	if h.info.Ready != nil {
+		if err := h.info.Ready(ctx); err != nil {
+			notReady = err.Error()
+		}
+	}
 	writeJSON(w, http.StatusOK, admin.ServerInfo{
 		Version:  h.info.Version,
 		UptimeMS: time.Since(h.info.Started).Milliseconds(),
@@ -239,9 +248,14 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 			AuditLog:    h.info.AuditLog,
 			IOTimeoutMS: h.info.IOTimeout.Milliseconds(),
 		},
-		Locks:    st.Locks,
-		Sessions: st.Sessions,
-		Waiters:  st.Waiters,
+		Locks:       st.Locks,
+		Sessions:    st.Sessions,
+		Waiters:     st.Waiters,
+		Grants:      st.Grants,
+		Expiries:    st.Expiries,
+		NewestToken: st.NewestToken,
+		Ready:       notReady == "",
+		NotReady:    notReady,
 	})
 }
 
@@ -253,8 +267,11 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed query string (%v): percent-encode the match pattern (curl -G --data-urlencode 'match=nightly/*')", err))
 		return
 	}
+	page, ok := pageQuery(w, q)
+	if !ok {
+		return
+	}
 	var (
-		match      func(string) bool
 		names      int
 		cost       int
 		overBudget bool
@@ -270,7 +287,7 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		}
 		// Each name is charged the pattern's worst case before it is
 		// tried; once the budget is spent, no more are tried.
-		match = func(name string) bool {
+		page.Match = func(name string) bool {
 			names++
 			cost += p.Cost(len(name))
 			overBudget = overBudget || cost > MatchBudget
@@ -286,7 +303,7 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d lock listings are in progress, the most served at once: retry shortly, or name the lock (GET /api/locks/{name})", cap(h.listings)))
 		return
 	}
-	locks, err := h.b.Locks(ctx, match)
+	got, err := h.b.Locks(ctx, page)
 	if err != nil {
 		backendError(w, err)
 		return
@@ -295,10 +312,32 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
 		return
 	}
-	if locks == nil {
-		locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
+	if got.Locks == nil {
+		got.Locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 	}
-	writeJSON(w, http.StatusOK, admin.LockList{Locks: locks})
+	writeJSON(w, http.StatusOK, admin.LockList{Locks: got.Locks, Total: got.Total, Next: got.Next})
+}
+
+// pageQuery reads limit= and after=: at most admin.MaxPageSize locks a
+// page, every lock without limit=, the names after after= (exclusive).
+func pageQuery(w http.ResponseWriter, q url.Values) (eventloop.LockQuery, bool) {
+	var page eventloop.LockQuery
+	for _, key := range []string{"limit", "after"} {
+		if vs := q[key]; len(vs) > 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is given %d times: give it once", key, len(vs)))
+			return page, false
+		}
+	}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > admin.MaxPageSize {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%s is not a page size: give a whole number from 1 to %d, or leave out limit= to list every lock", quote(v[0]), admin.MaxPageSize))
+			return page, false
+		}
+		page.Limit = n
+	}
+	page.After = q.Get("after")
+	return page, true
 }
 
 func (h *handler) getLock(w http.ResponseWriter, r *http.Request) {
