@@ -1,8 +1,10 @@
 // Package adminhttp is monolock's admin HTTP API: it lists locks with their
-// holders and queues, force-releases a lock and kicks a waiter.
+// holders and queues, force-releases a lock and kicks a waiter; and it
+// serves the live console that does the same in a browser (package console).
 //
+//	GET    /                                          the console
 //	GET    /api/info                                  version, uptime, effective config, counts
-//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name
+//	GET    /api/locks[?match=GLOB][&limit=N&after=X]  {"locks": [...], "total", "next"}: held locks, sorted by name
 //	GET    /api/locks/{name}                          one lock; 404 when idle
 //	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02
@@ -26,8 +28,10 @@
 // {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
 // do, with status 400 (bad request, or a ?match= pattern too costly for
 // MatchBudget), 404 (no such lock, waiter or path),
-// 405 (wrong method, with an Allow header) or 503 (the server did not
-// answer).
+// 403 (a change sent by a browser from another site's page), 405 (wrong
+// method, with an Allow header) or 503 (the server did not answer). Every
+// answer carries the security headers a browser needs to keep the console
+// to this server's own files (securityHeaders).
 package adminhttp
 
 import (
@@ -44,6 +48,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/adminhttp/console"
 	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -104,16 +109,53 @@ func New(b Backend, info Info) http.Handler {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
-	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings())}
+	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings()),
+		console: console.New(), crossOrigin: http.NewCrossOriginProtection()}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in
 	// {name} and "%2E%2E" is the name "..", not a step up.
 	h.route("GET /api/info", h.getInfo)
 	h.route("GET /api/locks", h.listLocks)
 	h.route("GET /api/locks/{name}", h.getLock)
-	h.route("POST /api/locks/{name}/release", h.release)
-	h.route("DELETE /api/locks/{name}/waiters/{addr}", h.kick)
+	h.route("POST /api/locks/{name}/release", h.sameOrigin(h.release))
+	h.route("DELETE /api/locks/{name}/waiters/{addr}", h.sameOrigin(h.kick))
+	h.route("GET /{$}", h.console.Page)
+	h.route("GET /console/{file}", h.asset)
 	return h
+}
+
+// securityHeaders are sent with every answer, the console's and the API's:
+// nothing but this server's own files may run, style or be fetched; no page
+// may frame it; no referrer leaves it.
+var securityHeaders = [][2]string{
+	{"Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+	{"X-Content-Type-Options", "nosniff"},
+	{"X-Frame-Options", "DENY"},
+	{"Referrer-Policy", "no-referrer"},
+	{"Cross-Origin-Opener-Policy", "same-origin"},
+	{"Cross-Origin-Resource-Policy", "same-origin"},
+}
+
+// sameOrigin answers 403 to a change a browser sends from another site
+// before serve runs. The API takes no cookie, but a page elsewhere can still
+// make the browser of an operator who reaches the admin port (on loopback,
+// through a tunnel, with a client certificate) POST to it, and a bodiless
+// POST needs no CORS preflight. Browsers say where a request comes from
+// (Sec-Fetch-Site, else Origin); curl and monolockctl send neither and pass.
+func (h *handler) sameOrigin(serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h.crossOrigin.Check(r); err != nil {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s %s refused: %v; a browser may change locks only from the console this server serves at /, not from another site's page", r.Method, clip(r.URL.EscapedPath()), err))
+			return
+		}
+		serve(w, r)
+	}
+}
+
+func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
+	if !h.console.Asset(w, r, r.PathValue("file")) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such console file %s: the console is served at /", clip(r.URL.EscapedPath())))
+	}
 }
 
 type handler struct {
@@ -121,6 +163,9 @@ type handler struct {
 	info     Info
 	mux      *http.ServeMux
 	listings chan struct{} // a token per lock listing in progress
+	console  *console.Files
+
+	crossOrigin *http.CrossOriginProtection // see sameOrigin
 }
 
 // maxListings bounds the lock listings served at once: matching, sorting
@@ -129,6 +174,9 @@ type handler struct {
 func maxListings() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, kv := range securityHeaders {
+		w.Header().Set(kv[0], kv[1])
+	}
 	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
 }
 
@@ -156,7 +204,7 @@ func (m *muxWriter) WriteHeader(status int) {
 	path := clip(m.r.URL.EscapedPath())
 	switch {
 	case status == http.StatusNotFound:
-		msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
+		msg := fmt.Sprintf("no such endpoint %s: the admin port serves the console at / and the API at /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
 		if strings.HasPrefix(m.r.URL.EscapedPath(), "/api/locks/") {
 			msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
 		}
@@ -426,7 +474,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, b.String())
 }

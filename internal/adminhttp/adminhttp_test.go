@@ -80,11 +80,20 @@ func (e *env) do(t *testing.T, method, path string) response {
 
 func do(t *testing.T, method, rawURL string) response {
 	t.Helper()
+	return doWith(t, method, rawURL, nil)
+}
+
+// doWith sends a request with these headers added.
+func doWith(t *testing.T, method, rawURL string, headers map[string]string) response {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		t.Fatalf("NewRequest %s %s: %v", method, rawURL, err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -550,7 +559,7 @@ func TestMethodNotAllowed(t *testing.T) {
 func TestUnknownPath(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	for _, path := range []string{"/", "/api", "/api/", "/api/nope", "/metrics", "/api/info/x",
+	for _, path := range []string{"/api", "/api/", "/api/nope", "/metrics", "/api/info/x",
 		"/api/locks/x/nope", "/api/locks/x/waiters", "/api/locks/x/waiters/a/b", "/API/locks"} {
 		e.do(t, "GET", path).wantError(t, 404)
 	}
