@@ -231,6 +231,11 @@ function ago(iso) {
   return duration(serverNow() - Date.parse(iso)) + " ago";
 }
 
+// identity shows a client's certificate identity; "—" without one.
+function identity(id) {
+  return id ? el("span", { textContent: id }) : el("span", { className: "muted", textContent: "—", title: "no client certificate" });
+}
+
 function timeEl(iso, text) {
   return el("time", { dateTime: iso, title: iso, textContent: text });
 }
@@ -249,7 +254,9 @@ function renderSummary() {
     ["Ready", info.ready ? "yes" : "no: " + info.not_ready],
   ];
   $("summary").replaceChildren(
-    ...items.map(([k, v]) => el("div", null, el("dt", { textContent: k }), el("dd", { textContent: v }))),
+    ...items.map(([k, v]) =>
+      el("div", { className: k === "Newest token" ? "wide" : "" }, el("dt", { textContent: k }), el("dd", { textContent: v })),
+    ),
   );
   $("summary").querySelector("div:last-child dd").classList.toggle("stale", !info.ready);
   const tls = info.config.mtls ? "mutual TLS" : info.config.tls ? "TLS" : "plain TCP";
@@ -289,7 +296,7 @@ function renderWaiters(lock) {
         "li",
         null,
         el("span", { textContent: `#${w.position}` }),
-        el("span", { textContent: w.identity || "(no identity)" }),
+        identity(w.identity),
         el("span", { className: "addr", textContent: w.remote_addr }),
         el("span", null, "waiting ", timeEl(w.queued_at, duration(serverNow() - Date.parse(w.queued_at)))),
         state.roles.has("kick")
@@ -343,10 +350,10 @@ function renderLocks() {
       "tr",
       null,
       cell("Lock", "name", lock.name),
-      cell("Holder", "", h.identity || "(no identity)"),
+      cell("Holder", "", identity(h.identity)),
       cell("Address", "addr", h.remote_addr),
       cell("Held for", "", timeEl(h.since, duration(serverNow() - Date.parse(h.since)))),
-      cell("Lease", "", duration(h.lease_ms)),
+      cell("Lease", "", h.lease_ms % 1000 === 0 && h.lease_ms < 3600000 ? `${h.lease_ms / 1000}s` : duration(h.lease_ms)),
       cell("Last heartbeat", "", beat),
       cell("Token", "token", tokenText(h.token)),
       cell("Waiters", "", renderWaiters(lock)),
