@@ -40,6 +40,7 @@ var attacks = []attack{
 	{6, "expensive ?match=", prepareManyNames, runExpensiveMatch},
 	{7, "half-sent TLS handshake messages", nothing, runHalfSentTLS},
 	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
+	{9, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

@@ -25,7 +25,11 @@
 //     closed;
 //  8. descriptor exhaustion with mutual TLS: a third server, limited to 256
 //     descriptors, under 400 silent connections reopened when closed,
-//     watched by its own witnesses.
+//     watched by its own witnesses;
+//  9. a wall of consoles: 10,000 held locks, 50 consoles refreshing on the
+//     same 2 s ticks as the admin port's console does (GET /api/info and
+//     GET /api/locks?limit=50 at once, each console with connections of its
+//     own).
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'
@@ -72,7 +76,7 @@ func run() int {
 		for _, f := range strings.Split(only, ",") {
 			var n int
 			if _, err := fmt.Sscan(f, &n); err != nil {
-				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to 8, such as -only 1,3\n", only)
+				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to %d, such as -only 1,3\n", only, len(attacks))
 				return 2
 			}
 			cfg.only[n] = true

@@ -1,6 +1,6 @@
 // The monolock console: plain JavaScript, no framework, no request beyond
-// this server's admin API. It polls GET /api/info and one page of
-// GET /api/locks every 2 s (the same two requests from every open console,
+// this server's admin API. It polls GET /api/info, then one page of
+// GET /api/locks, every 2 s (the same two requests from every open console,
 // each bounded by the API), and calls the API's release and kick endpoints.
 "use strict";
 
@@ -138,7 +138,11 @@ async function poll() {
   }
   state.polling = true;
   try {
-    const [[is, info], [ls, list]] = await Promise.all([api("GET", "/api/info"), api("GET", locksPath())]);
+    // One after the other, so that a console keeps one connection: the
+    // admin port serves at most 64, and a wall of consoles should not make
+    // it close some to make room.
+    const [is, info] = await api("GET", "/api/info");
+    const [ls, list] = await api("GET", locksPath());
     if (is !== 200) {
       throw new Error("GET /api/info: " + errorText(is, info));
     }
