@@ -98,6 +98,8 @@ $(CONSOLE_TEST)/node_modules/.package-lock.json: $(CONSOLE_TEST)/package-lock.js
 
 ## console-test: the console in Chromium against the built server: a real holder and waiter, force-release by mouse and by keyboard, screenshots in bin/console/ (under a minute)
 console-test: console-deps
+	node --check internal/adminhttp/console/static/console.js
+	node --check $(CONSOLE_TEST)/drive.mjs
 	MONOLOCK_TEST_BROWSER=1 $(GO) test -count=1 -run 'InChromium' -v ./internal/adminhttp/console/
 
 # --- the Python client (clients/python) --------------------------------------

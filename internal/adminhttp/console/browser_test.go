@@ -172,7 +172,9 @@ func granted(t *testing.T, l *client.Lock) {
 // TestConsoleInChromium: the page shows a lock a real client holds and its
 // waiter; the operator force-releases it from the page (typing its name),
 // the holder sees ERROR 0x02 and the waiter gets the lock; the same by
-// keyboard alone; screenshots at 1280×800 and on a phone, in bin/console/.
+// keyboard alone; a waiter removed from its queue sees ERROR 0x02; the
+// filter and the pages; screenshots at 1280×800 and on a phone, in
+// bin/console/.
 func TestConsoleInChromium(t *testing.T) {
 	srv := server(t)
 	b := startBrowser(t, srv.AdminAddr)
@@ -226,4 +228,26 @@ func TestConsoleInChromium(t *testing.T) {
 	// By keyboard alone: the new holder loses it too.
 	b.do("release-keys", name)
 	wantClosedByAdmin(t, waiter)
+
+	// Remove a waiter: it loses its place with ERROR 0x02, the holder keeps
+	// the lock.
+	const queued = "nightly/import"
+	kicked, err := c.Enqueue(ctx, queued, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kicked.Close()
+	addr := lockInfo(t, srv.AdminAddr, queued).Waiters[0].RemoteAddr
+	b.do("kick", queued, addr)
+	wantClosedByAdmin(t, kicked)
+
+	// The filter and the pages: 51 locks under page/, 50 a page.
+	for i := range 51 {
+		l, err := c.Acquire(ctx, fmt.Sprintf("page/%02d", i), lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	b.do("pages", "page/*", 51, "page/50")
 }

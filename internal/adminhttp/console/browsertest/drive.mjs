@@ -11,6 +11,8 @@
 //	holder NAME ADDR                            the page shows NAME held by ADDR, no waiter
 //	release-click NAME TOKEN                    force-release NAME with the mouse, the dialog naming TOKEN
 //	release-keys NAME                           force-release NAME by keyboard alone
+//	kick NAME ADDR                              remove the waiter at ADDR from NAME's queue, accepting the confirmation
+//	pages GLOB TOTAL LAST                       filter by GLOB: TOTAL locks, LAST on the second page
 //	no-release NAME                             NAME's row has no working release button
 //	screenshot PATH WIDTH HEIGHT                a screenshot of the page at that viewport
 //	quit
@@ -148,6 +150,39 @@ const commands = {
     await page.keyboard.press("Enter");
     await dialog.waitFor({ state: "hidden" });
     return `released ${name} by keyboard after ${presses} presses of Tab`;
+  },
+
+  async kick(name, addr) {
+    const r = row(name);
+    const details = r.locator("details");
+    if (!(await details.evaluate((d) => d.open))) {
+      await r.locator("summary").click();
+    }
+    const waiter = r.locator("ol.waiters li", { hasText: addr });
+    page.once("dialog", (d) => d.accept());
+    await waiter.getByRole("button", { name: "Remove" }).click();
+    await waiter.waitFor({ state: "detached" });
+    return `removed ${addr} from ${name}'s queue`;
+  },
+
+  async pages(glob, total, last) {
+    await page.locator("#match").fill(glob);
+    await page.locator("#match").press("Enter");
+    await page.locator("#page", { hasText: `of ${total}` }).waitFor();
+    if (await row(last).count()) {
+      throw new Error(`${last} is on the first page`);
+    }
+    await page.getByRole("button", { name: "Next page" }).click();
+    await row(last).waitFor();
+    await page.locator("#page", { hasText: "page 2" }).waitFor();
+    if (await page.getByRole("button", { name: "Next page" }).isEnabled()) {
+      throw new Error("the last page offers a next page");
+    }
+    // Back to every lock, for the commands that follow.
+    await page.locator("#match").fill("");
+    await page.locator("#match").press("Enter");
+    await page.locator("#page", { hasText: "page 1" }).waitFor();
+    return `${total} locks matched ${glob}, ${last} on page 2`;
   },
 
   async "no-release"(name) {
