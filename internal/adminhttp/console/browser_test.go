@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,9 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
+	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/adminhttp"
+	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -250,4 +254,37 @@ func TestConsoleInChromium(t *testing.T) {
 		defer l.Close()
 	}
 	b.do("pages", "page/*", 51, "page/50")
+}
+
+// TestConsoleHidesWhatTheRolesForbid: an operator whose /api/whoami grants
+// only read sees locks and queues but no working release or remove button.
+// The server in front is the admin API with a /api/whoami of its own, as an
+// authenticating server answers it; refusing the call itself is the
+// server's (its 403s are tested with it).
+func TestConsoleHidesWhatTheRolesForbid(t *testing.T) {
+	srv := inproc.Start(t, eventloop.Config{})
+	mux := http.NewServeMux()
+	mux.Handle("/", adminhttp.New(srv, adminhttp.Info{Version: "test"}))
+	mux.HandleFunc("GET /api/whoami", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"identity":"spiffe://ops/viewer","roles":["read"]}`))
+	})
+	api := httptest.NewServer(mux)
+	t.Cleanup(api.Close)
+	b := startBrowser(t, strings.TrimPrefix(api.URL, "http://"))
+
+	c := client.New(client.Config{Address: srv.Addr().String()})
+	ctx, cancel := context.WithTimeout(context.Background(), step)
+	defer cancel()
+	holder, err := c.Acquire(ctx, "deploy/prod", lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := c.Enqueue(ctx, "deploy/prod", lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	b.do("read-only", "deploy/prod")
 }

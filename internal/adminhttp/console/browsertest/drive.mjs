@@ -13,7 +13,7 @@
 //	release-keys NAME                           force-release NAME by keyboard alone
 //	kick NAME ADDR                              remove the waiter at ADDR from NAME's queue, accepting the confirmation
 //	pages GLOB TOTAL LAST                       filter by GLOB: TOTAL locks, LAST on the second page
-//	no-release NAME                             NAME's row has no working release button
+//	read-only NAME                              NAME's row has no working release or remove button
 //	screenshot PATH WIDTH HEIGHT                a screenshot of the page at that viewport
 //	quit
 import { mkdtempSync, rmSync } from "node:fs";
@@ -185,17 +185,22 @@ const commands = {
     return `${total} locks matched ${glob}, ${last} on page 2`;
   },
 
-  async "no-release"(name) {
+  async "read-only"(name) {
     const r = row(name);
     await r.waitFor();
-    const buttons = r.getByRole("button", { name: "Force-release" });
+    await expectText(page.locator("#roles"), "roles: read.");
+    const details = r.locator("details");
+    if ((await details.count()) && !(await details.evaluate((d) => d.open))) {
+      await r.locator("summary").click();
+    }
+    const buttons = r.getByRole("button", { name: /Force-release|Remove/ });
     const n = await buttons.count();
     for (let i = 0; i < n; i++) {
       if (await buttons.nth(i).isEnabled()) {
-        throw new Error(`${name} has a working release button`);
+        throw new Error(`${name} has a working ${await buttons.nth(i).textContent()} button`);
       }
     }
-    return `${name} has no working release button`;
+    return `${name} shows no working release or remove button`;
   },
 
   async screenshot(path, width, height) {
