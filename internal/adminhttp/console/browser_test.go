@@ -33,7 +33,7 @@ import (
 
 // step bounds each command of the driver and each wait for a client: a net
 // against a hung test, never a timing assertion.
-const step = 30 * time.Second
+const step = 90 * time.Second
 
 // lease is long enough that no client of the test loses its lock but by the
 // console's hand.

@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
-const STEP_MS = 15000;
+const STEP_MS = 45000;
 const [url, executablePath] = process.argv.slice(2);
 if (!url || !executablePath) {
   console.error("usage: drive.mjs URL CHROMIUM");

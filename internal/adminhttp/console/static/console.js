@@ -511,6 +511,14 @@ function start() {
   });
   $("release-form").addEventListener("submit", confirmRelease);
   $("release-cancel").addEventListener("click", () => $("release-dialog").close());
+  // A refresh while the dialog was open replaced the button that opened it:
+  // the focus goes back to its successor, not to the top of the page.
+  $("release-dialog").addEventListener("close", () => {
+    const opener = releasing && $("locks").querySelector(`[data-key="${CSS.escape("release:" + releasing.name)}"]`);
+    if (opener) {
+      opener.focus();
+    }
+  });
   loadRoles().then(poll);
 }
 
