@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -173,4 +174,31 @@ func RegisterAudit(reg prometheus.Registerer, a AuditSource) {
 			Help: "Audit events in memory waiting for the destination, in bytes; events are dropped beyond 8 MiB."},
 			func() float64 { return float64(a.PendingBytes()) }),
 	)
+}
+
+// AdminMetrics count what the admin API refuses.
+type AdminMetrics struct {
+	refusals map[string]prometheus.Counter // by role; every series exists from the start
+}
+
+// RegisterAdmin creates the admin API's series and registers them on reg
+// (nil: unregistered, they still count).
+func RegisterAdmin(reg prometheus.Registerer) *AdminMetrics {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_admin_denials_total",
+		Help: "Admin API calls refused with 403 because the caller's identity lacks the role, by role."}, []string{"role"})
+	m := &AdminMetrics{refusals: map[string]prometheus.Counter{}}
+	for _, role := range acl.AllRoles.Names() {
+		m.refusals[role] = vec.WithLabelValues(role)
+	}
+	if reg != nil {
+		reg.MustRegister(vec)
+	}
+	return m
+}
+
+// AdminRefused counts an admin call refused for want of role.
+func (m *AdminMetrics) AdminRefused(role string) {
+	if c := m.refusals[role]; c != nil {
+		c.Inc()
+	}
 }
