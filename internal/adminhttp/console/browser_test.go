@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +15,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
-	"github.com/monolock/monolock/eventloop"
-	"github.com/monolock/monolock/internal/adminhttp"
-	"github.com/monolock/monolock/internal/testsupport/inproc"
+	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -93,12 +90,13 @@ func (b *browser) do(cmd string, args ...any) string {
 	return got.Text
 }
 
-// server starts bin/monolock's build of this tree with its admin port.
-func server(t *testing.T) *proc.Process {
+// server starts bin/monolock's build of this tree with its admin port, and
+// these flags.
+func server(t *testing.T, flags ...string) *proc.Process {
 	t.Helper()
 	bin := proc.MustBinary(t, "./cmd/monolock")
 	p, err := proc.Start(bin, proc.Options{
-		Args:      []string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"},
+		Args:      append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}, flags...),
 		StartLine: proc.StartedMessage,
 	})
 	if err != nil {
@@ -108,11 +106,13 @@ func server(t *testing.T) *proc.Process {
 	return p
 }
 
-func startBrowser(t *testing.T, adminAddr string) *browser {
+// startBrowser opens the console at url; with a certificate, extra is its
+// PEM certificate and key files.
+func startBrowser(t *testing.T, url string, extra ...string) *browser {
 	t.Helper()
 	chromium := chromiumPath(t)
 	child, err := proc.StartChild("node", proc.ChildOptions{
-		Args: []string{filepath.Join("browsertest", "drive.mjs"), "http://" + adminAddr + "/", chromium},
+		Args: append([]string{filepath.Join("browsertest", "drive.mjs"), url, chromium}, extra...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func granted(t *testing.T, l *client.Lock) {
 // bin/console/.
 func TestConsoleInChromium(t *testing.T) {
 	srv := server(t)
-	b := startBrowser(t, srv.AdminAddr)
+	b := startBrowser(t, "http://"+srv.AdminAddr+"/")
 	c := client.New(client.Config{Address: srv.Addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
 	defer cancel()
@@ -256,35 +256,57 @@ func TestConsoleInChromium(t *testing.T) {
 	b.do("pages", "page/*", 51, "page/50")
 }
 
-// TestConsoleHidesWhatTheRolesForbid: an operator whose /api/whoami grants
-// only read sees locks and queues but no working release or remove button.
-// The server in front is the admin API with a /api/whoami of its own, as an
-// authenticating server answers it; refusing the call itself is the
-// server's (its 403s are tested with it).
-func TestConsoleHidesWhatTheRolesForbid(t *testing.T) {
-	srv := inproc.Start(t, eventloop.Config{})
-	mux := http.NewServeMux()
-	mux.Handle("/", adminhttp.New(srv, adminhttp.Info{Version: "test"}))
-	mux.HandleFunc("GET /api/whoami", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"identity":"spiffe://ops/viewer","roles":["read"]}`))
-	})
-	api := httptest.NewServer(mux)
-	t.Cleanup(api.Close)
-	b := startBrowser(t, strings.TrimPrefix(api.URL, "http://"))
+// TestConsoleWithoutTheReleaseRole: on an admin port with mutual TLS, an
+// operator whose certificate the admin ACL grants only read sees the locks
+// but no working release or remove button, and a release forged from the
+// page's own script, with that certificate, gets 403 and changes nothing.
+func TestConsoleWithoutTheReleaseRole(t *testing.T) {
+	dir := t.TempDir()
+	pki := certstest.NewPKI(t, dir)
+	aclPath := filepath.Join(dir, "admin-acl.json")
+	rules := `{"rules": [{"identity": "` + certstest.IdentityDNS + `", "roles": ["read"]}]}`
+	if err := os.WriteFile(aclPath, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := server(t, "-admin-tls-cert", pki.Server.Cert, "-admin-tls-key", pki.Server.Key,
+		"-admin-tls-client-ca", pki.CA, "-admin-acl-file", aclPath)
+	viewer := pki.Clients[certstest.ClientDNS]
+	b := startBrowser(t, "https://"+srv.AdminAddr+"/", viewer.Cert, viewer.Key)
 
-	c := client.New(client.Config{Address: srv.Addr().String()})
+	c := client.New(client.Config{Address: srv.Addr})
 	ctx, cancel := context.WithTimeout(context.Background(), step)
 	defer cancel()
-	holder, err := c.Acquire(ctx, "deploy/prod", lease)
+	const name = "deploy/prod"
+	holder, err := c.Acquire(ctx, name, lease)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	waiter, err := c.Enqueue(ctx, "deploy/prod", lease)
+	waiter, err := c.Enqueue(ctx, name, lease)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	b.do("read-only", "deploy/prod")
+
+	b.do("read-only", name)
+	answer := b.do("forge-release", name)
+	if !strings.HasPrefix(answer, "ok 403 ") || !strings.Contains(answer, "release") {
+		t.Fatalf("a release forged with a read-only certificate: %s, want 403 naming the missing role", answer)
+	}
+	// Nothing changed: the holder keeps its lock (its next heartbeat is
+	// answered ACQUIRED with the same token by a server that never closed it),
+	// as the API shows to the same operator.
+	https := &http.Client{Timeout: step, Transport: &http.Transport{TLSClientConfig: pki.ClientTLS(certstest.ClientDNS)}}
+	res, err := https.Get("https://" + srv.AdminAddr + "/api/locks/" + strings.ReplaceAll(name, "/", "%2F"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var info admin.LockInfo
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil || info.Holder.Token != holder.Token() || len(info.Waiters) != 1 {
+		t.Fatalf("after the forged release the API shows %+v (%v), want %s still held with token %d and its waiter", info, err, name, holder.Token())
+	}
+	if !holder.Valid() {
+		t.Fatalf("the holder lost its lock: %v", holder.Err())
+	}
 }

@@ -5,7 +5,11 @@
 // waits are events (a selector appears, a dialog closes), bounded by
 // STEP_MS.
 //
-//	drive.mjs URL CHROMIUM
+//	drive.mjs URL CHROMIUM [CERT KEY]
+//
+// With CERT and KEY (PEM files) the browser presents that client
+// certificate to URL's origin, and accepts the server's certificate from the
+// test's own CA.
 //
 //	expect NAME HOLDER_ADDR TOKEN WAITER_ADDR   the page shows NAME held by HOLDER_ADDR with TOKEN, WAITER_ADDR queued first
 //	holder NAME ADDR                            the page shows NAME held by ADDR, no waiter
@@ -14,6 +18,7 @@
 //	kick NAME ADDR                              remove the waiter at ADDR from NAME's queue, accepting the confirmation
 //	pages GLOB TOTAL LAST                       filter by GLOB: TOTAL locks, LAST on the second page
 //	read-only NAME                              NAME's row has no working release or remove button
+//	forge-release NAME                          POST NAME's release from the page's script, bypassing the buttons: the status
 //	screenshot PATH WIDTH HEIGHT                a screenshot of the page at that viewport
 //	quit
 import { mkdtempSync, rmSync } from "node:fs";
@@ -23,11 +28,13 @@ import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
 const STEP_MS = 45000;
-const [url, executablePath] = process.argv.slice(2);
+const [url, executablePath, certPath, keyPath] = process.argv.slice(2);
 if (!url || !executablePath) {
-  console.error("usage: drive.mjs URL CHROMIUM");
+  console.error("usage: drive.mjs URL CHROMIUM [CERT KEY]");
   process.exit(2);
 }
+const origin = new URL(url).origin;
+const operator = certPath ? { clientCertificates: [{ origin, certPath, keyPath }], ignoreHTTPSErrors: true } : {};
 
 const profile = mkdtempSync(join(tmpdir(), "monolock-chromium-"));
 const context = await chromium.launchPersistentContext(profile, {
@@ -35,6 +42,7 @@ const context = await chromium.launchPersistentContext(profile, {
   headless: true,
   timeout: STEP_MS,
   viewport: { width: 1280, height: 800 },
+  ...operator,
   args: [
     "--headless",
     "--no-sandbox",
@@ -48,7 +56,6 @@ const context = await chromium.launchPersistentContext(profile, {
 context.setDefaultTimeout(STEP_MS);
 const page = context.pages()[0] || (await context.newPage());
 // The page must make no request beyond the server that served it.
-const origin = new URL(url).origin;
 const foreign = [];
 page.on("request", (r) => {
   if (new URL(r.url()).origin !== origin) {
@@ -201,6 +208,20 @@ const commands = {
       }
     }
     return `${name} shows no working release or remove button`;
+  },
+
+  async "forge-release"(name) {
+    const status = await page.evaluate(async (name) => {
+      const res = await fetch(`/api/locks/${encodeURIComponent(name)}/release`, { method: "POST" });
+      return `${res.status} ${(await res.json()).error || ""}`;
+    }, name);
+    // Chromium logs the refusal it was meant to get.
+    for (let i = problems.length - 1; i >= 0; i--) {
+      if (problems[i].endsWith("/release)")) {
+        problems.splice(i, 1);
+      }
+    }
+    return status;
   },
 
   async screenshot(path, width, height) {
