@@ -365,6 +365,7 @@ func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("releas
 func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
 func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
 func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
+func (m *fakeMetrics) SilentWaiterEvicted()                      { m.add("silent waiters evicted", 1) }
 
 // fakeAudit keeps the audit events the loop records, for the scripts to
 // print. remote is the address as the audit log writes it, "" for none.

@@ -72,7 +72,7 @@ func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 		case h.owner.shuttingDown:
 			return gnet.Close
 		}
-		c.tr.hs = newHandshakeInput(h.srv.handshakes)
+		c.tr.hs = newHandshakeInput(h.srv.handshakes, c.Conn.RemoteAddr())
 		c.tr.hs.feed(buf)
 		_, _ = c.Conn.Discard(len(buf))
 		c.phase = phaseHandshake
@@ -166,6 +166,14 @@ func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action
 	_, _ = c.Conn.Discard(-1)
 	h.owner.closeBy(s, h.owner.now+lingerTime)
 	return gnet.None
+}
+
+// chainBound is the error of a TLS configuration (internal/certs') that
+// refused a client's certificate chain for crossing one of its bounds,
+// named for metrics and the log.
+type chainBound interface {
+	error
+	ChainBound() string
 }
 
 // handshakeClosed runs in OnClose for a session whose handshake never

@@ -93,7 +93,7 @@ func TestHelloArrived(t *testing.T) {
 
 // The handshake's input is bounded in total, however the client spreads it.
 func TestHandshakeInputBound(t *testing.T) {
-	in := newHandshakeInput(newHandshakeSlots(1))
+	in := newHandshakeInput(newHandshakeSlots(1), nil)
 	chunk := make([]byte, 1000)
 	fed := 0
 	for in.feed(chunk) {
@@ -116,7 +116,7 @@ func TestHandshakeInputBound(t *testing.T) {
 // fails at once.
 func TestHandshakeInputSlots(t *testing.T) {
 	slots := newHandshakeSlots(1)
-	a, b := newHandshakeInput(slots), newHandshakeInput(slots)
+	a, b := newHandshakeInput(slots, nil), newHandshakeInput(slots, nil)
 	a.feed([]byte{1})
 	if _, err := a.Read(make([]byte, 8)); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func (c *queuedConn) runQueue() {
 // the loop is woken to read what the client sent meanwhile.
 func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
 	gc := &queuedConn{}
-	tr := &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1))}
+	tr := &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1), nil)}
 	for _, flight := range []string{"server hello ...", "session ticket"} {
 		if n, err := tr.Write([]byte(flight)); err != nil || n != len(flight) {
 			t.Fatalf("Write: %d, %v", n, err)
@@ -186,7 +186,7 @@ func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
 	}
 
 	// While the handshake goes on, a written flight wakes nobody.
-	tr = &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1))}
+	tr = &tlsTransport{gc: gc, hs: newHandshakeInput(newHandshakeSlots(1), nil)}
 	gc.wakes = 0
 	_, _ = tr.Write([]byte("server hello ..."))
 	gc.runQueue()
@@ -200,7 +200,7 @@ func TestHandshakeWritesAreCountedUntilWritten(t *testing.T) {
 // it the server's again; the result ends it. Only the server's turns are
 // summed, for io-timeout to leave out.
 func TestHandshakeTurns(t *testing.T) {
-	in := newHandshakeInput(newHandshakeSlots(1))
+	in := newHandshakeInput(newHandshakeSlots(1), nil)
 	if _, server := in.excused(); server {
 		t.Fatal("before the goroutine starts: want no server's turn")
 	}
@@ -243,7 +243,7 @@ func TestHandshakeTurns(t *testing.T) {
 func TestRuleServerTurnsAreExcused(t *testing.T) {
 	r := newRig(t, Config{IOTimeout: time.Second})
 	o := r.o
-	hs := newHandshakeInput(newHandshakeSlots(1))
+	hs := newHandshakeInput(newHandshakeSlots(1), nil)
 	hs.serverTurn()
 	s := &session{conn: &tlsConn{phase: phaseHandshake, tr: tlsTransport{hs: hs}}}
 	if excused, server := o.serverTurns(s); excused != 0 || !server {

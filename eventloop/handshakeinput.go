@@ -20,7 +20,8 @@ type handshakeInput struct {
 	ready    chan struct{} // a token when buf grew or closed was set
 
 	slots   *handshakeSlots
-	holding bool // the goroutine holds a compute slot; only it touches this
+	holding bool     // the goroutine holds a compute slot; only it touches this
+	remote  net.Addr // the client's, read on the loop, for the goroutine's log
 
 	// io-timeout bounds a wait on the client, not on the server: the time
 	// during which the handshake's next step was the server's (waiting for
@@ -33,8 +34,8 @@ type handshakeInput struct {
 	serverTime  time.Duration // the server's turns that have ended
 }
 
-func newHandshakeInput(slots *handshakeSlots) *handshakeInput {
-	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots}
+func newHandshakeInput(slots *handshakeSlots, remote net.Addr) *handshakeInput {
+	return &handshakeInput{ready: make(chan struct{}, 1), slots: slots, remote: remote}
 }
 
 // serverTurn begins a turn of the server's: the goroutine has input to work

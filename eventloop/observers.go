@@ -11,7 +11,9 @@ import (
 // The loop reports what happens to the features beside it — metrics, the
 // audit stream, access control, identities — through these small
 // interfaces, so that it depends on none of their packages. Every method is
-// called on the event loop and must return at once: no I/O, no waiting.
+// called on the event loop, except Metrics.TLSChainRefused (from handshake
+// goroutines, so it must be safe for concurrent use), and must return at
+// once: no I/O, no waiting.
 
 // Metrics counts what the loop does. Config.Metrics nil counts nothing
 // (noMetrics): the loop never checks for nil.
@@ -27,7 +29,9 @@ type Metrics interface {
 	ACLDenied()                                        // the Authorizer refused an ACQUIRE
 	AcceptError()                                      // accepting or enrolling a connection failed
 	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
+	SilentWaiterEvicted()                              // a waiter silent past WaiterSilenceLimit was closed at the descriptor limit
 	TLSHandshakeError()                                // a TLS handshake failed or timed out
+	TLSChainRefused(bound string)                      // a client chain crossed a bound before its verification
 }
 
 // AuditRecorder receives one event per ownership change. lock, identity and
@@ -79,7 +83,9 @@ func (noMetrics) ProtocolError(protocol.Code)           {}
 func (noMetrics) ACLDenied()                            {}
 func (noMetrics) AcceptError()                          {}
 func (noMetrics) Evicted()                              {}
+func (noMetrics) SilentWaiterEvicted()                  {}
 func (noMetrics) TLSHandshakeError()                    {}
+func (noMetrics) TLSChainRefused(string)                {}
 
 // ReleaseReason says why a session ended, and so why its holder, if any,
 // stopped holding. The loop decides it; metrics index their series by it

@@ -13,16 +13,19 @@ import (
 
 // Server is a running monolock protocol server.
 type Server struct {
-	cfg     Config
-	log     zerolog.Logger
-	metrics Metrics
-	ln      net.Listener
-	engine  *gnet.Client
-	handler *handler
-	ctlPeer net.Conn   // our end of the control connection; keeps it open
-	calls   *callQueue // work for the loop from other goroutines
-	reads   sharedReads
-	prober  *prober // the liveness probe's end of its socket pair
+	cfg Config
+	log zerolog.Logger
+	// chainLog logs client chains refused by a bound, sampled: whoever
+	// sends one retries in a loop. Handshake goroutines write to it.
+	chainLog zerolog.Logger
+	metrics  Metrics
+	ln       net.Listener
+	engine   *gnet.Client
+	handler  *handler
+	ctlPeer  net.Conn   // our end of the control connection; keeps it open
+	calls    *callQueue // work for the loop from other goroutines
+	reads    sharedReads
+	prober   *prober // the liveness probe's end of its socket pair
 
 	spare      spareDescriptor
 	handshakes *handshakeSlots // TLS handshakes in flight
@@ -60,6 +63,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
+		chainLog:   cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second}),
 		metrics:    cfg.Metrics,
 		ln:         ln,
 		handshakes: newHandshakeSlots(cfg.MaxTLSHandshakes),

@@ -29,17 +29,24 @@ import (
 //
 // "mTLS, classic key share" is a client that offers only X25519: Go clients
 // also send a 1.2 KB post-quantum key share by default, and crypto/tls keeps
-// buffers sized by the ClientHello for the connection's life.
+// buffers sized by the ClientHello for the connection's life. "mTLS, chain at
+// the bounds" presents the largest chain the server accepts in count and SANs
+// (internal/certs' chain bounds): crypto/tls keeps every certificate of it,
+// parsed, for the session's life.
 func BenchmarkSessionHeap(b *testing.B) {
 	modes := []struct {
 		name            string
 		tls, clientCert bool
 		classicKeyShare bool
+		chain           *certstest.ChainOptions // the client's chain, when not certstest.ClientURI's
 	}{
 		{name: "plain"},
 		{name: "TLS", tls: true},
 		{name: "mTLS", tls: true, clientCert: true},
 		{name: "mTLS, classic key share", tls: true, clientCert: true, classicKeyShare: true},
+		{name: "mTLS, chain at the bounds", tls: true, clientCert: true, chain: &certstest.ChainOptions{
+			Intermediates: certs.MaxClientChainCerts - 1, SANs: certs.MaxClientCertSANs - 1,
+		}},
 	}
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
@@ -64,6 +71,13 @@ func BenchmarkSessionHeap(b *testing.B) {
 				}
 				cfg.TLS, cfg.Identity = tc, certs.Identity
 				opts.TLS = pki.ClientTLS(client)
+				if m.chain != nil {
+					chain, err := pki.ClientChainOfSize(*m.chain, certs.MaxClientChainBytes)
+					if err != nil {
+						b.Fatal(err)
+					}
+					opts.TLS = pki.WithCertificate(chain)
+				}
 				if m.classicKeyShare {
 					opts.TLS.CurvePreferences = []tls.CurveID{tls.X25519}
 				}

@@ -40,7 +40,11 @@ var attacks = []attack{
 	{6, "expensive ?match=", prepareManyNames, runExpensiveMatch},
 	{7, "half-sent TLS handshake messages", nothing, runHalfSentTLS},
 	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
-	{9, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
+	{9, "silent waiters and churners at the limit, plain", prepareSilentWaitersPlain, runSilentWaiters},
+	{10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters},
+	{11, "forged client chains", prepareForgedChain, runForgedChains},
+	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
+	{13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

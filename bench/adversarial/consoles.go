@@ -13,7 +13,7 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// --- 9: a wall of open consoles ---------------------------------------------
+// --- 13: a wall of open consoles ---------------------------------------------
 
 // The console (internal/adminhttp/console) polls GET /api/info, then one
 // page of GET /api/locks, every consoleRefresh, over one keep-alive

@@ -214,7 +214,7 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 			return r, err
 		}
 	}
-	cpu0, err := cpuTime(second.Pid())
+	cpu0, err := proc.CPUTime(second.Pid())
 	if err != nil {
 		return r, err
 	}
@@ -238,7 +238,7 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 		r.resumed += s.Resumed
 		r.dialErrors += s.DialErrors
 	}
-	cpu1, err := cpuTime(second.Pid())
+	cpu1, err := proc.CPUTime(second.Pid())
 	if err != nil {
 		return r, err
 	}
@@ -256,26 +256,6 @@ func runCase(c config, sc stormCase, self, dir string, pki *certstest.PKI, keys 
 		return r, errors.New("the second server's /metrics lacks monolock_accept_errors_total or monolock_tls_handshake_errors_total")
 	}
 	return r, nil
-}
-
-// cpuTime is a process's user plus system CPU time so far, from
-// /proc/PID/stat (in clock ticks of 10ms: Linux's USER_HZ is 100).
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // scrape reads the unlabelled samples of the server's /metrics.

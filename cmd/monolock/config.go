@@ -35,6 +35,7 @@ type settings struct {
 	adminAllowUnauthenticated bool
 	handshakes                int
 	ioTimeout                 time.Duration
+	silence                   time.Duration // -waiter-silence-limit
 	// shutdownDelay is how long the protocol port keeps serving after
 	// SIGTERM while /readyz already answers 503.
 	shutdownDelay time.Duration
@@ -139,14 +140,9 @@ var table = []setting{
 			return nil
 		}},
 	{"io-timeout", "MONOLOCK_IO_TIMEOUT", eventloop.DefaultIOTimeout.String(), "bound on a missing ACQUIRE, a half-sent frame and undrained output (Go duration)",
-		func(s *settings, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("want a positive Go duration such as 5s, got %q", v)
-			}
-			s.ioTimeout = d
-			return nil
-		}},
+		func(s *settings, v string) error { return positiveDuration(&s.ioTimeout, v, "5s") }},
+	{"waiter-silence-limit", "MONOLOCK_WAITER_SILENCE_LIMIT", eventloop.DefaultWaiterSilenceLimit.String(), "at the descriptor limit, a waiter that has sent nothing for this long may be closed to accept a new connection; keep it above lease/4 of your longest waiting clients (Go duration)",
+		func(s *settings, v string) error { return positiveDuration(&s.silence, v, "1m") }},
 	{"shutdown-delay", "MONOLOCK_SHUTDOWN_DELAY", "0s", "on SIGTERM, /readyz answers 503 at once and the protocol port keeps serving this long before sessions get ERROR 0x01 (Go duration)",
 		func(s *settings, v string) error {
 			d, err := time.ParseDuration(v)
@@ -267,4 +263,15 @@ func printUsage(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files (the admin port's too), the session-ticket keys, the ACL and the admin ACL, and reopens the audit log.\n")
+}
+
+// positiveDuration parses v into dst, which must be a Go duration above 0;
+// the error shows example.
+func positiveDuration(dst *time.Duration, v, example string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive Go duration such as %s, got %q", example, v)
+	}
+	*dst = d
+	return nil
 }

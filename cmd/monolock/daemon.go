@@ -17,6 +17,7 @@ import (
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/fdgate"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/internal/opshttp"
 	"github.com/monolock/monolock/internal/startline"
@@ -37,6 +38,9 @@ type daemon struct {
 	adminCerts   *certs.Reloader       // nil without TLS on the admin port
 	adminAccess  *adminhttp.Access     // who may call what on the admin API
 	adminMetrics *metrics.AdminMetrics // nil without an ops port
+	// descriptors lets the HTTP ports take a descriptor before the lock
+	// port at the descriptor limit.
+	descriptors *fdgate.Gate
 }
 
 // files is what the settings name on disk, read before anything starts so
@@ -145,11 +149,14 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 // an error stays in d for closeAll.
 func (d *daemon) open(f files) (err error) {
 	cfg := d.cfg
+	d.descriptors = fdgate.New()
 	srvCfg := eventloop.Config{
-		ListenAddress:    cfg.listen,
-		IOTimeout:        cfg.ioTimeout,
-		MaxTLSHandshakes: cfg.handshakes,
-		Logger:           d.log,
+		Descriptors:        d.descriptors,
+		ListenAddress:      cfg.listen,
+		IOTimeout:          cfg.ioTimeout,
+		MaxTLSHandshakes:   cfg.handshakes,
+		WaiterSilenceLimit: cfg.silence,
+		Logger:             d.log,
 	}
 	if d.audit != nil {
 		srvCfg.Audit = audit.NewRecorder(d.audit)

@@ -20,7 +20,7 @@ func (d *daemon) serveHTTP(name string, ln net.Listener, tlsCfg *tls.Config, h h
 	lim := d.httpLimits()
 	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
 	hs.Addr = ln.Addr().String()
-	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
+	ln = opshttp.LimitListener(hs, ln, lim.MaxConns, d.descriptors)
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}

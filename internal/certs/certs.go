@@ -47,9 +47,9 @@ type Files struct {
 
 // Load reads and checks the files and returns the server configuration:
 // TLS 1.2 or later with the certificate; with ClientCA, every client must
-// present a certificate that verifies against those CAs
-// (tls.RequireAndVerifyClientCert). The caller may not modify the result
-// once it is in use.
+// present a certificate chain within the bounds of chainbounds.go that
+// verifies against those CAs (tls.RequireAnyClientCert, verified by
+// VerifyConnection). The caller may not modify the result once it is in use.
 func Load(f Files) (*tls.Config, error) {
 	if f.Cert == "" || f.Key == "" {
 		return nil, errors.New("TLS needs both a certificate file and its key file (-tls-cert and -tls-key); give both, or neither for plain TCP")
@@ -67,8 +67,11 @@ func Load(f Files) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// ClientCAs is still set: crypto/tls names these CAs in its
+		// certificate request, so that clients pick the certificate they sign.
+		cfg.ClientAuth = tls.RequireAnyClientCert
 		cfg.ClientCAs = pool
+		cfg.VerifyConnection = verifyClientChain(pool, time.Now)
 	}
 	return cfg, nil
 }
@@ -352,20 +355,23 @@ func (r *Reloader) Current() *tls.Config { return r.cur.Load() }
 // Files is what the Reloader reads.
 func (r *Reloader) Files() Files { return r.files }
 
-// Identity is the client identity of a connection: of the client's verified
-// certificate, the first URI SAN, else the first DNS SAN, else the Subject
-// Common Name. It is "" without a client certificate, and also for a
-// certificate that was not verified against the client CAs (a configuration
-// that does not require verification confers no identity).
+// Identity is the client identity of a connection served with a
+// configuration from Load (or a Reloader): of the client's certificate, the
+// first URI SAN, else the first DNS SAN, else the Subject Common Name; ""
+// without a client certificate. Such a configuration completes no handshake
+// whose chain does not verify against the client CAs, so every certificate
+// Identity sees there has been verified (by Load's VerifyConnection, so
+// crypto/tls reports no VerifiedChains). Do not use it with a configuration
+// that does not verify client certificates: it would name unverified ones.
 //
 // A resumed session has the same identity as the full handshake that made
-// its ticket: crypto/tls seals the client's certificates and verified chains
-// into the ticket and restores both on resumption, after checking that the
-// leaf has not expired and that a chain still verifies against the client
+// its ticket: crypto/tls seals the client's certificates into the ticket and
+// restores them on resumption, after checking that the leaf has not expired;
+// Load's VerifyConnection then verifies the chain again against the client
 // CAs current at resumption (so a CA removed by a reload ends resumption
 // with it, and the client falls back to a full handshake).
 func Identity(cs tls.ConnectionState) string {
-	if len(cs.PeerCertificates) == 0 || len(cs.VerifiedChains) == 0 {
+	if len(cs.PeerCertificates) == 0 {
 		return ""
 	}
 	return leafIdentity(cs.PeerCertificates[0])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
+	"github.com/monolock/monolock/internal/certs"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -27,7 +28,9 @@ type Metrics struct {
 	connectionsAccepted prometheus.Counter
 	acceptErrors        prometheus.Counter
 	evictions           prometheus.Counter
+	silentWaiterEvicts  prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
+	tlsChainRefusals    *prometheus.CounterVec // by bound (certs.Bound*); every series exists from the start
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
 	holdSeconds         prometheus.Observer
@@ -52,7 +55,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	releases := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_releases_total", Help: "Locks released, by reason."}, []string{"reason"})
 	protoErrs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_protocol_errors_total", Help: "ERROR frames sent, by wire code: client errors, 0x01 at shutdown and 0x02 by an administrator."}, []string{"code"})
 
+	chains := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_tls_client_chains_refused_total", Help: "Client certificate chains refused before verification, by the bound they crossed."}, []string{"bound"})
+	for _, b := range certs.ChainBounds() {
+		chains.WithLabelValues(b)
+	}
 	m := &Metrics{
+		tlsChainRefusals:    chains,
 		connectionsActive:   gauge("connections_active", "Open protocol connections."),
 		locksHeld:           gauge("locks_held", "Locks with a holder."),
 		waiters:             gauge("waiters", "Sessions queued behind a holder."),
@@ -61,6 +69,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
 		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
+		silentWaiterEvicts:  counter("silent_waiters_evicted_total", "Waiters silent for -waiter-silence-limit closed at the descriptor limit, to accept a new connection."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -74,8 +83,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.evictions, m.tlsHandshakeErrors, m.heartbeats,
-			wait, hold, releases, protoErrs,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.tlsHandshakeErrors, m.heartbeats,
+			wait, hold, releases, protoErrs, chains,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
@@ -144,9 +153,21 @@ func (m *Metrics) Evicted() {
 	m.evictions.Inc()
 }
 
+// SilentWaiterEvicted counts a waiter closed for its silence because no
+// descriptor was left for a new connection.
+func (m *Metrics) SilentWaiterEvicted() {
+	m.silentWaiterEvicts.Inc()
+}
+
 // TLSHandshakeError counts a failed or timed-out TLS handshake.
 func (m *Metrics) TLSHandshakeError() {
 	m.tlsHandshakeErrors.Inc()
+}
+
+// TLSChainRefused counts a client certificate chain refused, before its
+// verification, for crossing bound.
+func (m *Metrics) TLSChainRefused(bound string) {
+	m.tlsChainRefusals.WithLabelValues(bound).Inc()
 }
 
 // AuditSource is what the audit log reports about itself (see audit.Log).

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/monolock/monolock/internal/certs"
 )
 
 type fakeAudit struct {
@@ -108,5 +110,39 @@ func TestRegisterAdmin(t *testing.T) {
 		if got[role] != v {
 			t.Errorf(`monolock_admin_denials_total{role=%q} = %v, want %v`, role, got[role], v)
 		}
+	}
+}
+
+// TestTLSChainRefusals: every bound's series exists from the start, and a
+// refusal counts in its bound's series only.
+func TestTLSChainRefusals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.TLSChainRefused(certs.BoundKey)
+	m.TLSChainRefused(certs.BoundKey)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != "monolock_tls_client_chains_refused_total" {
+			continue
+		}
+		for _, s := range mf.Metric {
+			got[s.Label[0].GetValue()] = s.Counter.GetValue()
+		}
+	}
+	for _, b := range certs.ChainBounds() {
+		want := 0.0
+		if b == certs.BoundKey {
+			want = 2
+		}
+		if v, ok := got[b]; !ok || v != want {
+			t.Errorf("monolock_tls_client_chains_refused_total{bound=%q} = %v (present %v), want %v", b, v, ok, want)
+		}
+	}
+	if len(got) != len(certs.ChainBounds()) {
+		t.Errorf("series %v, want one for each of %v", got, certs.ChainBounds())
 	}
 }

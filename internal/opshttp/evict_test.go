@@ -12,7 +12,7 @@ import (
 // nothing goes only when no other waits, and only once Accept has given it
 // its grace.
 func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
-	l := LimitListener(&http.Server{}, nil, 3).(*limitListener)
+	l := LimitListener(&http.Server{}, nil, 3, nil).(*limitListener)
 	conns := make([]*limitConn, 3)
 	closed := map[*limitConn]bool{}
 	for i := range conns {
@@ -57,7 +57,7 @@ func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
 // eviction still tells a silent connection (a TLS client that has sent no
 // byte of its hello) from one that has sent something.
 func TestEvictSeesThroughTLS(t *testing.T) {
-	l := LimitListener(&http.Server{}, nil, 1).(*limitListener)
+	l := LimitListener(&http.Server{}, nil, 1, nil).(*limitListener)
 	a, b := net.Pipe()
 	defer b.Close()
 	lc := &limitConn{Conn: a, release: func() {}}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/internal/fdgate"
 )
 
 // Limits bound an HTTP server of the ops or admin port. Its connections share
@@ -97,12 +99,14 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // is in, each bounded by hs's timeouts, make a new connection wait.
 // At the process's descriptor limit it accepts with a spare descriptor it
 // keeps for that (see spare.go), so probes are answered then too.
+// Without a spare it asks the lock port for a descriptor through gate, if
+// not nil (see package fdgate).
 // LimitListener sets hs.ConnState to learn each connection's state.
-func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
+func LimitListener(hs *http.Server, ln net.Listener, n int, gate *fdgate.Gate) net.Listener {
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
 		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
-		spare: newSpare(ln),
+		spare: newSpare(ln), gate: gate,
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -120,6 +124,7 @@ type limitListener struct {
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	spare     *spareDescriptor // for an accept at the descriptor limit (see spare.go)
+	gate      *fdgate.Gate     // asks the lock port for a descriptor without a spare; may be nil
 
 	mu        sync.Mutex
 	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)

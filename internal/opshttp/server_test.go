@@ -102,7 +102,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := LimitListener(&http.Server{}, inner, 2) // no connection is ever idle
+	ln := LimitListener(&http.Server{}, inner, 2, nil) // no connection is ever idle
 	defer ln.Close()
 	accepted := make(chan net.Conn, 3)
 	go func() {
@@ -199,7 +199,7 @@ func TestIdleConnectionsYieldToNewOnes(t *testing.T) {
 			idle <- struct{}{}
 		}
 	}
-	ln := LimitListener(hs, inner, 2)
+	ln := LimitListener(hs, inner, 2, nil)
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 	addr := inner.Addr().String()
@@ -250,7 +250,7 @@ func TestEvictionOrder(t *testing.T) {
 	}
 	changes := make(chan change, 100)
 	hs.ConnState = func(c net.Conn, st http.ConnState) { changes <- change{c.RemoteAddr().String(), st} }
-	ln := LimitListener(hs, inner, 3)
+	ln := LimitListener(hs, inner, 3, nil)
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 	addr := inner.Addr().String()

@@ -295,19 +295,9 @@ func newAuthority(cn string) (*authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	sn, err := serial()
+	tmpl, err := caTemplate(cn)
 	if err != nil {
 		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
@@ -320,7 +310,9 @@ func newAuthority(cn string) (*authority, error) {
 	return &authority{cert: cert, key: key}, nil
 }
 
-func leafTemplate(cn string, usage x509.ExtKeyUsage) (*x509.Certificate, error) {
+// template is a certificate valid from an hour ago for a day, with a fresh
+// serial number.
+func template(cn string) (*x509.Certificate, error) {
 	sn, err := serial()
 	if err != nil {
 		return nil, err
@@ -331,9 +323,27 @@ func leafTemplate(cn string, usage x509.ExtKeyUsage) (*x509.Certificate, error) 
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}, nil
+}
+
+func caTemplate(cn string) (*x509.Certificate, error) {
+	t, err := template(cn)
+	if err != nil {
+		return nil, err
+	}
+	t.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	t.BasicConstraintsValid, t.IsCA = true, true
+	return t, nil
+}
+
+func leafTemplate(cn string, usage x509.ExtKeyUsage) (*x509.Certificate, error) {
+	t, err := template(cn)
+	if err != nil {
+		return nil, err
+	}
+	t.KeyUsage = x509.KeyUsageDigitalSignature
+	t.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+	return t, nil
 }
 
 func issue(ca *authority, tmpl *x509.Certificate) (*x509.Certificate, issued, error) {
