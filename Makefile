@@ -27,8 +27,8 @@ run: build
 # server's go.mod): every check runs in both modules.
 
 ## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts
-test: vet fmt-check staticcheck model model-variants fence-deps withdb
-	$(WITHDB) $(MAKE) --no-print-directory test-suites
+test: vet fmt-check staticcheck model model-variants fence-deps withdb console-deps
+	MONOLOCK_TEST_BROWSER=1 $(WITHDB) $(MAKE) --no-print-directory test-suites
 
 # The suites of make test, beside one PostgreSQL and one MariaDB for all.
 test-suites: python-test node-test rust-test java-test
@@ -75,6 +75,32 @@ fmt-check:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+
+# --- the console's browser test (internal/adminhttp/console) ----------------
+# Debian's Chromium, driven by playwright-core pinned in the test's
+# package-lock.json (npm ci; playwright-core downloads no browser). make test
+# sets MONOLOCK_TEST_BROWSER=1, so that a missing browser fails the test
+# instead of skipping it. Screenshots land in bin/console/.
+
+CONSOLE_TEST := internal/adminhttp/console/browsertest
+
+.PHONY: console-deps console-test
+
+## console-deps: install what the console's browser test needs (root): Debian's chromium, and playwright-core from its package-lock.json; nothing when they are there
+console-deps: $(CONSOLE_TEST)/node_modules/.package-lock.json
+	@dpkg-query -W -f='$${Status}\n' chromium 2>/dev/null | grep -q 'install ok installed' || \
+		{ echo "console-deps: installing chromium"; apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y chromium; }
+
+$(CONSOLE_TEST)/node_modules/.package-lock.json: $(CONSOLE_TEST)/package-lock.json
+	@command -v npm >/dev/null || { echo "console-deps: npm is missing: install Node.js 20 or later with npm (apt-get install -y nodejs npm, or nodesource)"; exit 1; }
+	cd $(CONSOLE_TEST) && npm ci --no-audit --no-fund
+	touch $@
+
+## console-test: the console in Chromium against the built server: a real holder and waiter, force-release by mouse and by keyboard, screenshots in bin/console/ (under a minute)
+console-test: console-deps
+	node --check internal/adminhttp/console/static/console.js
+	node --check $(CONSOLE_TEST)/drive.mjs
+	MONOLOCK_TEST_BROWSER=1 $(GO) test -count=1 -run 'InChromium' -v ./internal/adminhttp/console/
 
 # --- the Python client (clients/python) --------------------------------------
 # Standard library only at run time; pyright (pinned in package-lock.json) is

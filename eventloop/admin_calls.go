@@ -39,21 +39,60 @@ const maxRereads = 3
 // read it in pieces.
 var ErrLockMoving = errors.New("the lock's queue changed while it was being read in pieces; retry")
 
-// Locks returns every lock with a holder whose name match accepts (all of
-// them for a nil match), sorted by name, each with its full queue. The names
-// are read in calls of at most namesPerCall (see lockNames) and matched
-// here, off the loop; the details are then read in calls of at most
-// snapshotTurn sessions. Each lock is read as lockReader describes; a lock
-// released between calls is left out.
-func (s *Server) Locks(ctx context.Context, match func(name string) bool) ([]LockInfo, error) {
+// LockQuery selects a page of the held locks, in name order.
+type LockQuery struct {
+	// Match accepts the names to list; nil accepts every name. It is
+	// called on the caller's goroutine, never on the loop.
+	Match func(name string) bool
+	// After skips the names up to and including it ("" skips none): the
+	// Next of the previous page.
+	After string
+	// Limit bounds the locks of the page; 0 or less means no bound.
+	Limit int
+}
+
+// LockPage is one page of held locks.
+type LockPage struct {
+	Locks []LockInfo // sorted by name
+	Total int        // the names Match accepted, before After and Limit
+	Next  string     // the After of the next page; "" when this is the last
+}
+
+// Locks returns the page q selects of the locks with a holder, each with
+// its full queue. The names are read in calls of at most namesPerCall (see
+// lockNames), matched, sorted and cut to the page here, off the loop; only
+// the page's details are then read, in calls of at most snapshotTurn
+// sessions, so a page costs the loop its names and its own sessions, not
+// every lock's. Each lock is read as lockReader describes; a lock released
+// between calls is left out, so a page may hold fewer than Limit.
+func (s *Server) Locks(ctx context.Context, q LockQuery) (LockPage, error) {
 	names, err := s.lockNames(ctx)
 	if err != nil {
-		return nil, err
+		return LockPage{}, err
 	}
-	if match != nil {
-		names = slices.DeleteFunc(names, func(name string) bool { return !match(name) })
+	if q.Match != nil {
+		names = slices.DeleteFunc(names, func(name string) bool { return !q.Match(name) })
 	}
 	slices.Sort(names)
+	page := LockPage{Total: len(names)}
+	if q.After != "" {
+		i, found := slices.BinarySearch(names, q.After)
+		if found {
+			i++
+		}
+		names = names[i:]
+	}
+	if q.Limit > 0 && len(names) > q.Limit {
+		names = names[:q.Limit]
+		page.Next = names[len(names)-1]
+	}
+	locks, err := s.readLocks(ctx, names)
+	page.Locks = locks
+	return page, err
+}
+
+// readLocks reads the named locks, sorted, leaving out those that are idle.
+func (s *Server) readLocks(ctx context.Context, names []string) ([]LockInfo, error) {
 	locks := make([]LockInfo, 0, len(names))
 	var r *lockReader
 	rereads := 0
@@ -208,7 +247,7 @@ func (r *lockReader) step(o *owner, budget int) int {
 	}
 	used := 1
 	for ; next != nil && used < budget; next = next.NextWaiter() {
-		r.info.Waiters = append(r.info.Waiters, o.waiterInfo(next.Value))
+		r.info.Waiters = append(r.info.Waiters, o.waiterInfo(next.Value, len(r.info.Waiters)+1))
 		r.last = next
 		used++
 	}
@@ -217,9 +256,13 @@ func (r *lockReader) step(o *owner, budget int) int {
 }
 
 // dropHolder removes from a lock read in pieces the waiter that has become
-// its holder since its piece was read. It runs off the loop.
+// its holder since its piece was read, and numbers the rest from 1. It runs
+// off the loop.
 func dropHolder(info *LockInfo) {
 	info.Waiters = slices.DeleteFunc(info.Waiters, func(w WaiterInfo) bool { return w.RemoteAddr == info.Holder.RemoteAddr })
+	for i := range info.Waiters {
+		info.Waiters[i].Position = i + 1
+	}
 }
 
 func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
@@ -230,11 +273,14 @@ func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 		Since:      o.wallAt(h.since).UTC(),
 		LeaseMS:    int64(h.leaseMS),
 		Token:      holder.Token(),
+		// lastSeen is the ACQUIRE or HEARTBEAT frame's turn, as since is
+		// the grant's.
+		LastHeartbeat: o.wallAt(h.lastSeen).UTC(),
 	}
 }
 
-func (o *owner) waiterInfo(w *session) WaiterInfo {
-	return WaiterInfo{Identity: w.sec().identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
+func (o *owner) waiterInfo(w *session, position int) WaiterInfo {
+	return WaiterInfo{Position: position, Identity: w.sec().identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -331,17 +377,23 @@ func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
 
 // Stats is a snapshot of the server's state.
 type Stats struct {
-	Sessions int // open connections
-	Locks    int // locks with a holder
-	Waiters  int // sessions queued behind a holder
-	Timers   int // armed timers
+	Sessions    int    // open connections
+	Locks       int    // locks with a holder
+	Waiters     int    // sessions queued behind a holder
+	Timers      int    // armed timers
+	Grants      uint64 // fencing tokens issued since start
+	Expiries    uint64 // holders' leases run out since start
+	NewestToken uint64 // the last token issued; 0 before the first
 }
 
 // Stats reads a consistent snapshot on the event loop.
 func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	err := s.call(ctx, func(o *owner) {
-		st = Stats{Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len()}
+		st = Stats{
+			Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len(),
+			Grants: o.grants, Expiries: o.expiries, NewestToken: o.table.LastToken(),
+		}
 	})
 	return st, err
 }

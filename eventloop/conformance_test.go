@@ -30,8 +30,8 @@ func TestConformance1FreeLock(t *testing.T) {
 		c.SendHeartbeat()
 		c.ExpectToken(tok)
 	}
-	if st := ts.stats(t); st != (eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1}) {
-		t.Errorf("Stats = %+v with one holder", st)
+	if st := ts.stats(t); st != (eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1, Grants: 1, NewestToken: tok}) {
+		t.Errorf("Stats = %+v with one holder, want one grant and its token %d the newest", st, tok)
 	}
 	c.Close()
 	ts.waitStats(t, eventloop.Stats{})

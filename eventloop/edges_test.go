@@ -180,11 +180,11 @@ func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	unblock := make(chan struct{})
 	listed := make(chan error, 1)
 	go func() {
-		_, err := s.Locks(context.Background(), func(string) bool {
+		_, err := s.Locks(context.Background(), LockQuery{Match: func(string) bool {
 			close(inMatch)
 			<-unblock
 			return true
-		})
+		}})
 		listed <- err
 	}()
 	<-inMatch

@@ -72,6 +72,10 @@ type owner struct {
 	audit      AuditRecorder
 	authorizer Authorizer // nil when no ACL is configured
 
+	// Counts since start, for the admin API (Stats) without Metrics.
+	grants   uint64 // fencing tokens issued
+	expiries uint64 // holders whose lease ran out
+
 	frame protocol.Frame             // decoded in place, reused for every frame
 	out   [protocol.MaxErrorLen]byte // encoded in place, reused for every reply
 

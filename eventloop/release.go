@@ -57,6 +57,7 @@ func (o *owner) forget(s *session) {
 func (o *owner) granted(s *session) {
 	wait := o.now - s.since
 	s.since = o.now
+	o.grants++
 	o.metrics.Granted(wait)
 	o.audit.Granted(o.wall, s.claim.Name(), s.sec().identity(), s.conn.RemoteAddr(), s.claim.Token(), wait)
 }
@@ -65,6 +66,9 @@ func (o *owner) granted(s *session) {
 // runs before the grant to the next holder.
 func (o *owner) released(s *session) {
 	held := o.now - s.since
+	if s.closeReason == ReleaseExpired {
+		o.expiries++
+	}
 	o.metrics.Released(s.closeReason, held)
 	o.audit.Released(o.wall, s.claim.Name(), s.sec().identity(), s.conn.RemoteAddr(), s.claim.Token(), held, s.closeReason.String())
 }

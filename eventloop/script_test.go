@@ -304,23 +304,47 @@ func (sc *script) run(td *datadriven.TestData) string {
 		return fmt.Sprintf("=> holder %s, %d waiters %s, in %d calls", sc.byAddr(info.Holder.RemoteAddr), len(waiters), ranges(waiters), calls)
 	case "list":
 		suffix := sc.kv(a, "suffix", "")
-		var listed []LockInfo
+		limit, err := strconv.Atoi(sc.kv(a, "limit", "0"))
+		if err != nil {
+			sc.fatalf("list limit=: %v", err)
+		}
+		var page LockPage
 		calls := sc.admin(td, func() (err error) {
-			listed, err = sc.r.srv.Locks(sc.t.Context(), func(name string) bool { return strings.HasSuffix(name, suffix) })
+			page, err = sc.r.srv.Locks(sc.t.Context(), LockQuery{
+				Match: func(name string) bool { return strings.HasSuffix(name, suffix) },
+				After: sc.kv(a, "past", ""),
+				Limit: limit,
+			})
 			return err
 		})
+		listed := page.Locks
 		for i, l := range listed {
 			if !strings.HasSuffix(l.Name, suffix) || (i > 0 && listed[i-1].Name >= l.Name) {
 				return fmt.Sprintf("=> listed %q at %d: not matched, or not in order", l.Name, i)
 			}
 		}
-		return fmt.Sprintf("=> %d locks, each matched, in order, in %d calls", len(listed), calls)
+		out := fmt.Sprintf("=> %d locks, each matched, in order, in %d calls", len(listed), calls)
+		if limit > 0 || sc.kv(a, "past", "") != "" {
+			first, last := "", ""
+			if len(listed) > 0 {
+				first, last = listed[0].Name, listed[len(listed)-1].Name
+			}
+			out += fmt.Sprintf("; %s..%s of %d, next %q", first, last, page.Total, page.Next)
+		}
+		return out
 	case "state":
 		return sc.state(sc.arg(a, 0))
 	case "queue":
 		return sc.queue(sc.arg(a, 0))
 	case "counts":
 		return fmt.Sprintf("sessions %d, timers %d", sc.r.o.sessions.len, sc.r.o.wheel.Len())
+	case "stats":
+		var st Stats
+		sc.admin(td, func() (err error) {
+			st, err = sc.r.srv.Stats(sc.t.Context())
+			return err
+		})
+		return fmt.Sprintf("=> locks %d, waiters %d, grants %d, expiries %d, newest token %s", st.Locks, st.Waiters, st.Grants, st.Expiries, sc.tokenText(st.NewestToken))
 	case "metrics":
 		return sc.metricsText()
 	case "audit":

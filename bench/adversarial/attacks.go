@@ -44,6 +44,7 @@ var attacks = []attack{
 	{10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters},
 	{11, "forged client chains", prepareForgedChain, runForgedChains},
 	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
+	{13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

@@ -39,7 +39,10 @@
 //     server's CPU per handshake against honest ones and the honest clients'
 //     dial-to-ACQUIRED p99;
 //  12. client certificates with 1,000 SANs: 64 clients opening up to 2,000
-//     sessions with a valid such certificate and holding those let in.
+//     sessions with a valid such certificate and holding those let in;
+//  13. a wall of consoles: 10,000 held locks, 50 consoles refreshing on the
+//     same 2 s ticks as the admin port's console does (GET /api/info, then
+//     GET /api/locks?limit=50, each console over a connection of its own).
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'

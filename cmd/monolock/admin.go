@@ -134,6 +134,7 @@ func (d *daemon) adminHandler() http.Handler {
 		TLS:       d.cfg.tlsCert != "",
 		MTLS:      d.cfg.tlsClientCA != "",
 		IOTimeout: d.cfg.ioTimeout,
+		Ready:     d.health.Readiness,
 		Access:    d.adminAccess,
 		Log:       d.log.With().Str("http_server", "admin").Logger(),
 	}

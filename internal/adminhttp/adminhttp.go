@@ -1,9 +1,11 @@
 // Package adminhttp is monolock's admin HTTP API: it lists locks with their
-// holders and queues, force-releases a lock and kicks a waiter.
+// holders and queues, force-releases a lock and kicks a waiter; and it
+// serves the live console that does the same in a browser (package console).
 //
+//	GET    /                                          the console (no role needed: it holds no data)
 //	GET    /api/whoami                                the caller's identity and roles (no role needed)
 //	GET    /api/info                                  version, uptime, effective config, counts (read)
-//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name (read)
+//	GET    /api/locks[?match=GLOB][&limit=N&after=X]  {"locks": [...], "total", "next"}: held locks, sorted by name (read)
 //	GET    /api/locks/{name}                          one lock; 404 when idle (read)
 //	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02 (release)
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02 (kick)
@@ -34,9 +36,11 @@
 // The JSON bodies are declared in protocol/admin. Errors are JSON objects
 // {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
 // do, with status 400 (bad request, or a ?match= pattern too costly for
-// MatchBudget), 403 (the caller lacks the role), 404 (no such lock, waiter or path),
-// 405 (wrong method, with an Allow header) or 503 (the server did not
-// answer).
+// MatchBudget), 403 (the caller lacks the role, or a browser sent a change
+// from another site's page), 404 (no such lock, waiter or path), 405 (wrong
+// method, with an Allow header) or 503 (the server did not answer). Every
+// answer carries the security headers a browser needs to keep the console
+// to this server's own files (securityHeaders).
 package adminhttp
 
 import (
@@ -56,6 +60,7 @@ import (
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
+	"github.com/monolock/monolock/internal/adminhttp/console"
 	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -64,11 +69,11 @@ import (
 // Backend is the running server, as the admin API needs it.
 // *eventloop.Server satisfies it.
 type Backend interface {
-	// Locks returns every held lock whose name match accepts (all for a nil
-	// match), sorted by name, each with its full FIFO queue. match must be
-	// called on the caller's goroutine, never on the server's event loop,
-	// where a costly pattern over many names would delay every client.
-	Locks(ctx context.Context, match func(name string) bool) ([]admin.LockInfo, error)
+	// Locks returns the page q selects of the held locks, sorted by name,
+	// each with its full FIFO queue. q.Match must be called on the caller's
+	// goroutine, never on the server's event loop, where a costly pattern
+	// over many names would delay every client.
+	Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.LockPage, error)
 	// Lock returns one lock; ok is false when it is idle.
 	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
@@ -95,6 +100,9 @@ type Info struct {
 	TLS       bool
 	MTLS      bool
 	IOTimeout time.Duration
+	// Ready says why the server should get no new clients, as /readyz
+	// does, or nil; a nil Ready counts as ready.
+	Ready func(ctx context.Context) error
 
 	// Access decides each caller's identity and roles; nil is OpenAccess.
 	Access *Access
@@ -127,7 +135,7 @@ func New(b Backend, info Info) http.Handler {
 		info.Access = OpenAccess()
 	}
 	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings()),
-		refusalLog: newRefusalLog(info.Log)}
+		refusalLog: newRefusalLog(info.Log), console: console.New(), crossOrigin: http.NewCrossOriginProtection()}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in
 	// {name} and "%2E%2E" is the name "..", not a step up.
@@ -135,9 +143,45 @@ func New(b Backend, info Info) http.Handler {
 	h.route("GET /api/info", acl.RoleRead, h.getInfo)
 	h.route("GET /api/locks", acl.RoleRead, h.listLocks)
 	h.route("GET /api/locks/{name}", acl.RoleRead, h.getLock)
-	h.route("POST /api/locks/{name}/release", acl.RoleRelease, h.release)
-	h.route("DELETE /api/locks/{name}/waiters/{addr}", acl.RoleKick, h.kick)
+	h.route("POST /api/locks/{name}/release", acl.RoleRelease, h.sameOrigin(h.release))
+	h.route("DELETE /api/locks/{name}/waiters/{addr}", acl.RoleKick, h.sameOrigin(h.kick))
+	h.route("GET /{$}", 0, h.console.Page)
+	h.route("GET /console/{file}", 0, h.asset)
 	return h
+}
+
+// securityHeaders are sent with every answer, the console's and the API's:
+// nothing but this server's own files may run, style or be fetched; no page
+// may frame it; no referrer leaves it.
+var securityHeaders = [][2]string{
+	{"Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+	{"X-Content-Type-Options", "nosniff"},
+	{"X-Frame-Options", "DENY"},
+	{"Referrer-Policy", "no-referrer"},
+	{"Cross-Origin-Opener-Policy", "same-origin"},
+	{"Cross-Origin-Resource-Policy", "same-origin"},
+}
+
+// sameOrigin answers 403 to a change a browser sends from another site
+// before serve runs. The API takes no cookie, but a page elsewhere can still
+// make the browser of an operator who reaches the admin port (on loopback,
+// through a tunnel, with a client certificate) POST to it, and a bodiless
+// POST needs no CORS preflight. Browsers say where a request comes from
+// (Sec-Fetch-Site, else Origin); curl and monolockctl send neither and pass.
+func (h *handler) sameOrigin(serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h.crossOrigin.Check(r); err != nil {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s %s refused: %v; a browser may change locks only from the console this server serves at /, not from another site's page", r.Method, clip(r.URL.EscapedPath()), err))
+			return
+		}
+		serve(w, r)
+	}
+}
+
+func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
+	if !h.console.Asset(w, r, r.PathValue("file")) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such console file %s: the console is served at /", clip(r.URL.EscapedPath())))
+	}
 }
 
 type handler struct {
@@ -146,6 +190,9 @@ type handler struct {
 	mux        *http.ServeMux
 	listings   chan struct{}  // a token per lock listing in progress
 	refusalLog zerolog.Logger // refused calls, sampled
+	console    *console.Files
+
+	crossOrigin *http.CrossOriginProtection // see sameOrigin
 }
 
 // maxListings bounds the lock listings served at once: matching, sorting
@@ -154,6 +201,9 @@ type handler struct {
 func maxListings() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, kv := range securityHeaders {
+		w.Header().Set(kv[0], kv[1])
+	}
 	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
 }
 
@@ -199,7 +249,7 @@ func (m *muxWriter) WriteHeader(status int) {
 	path := clip(m.r.URL.EscapedPath())
 	switch {
 	case status == http.StatusNotFound:
-		msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/whoami, /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
+		msg := fmt.Sprintf("no such endpoint %s: the admin port serves the console at / and the API at /api/whoami, /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
 		if strings.HasPrefix(m.r.URL.EscapedPath(), "/api/locks/") {
 			msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
 		}
@@ -273,6 +323,12 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 		backendError(w, err)
 		return
 	}
+	notReady := ""
+	if h.info.Ready != nil {
+		if err := h.info.Ready(ctx); err != nil {
+			notReady = err.Error()
+		}
+	}
 	writeJSON(w, http.StatusOK, admin.ServerInfo{
 		Version:  h.info.Version,
 		UptimeMS: time.Since(h.info.Started).Milliseconds(),
@@ -285,9 +341,14 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 			AuditLog:    h.info.AuditLog,
 			IOTimeoutMS: h.info.IOTimeout.Milliseconds(),
 		},
-		Locks:    st.Locks,
-		Sessions: st.Sessions,
-		Waiters:  st.Waiters,
+		Locks:       st.Locks,
+		Sessions:    st.Sessions,
+		Waiters:     st.Waiters,
+		Grants:      st.Grants,
+		Expiries:    st.Expiries,
+		NewestToken: st.NewestToken,
+		Ready:       notReady == "",
+		NotReady:    notReady,
 	})
 }
 
@@ -299,8 +360,11 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed query string (%v): percent-encode the match pattern (curl -G --data-urlencode 'match=nightly/*')", err))
 		return
 	}
+	page, ok := pageQuery(w, q)
+	if !ok {
+		return
+	}
 	var (
-		match      func(string) bool
 		names      int
 		cost       int
 		overBudget bool
@@ -316,7 +380,7 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		}
 		// Each name is charged the pattern's worst case before it is
 		// tried; once the budget is spent, no more are tried.
-		match = func(name string) bool {
+		page.Match = func(name string) bool {
 			names++
 			cost += p.Cost(len(name))
 			overBudget = overBudget || cost > MatchBudget
@@ -332,7 +396,7 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d lock listings are in progress, the most served at once: retry shortly, or name the lock (GET /api/locks/{name})", cap(h.listings)))
 		return
 	}
-	locks, err := h.b.Locks(ctx, match)
+	got, err := h.b.Locks(ctx, page)
 	if err != nil {
 		backendError(w, err)
 		return
@@ -341,10 +405,32 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
 		return
 	}
-	if locks == nil {
-		locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
+	if got.Locks == nil {
+		got.Locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 	}
-	writeJSON(w, http.StatusOK, admin.LockList{Locks: locks})
+	writeJSON(w, http.StatusOK, admin.LockList{Locks: got.Locks, Total: got.Total, Next: got.Next})
+}
+
+// pageQuery reads limit= and after=: at most admin.MaxPageSize locks a
+// page, every lock without limit=, the names after after= (exclusive).
+func pageQuery(w http.ResponseWriter, q url.Values) (eventloop.LockQuery, bool) {
+	var page eventloop.LockQuery
+	for _, key := range []string{"limit", "after"} {
+		if vs := q[key]; len(vs) > 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is given %d times: give it once", key, len(vs)))
+			return page, false
+		}
+	}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > admin.MaxPageSize {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%s is not a page size: give a whole number from 1 to %d, or leave out limit= to list every lock", quote(v[0]), admin.MaxPageSize))
+			return page, false
+		}
+		page.Limit = n
+	}
+	page.After = q.Get("after")
+	return page, true
 }
 
 func (h *handler) getLock(w http.ResponseWriter, r *http.Request) {
@@ -437,7 +523,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, b.String())
 }

@@ -80,11 +80,20 @@ func (e *env) do(t *testing.T, method, path string) response {
 
 func do(t *testing.T, method, rawURL string) response {
 	t.Helper()
+	return doWith(t, method, rawURL, nil)
+}
+
+// doWith sends a request with these headers added.
+func doWith(t *testing.T, method, rawURL string, headers map[string]string) response {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		t.Fatalf("NewRequest %s %s: %v", method, rawURL, err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -161,6 +170,9 @@ func checkLock(t *testing.T, got admin.LockInfo, name string, holder *wire.Conn,
 	if got.Holder.Since.IsZero() || got.Holder.Identity != "" {
 		t.Errorf("%q: holder since %v identity %q, want a time and no identity", name, got.Holder.Since, got.Holder.Identity)
 	}
+	if got.Holder.LastHeartbeat.IsZero() {
+		t.Errorf("%q: holder without a last_heartbeat", name)
+	}
 	want := make([]string, len(waiters))
 	for i, w := range waiters {
 		want[i] = w.LocalAddr()
@@ -169,6 +181,9 @@ func checkLock(t *testing.T, got admin.LockInfo, name string, holder *wire.Conn,
 		t.Errorf("%q: waiters %v, want %v in FIFO order", name, g, want)
 	}
 	for i, w := range got.Waiters {
+		if w.Position != i+1 {
+			t.Errorf("%q: waiter %d has position %d, want %d", name, i, w.Position, i+1)
+		}
 		if w.QueuedAt.IsZero() || (i > 0 && w.QueuedAt.Before(got.Waiters[i-1].QueuedAt)) {
 			t.Errorf("%q: waiter %d queued_at %v out of order", name, i, w.QueuedAt)
 		}
@@ -194,6 +209,13 @@ func TestListAndGet(t *testing.T) {
 	checkLock(t, all[0], "nightly", other, otherTok)
 	checkLock(t, all[1], "nightly/export/eu", exp, expTok)
 	checkLock(t, all[2], "nightly/import", imp, impTok, w1, w2, w3)
+	// Nobody heartbeats here: the server last heard each holder at its
+	// ACQUIRE, the turn that granted it.
+	for _, l := range all {
+		if !l.Holder.LastHeartbeat.Equal(l.Holder.Since) {
+			t.Errorf("%q: last_heartbeat %v, want its ACQUIRE's time, since %v", l.Name, l.Holder.LastHeartbeat, l.Holder.Since)
+		}
+	}
 	if all[0].Waiters == nil {
 		t.Error("a lock without waiters must show waiters: [], not null")
 	}
@@ -225,7 +247,7 @@ func TestListAndGet(t *testing.T) {
 func TestListEnvelope(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	const empty = `{"locks":[]}`
+	const empty = `{"locks":[],"total":0,"next":""}`
 	for _, path := range []string{"/api/locks", "/api/locks?match=*"} {
 		r := e.do(t, "GET", path)
 		if r.status != 200 || strings.TrimSpace(string(r.body)) != empty {
@@ -238,8 +260,8 @@ func TestListEnvelope(t *testing.T) {
 	}
 	var raw map[string]json.RawMessage
 	e.do(t, "GET", "/api/locks").decode(t, 200, &raw)
-	if len(raw) != 1 || !strings.HasPrefix(string(raw["locks"]), `[{"name":"a",`) {
-		t.Errorf(`GET /api/locks: %v, want only "locks": [{"name":"a",…}]`, raw)
+	if len(raw) != 3 || !strings.HasPrefix(string(raw["locks"]), `[{"name":"a",`) || string(raw["total"]) != "1" {
+		t.Errorf(`GET /api/locks: %v, want "locks": [{"name":"a",…}], "total": 1 and "next"`, raw)
 	}
 }
 
@@ -336,6 +358,12 @@ func TestKickWaiter(t *testing.T) {
 	if got := h.Expect(protocol.TypeAcquired).Token; got != tok {
 		t.Fatalf("holder's heartbeat answered token %d, want %d", got, tok)
 	}
+	// The answered heartbeat is the last the server heard from the holder.
+	var beat admin.LockInfo
+	e.do(t, "GET", lockPath(name)).decode(t, 200, &beat)
+	if !beat.Holder.LastHeartbeat.After(now.Holder.LastHeartbeat) {
+		t.Errorf("after a HEARTBEAT, last_heartbeat %v, want later than %v", beat.Holder.LastHeartbeat, now.Holder.LastHeartbeat)
+	}
 
 	// Kicking it again, or kicking the holder as a waiter, is a 404.
 	e.do(t, "DELETE", lockPath(name)+"/waiters/"+url.PathEscape(w2.LocalAddr())).wantError(t, 404)
@@ -420,11 +448,12 @@ func TestInfo(t *testing.T) {
 		TLS:       true,
 		MTLS:      true,
 		IOTimeout: 5 * time.Second,
+		Ready:     func(context.Context) error { return errors.New("the audit log is failing") },
 	}
 	e := startWith(t, info)
 	e.holder(t, "x")
 	e.waiter(t, "x")
-	e.holder(t, "y")
+	_, newest := e.holder(t, "y")
 
 	var got struct {
 		Version  string `json:"version"`
@@ -438,9 +467,14 @@ func TestInfo(t *testing.T) {
 			AuditLog    string `json:"audit_log"`
 			IOTimeoutMS int64  `json:"io_timeout_ms"`
 		} `json:"config"`
-		Locks    int `json:"locks"`
-		Sessions int `json:"sessions"`
-		Waiters  int `json:"waiters"`
+		Locks       int    `json:"locks"`
+		Sessions    int    `json:"sessions"`
+		Waiters     int    `json:"waiters"`
+		Grants      uint64 `json:"grants"`
+		Expiries    uint64 `json:"expiries"`
+		NewestToken uint64 `json:"newest_token"`
+		Ready       bool   `json:"ready"`
+		NotReady    string `json:"not_ready"`
 	}
 	e.do(t, "GET", "/api/info").decode(t, 200, &got)
 	if got.Version != "v1.2.3" || got.UptimeMS < time.Hour.Milliseconds() {
@@ -453,6 +487,51 @@ func TestInfo(t *testing.T) {
 	}
 	if got.Locks != 2 || got.Sessions != 3 || got.Waiters != 1 {
 		t.Errorf("locks %d sessions %d waiters %d, want 2, 3, 1", got.Locks, got.Sessions, got.Waiters)
+	}
+	if got.Grants != 2 || got.Expiries != 0 || got.NewestToken != newest {
+		t.Errorf("grants %d expiries %d newest_token %d, want 2, 0, %d (the last token a client got)", got.Grants, got.Expiries, got.NewestToken, newest)
+	}
+	if got.Ready || got.NotReady != "the audit log is failing" {
+		t.Errorf("ready %v not_ready %q, want false and Ready's error", got.Ready, got.NotReady)
+	}
+
+	var ready admin.ServerInfo
+	start(t).do(t, "GET", "/api/info").decode(t, 200, &ready)
+	if !ready.Ready || ready.NotReady != "" {
+		t.Errorf("without Ready: ready %v not_ready %q, want true and \"\"", ready.Ready, ready.NotReady)
+	}
+}
+
+// TestPages: limit= and after= walk the list a page at a time; total counts
+// every match, next is the cursor, "" on the last page.
+func TestPages(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, name := range []string{"c", "a", "b", "skip"} {
+		e.holder(t, name)
+	}
+	var seen []string
+	after := ""
+	for range 3 {
+		var page admin.LockList
+		e.do(t, "GET", "/api/locks?match=%3F&limit=2&after="+url.QueryEscape(after)).decode(t, 200, &page)
+		if page.Total != 3 {
+			t.Errorf("total %d, want 3 (every lock the filter matched)", page.Total)
+		}
+		for _, l := range page.Locks {
+			seen = append(seen, l.Name)
+		}
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	if !slices.Equal(seen, []string{"a", "b", "c"}) || after != "" {
+		t.Errorf("pages listed %v, last next %q; want [a b c] and \"\"", seen, after)
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "limit=-1", "limit=1&limit=2", "after=a&after=b"} {
+		if msg := e.do(t, "GET", "/api/locks?"+q).wantError(t, 400); !strings.Contains(msg, strings.SplitN(q, "=", 2)[0]) {
+			t.Errorf("?%s: error %q should name the parameter", q, msg)
+		}
 	}
 }
 
@@ -480,7 +559,7 @@ func TestMethodNotAllowed(t *testing.T) {
 func TestUnknownPath(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	for _, path := range []string{"/", "/api", "/api/", "/api/nope", "/metrics", "/api/info/x",
+	for _, path := range []string{"/api", "/api/", "/api/nope", "/metrics", "/api/info/x",
 		"/api/locks/x/nope", "/api/locks/x/waiters", "/api/locks/x/waiters/a/b", "/API/locks"} {
 		e.do(t, "GET", path).wantError(t, 404)
 	}
@@ -495,6 +574,7 @@ type fake struct {
 	operator string // of the last ForceRelease or KickWaiter
 	deadline bool
 	matched  bool // Locks was given a match function
+	query    eventloop.LockQuery
 
 	// With gate set, Locks reports that it entered and waits for gate.
 	gate, entered chan struct{}
@@ -503,7 +583,7 @@ type fake struct {
 	maxInside     int64 // the most Locks calls in progress at once
 }
 
-func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.LockInfo, error) {
+func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.LockPage, error) {
 	if f.gate != nil {
 		in := f.inside.Add(1)
 		f.mu.Lock()
@@ -512,16 +592,19 @@ func (f *fake) Locks(ctx context.Context, match func(string) bool) ([]admin.Lock
 		f.entered <- struct{}{}
 		<-f.gate
 		f.inside.Add(-1)
-		return nil, nil
+		return eventloop.LockPage{}, nil
 	}
 	_, f.deadline = ctx.Deadline()
-	f.matched = match != nil
+	f.matched = q.Match != nil
+	f.query = q
 	locks := slices.Clone(f.locks)
-	if match != nil {
-		locks = slices.DeleteFunc(locks, func(l admin.LockInfo) bool { return !match(l.Name) })
+	if q.Match != nil {
+		locks = slices.DeleteFunc(locks, func(l admin.LockInfo) bool { return !q.Match(l.Name) })
 	}
 	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) }) // as the server does
-	return locks, f.err
+	// Paging is the server's (eventloop's rule scripts test it); the fake
+	// lists every match.
+	return eventloop.LockPage{Locks: locks, Total: len(locks)}, f.err
 }
 
 func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, error) {

@@ -5,7 +5,7 @@
 //
 //	GET    /api/whoami                                WhoAmI
 //	GET    /api/info                                  ServerInfo
-//	GET    /api/locks[?match=GLOB]                    LockList
+//	GET    /api/locks[?match=GLOB][&limit=N][&after=NAME]  LockList
 //	GET    /api/locks/{name}                          LockInfo
 //	POST   /api/locks/{name}/release                  ReleaseResponse
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    KickResponse
@@ -13,8 +13,10 @@
 // Every error answer is an ErrorResponse. A call the caller has no role for
 // is answered 403, saying which role is missing and how to grant it.
 //
-// Tokens are uint64 values up to about 2^62: decode them into integers, not
-// floating point, or they lose their low bits.
+// Tokens are uint64 values that pass 2^53 and 2^63: decode them into
+// unsigned 64-bit integers, not floating point, or they lose their low bits
+// (in JavaScript, read the number's source text with JSON.parse's reviver
+// and make it a BigInt, as the console does).
 package admin
 
 import "time"
@@ -34,21 +36,35 @@ type HolderInfo struct {
 	Since      time.Time `json:"since"`
 	LeaseMS    int64     `json:"lease_ms"`
 	Token      uint64    `json:"token"`
+	// LastHeartbeat is when the server last heard from the holder: its
+	// ACQUIRE or its latest HEARTBEAT. The lease runs out LeaseMS after it.
+	LastHeartbeat time.Time `json:"last_heartbeat"`
 }
 
 // WaiterInfo describes one waiter.
 type WaiterInfo struct {
+	// Position is the waiter's place in the FIFO queue: 1 is promoted next.
+	Position   int       `json:"position"`
 	Identity   string    `json:"identity"`
 	RemoteAddr string    `json:"remote_addr"`
 	QueuedAt   time.Time `json:"queued_at"`
 }
 
-// LockList is the answer of GET /api/locks: the held locks sorted by name.
-// The list is an object rather than a bare array so that fields can be added
-// beside it without breaking clients; Locks is [] when there are none.
+// LockList is the answer of GET /api/locks: a page of the held locks sorted
+// by name. The list is an object rather than a bare array so that fields can
+// be added beside it without breaking clients; Locks is [] when there are
+// none.
 type LockList struct {
 	Locks []LockInfo `json:"locks"`
+	// Total is how many held locks the filter matched, on every page.
+	Total int `json:"total"`
+	// Next is the cursor of the next page (pass it as after=), "" on the
+	// last page. It is the name of the page's last lock.
+	Next string `json:"next"`
 }
+
+// MaxPageSize bounds limit= on GET /api/locks.
+const MaxPageSize = 1000
 
 // ServerInfo is the answer of GET /api/info.
 type ServerInfo struct {
@@ -58,6 +74,17 @@ type ServerInfo struct {
 	Locks    int          `json:"locks"`    // locks with a holder
 	Sessions int          `json:"sessions"` // open connections
 	Waiters  int          `json:"waiters"`  // sessions queued behind a holder
+	// Grants and Expiries count since the server started: fencing tokens
+	// issued, and holders' leases that ran out without a heartbeat. Two
+	// reads a known time apart give their rates.
+	Grants   uint64 `json:"grants"`
+	Expiries uint64 `json:"expiries"`
+	// NewestToken is the last fencing token issued, 0 before the first; the
+	// next holder of any lock gets a larger one.
+	NewestToken uint64 `json:"newest_token"`
+	// Ready is what /readyz answers; NotReady says why not ("" when ready).
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"not_ready"`
 }
 
 // ServerConfig is the server's effective configuration. Empty strings mean

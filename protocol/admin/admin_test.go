@@ -18,14 +18,14 @@ func TestFieldNames(t *testing.T) {
 	}{
 		{admin.LockInfo{
 			Name:    "nightly/import",
-			Holder:  admin.HolderInfo{Identity: "spiffe://prod/a", RemoteAddr: "127.0.0.1:57286", Since: at, LeaseMS: 30000, Token: 1<<62 + 1},
-			Waiters: []admin.WaiterInfo{{Identity: "", RemoteAddr: "127.0.0.1:57298", QueuedAt: at}},
-		}, `{"name":"nightly/import","holder":{"identity":"spiffe://prod/a","remote_addr":"127.0.0.1:57286","since":"2026-11-30T07:05:25.582809109Z","lease_ms":30000,"token":4611686018427387905},"waiters":[{"identity":"","remote_addr":"127.0.0.1:57298","queued_at":"2026-11-30T07:05:25.582809109Z"}]}`},
+			Holder:  admin.HolderInfo{Identity: "spiffe://prod/a", RemoteAddr: "127.0.0.1:57286", Since: at, LeaseMS: 30000, Token: 1<<63 + 1, LastHeartbeat: at},
+			Waiters: []admin.WaiterInfo{{Position: 1, Identity: "", RemoteAddr: "127.0.0.1:57298", QueuedAt: at}},
+		}, `{"name":"nightly/import","holder":{"identity":"spiffe://prod/a","remote_addr":"127.0.0.1:57286","since":"2026-11-30T07:05:25.582809109Z","lease_ms":30000,"token":9223372036854775809,"last_heartbeat":"2026-11-30T07:05:25.582809109Z"},"waiters":[{"position":1,"identity":"","remote_addr":"127.0.0.1:57298","queued_at":"2026-11-30T07:05:25.582809109Z"}]}`},
 		{admin.ServerInfo{
-			Version: "v1", UptimeMS: 5, Locks: 1, Sessions: 2, Waiters: 3,
+			Version: "v1", UptimeMS: 5, Locks: 1, Sessions: 2, Waiters: 3, Grants: 4, Expiries: 5, NewestToken: 1<<63 + 6, Ready: false, NotReady: "r",
 			Config: admin.ServerConfig{Listen: "l", OpsListen: "o", TLS: true, MTLS: true, ACLFile: "a", AuditLog: "-", IOTimeoutMS: 7},
-		}, `{"version":"v1","uptime_ms":5,"config":{"listen":"l","ops_listen":"o","tls":true,"mtls":true,"acl_file":"a","audit_log":"-","io_timeout_ms":7},"locks":1,"sessions":2,"waiters":3}`},
-		{admin.LockList{Locks: []admin.LockInfo{{Name: "a"}}}, `{"locks":[{"name":"a","holder":{"identity":"","remote_addr":"","since":"0001-01-01T00:00:00Z","lease_ms":0,"token":0},"waiters":null}]}`},
+		}, `{"version":"v1","uptime_ms":5,"config":{"listen":"l","ops_listen":"o","tls":true,"mtls":true,"acl_file":"a","audit_log":"-","io_timeout_ms":7},"locks":1,"sessions":2,"waiters":3,"grants":4,"expiries":5,"newest_token":9223372036854775814,"ready":false,"not_ready":"r"}`},
+		{admin.LockList{Locks: []admin.LockInfo{{Name: "a"}}, Total: 9, Next: "a"}, `{"locks":[{"name":"a","holder":{"identity":"","remote_addr":"","since":"0001-01-01T00:00:00Z","lease_ms":0,"token":0,"last_heartbeat":"0001-01-01T00:00:00Z"},"waiters":null}],"total":9,"next":"a"}`},
 		{admin.ReleaseResponse{Lock: "x", ReleasedToken: 9}, `{"lock":"x","released_token":9}`},
 		{admin.KickResponse{Lock: "x", Kicked: "127.0.0.1:1"}, `{"lock":"x","kicked":"127.0.0.1:1"}`},
 		{admin.ErrorResponse{Error: "e"}, `{"error":"e"}`},
