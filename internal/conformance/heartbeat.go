@@ -9,7 +9,7 @@ func heartbeatScenarios() []Scenario {
 	return []Scenario{
 		{Name: "heartbeat-fast", Rule: "rule 3: a heartbeat every lease/4 on a fast link", run: heartbeatFast(2*time.Second, 8)},
 		{Name: "heartbeat-400ms", Rule: "rule 3 (protocol.md scenario 6): lease 400 ms, about every 100 ms", Attempts: 3, run: heartbeatFast(400*time.Millisecond, 12)},
-		{Name: "heartbeat-rtt", Rule: "rule 3: interval = lease/4 − 2 × smoothed RTT, EWMA α = 0.2", run: heartbeatRTT},
+		{Name: "heartbeat-rtt", Rule: "rule 3: interval = lease/4 − 2 × smoothed RTT from send to send, EWMA α = 0.2", run: heartbeatRTT},
 		{Name: "heartbeat-slow", Rule: "rule 3: RTT ≥ lease/4, the next heartbeat right after each answer", run: heartbeatSlow},
 	}
 }
@@ -50,24 +50,32 @@ func heartbeatFast(lease time.Duration, beats int) func(e *Env) {
 	}
 }
 
-// heartbeatRTT: lease 2 s; the answers to ACQUIRE and heartbeats 1–5 are
-// delayed 100 ms, later ones are not. The kit replays the rule on the
+// heartbeatRTT: lease 4 s; the answers to ACQUIRE and heartbeats 1–5 are
+// delayed 300 ms, later ones are not. The kit replays the rule on the
 // round-trip times it observed itself (its read of each request to its write
-// of the answer, which on a loaded machine is more than the 100 ms it waits),
+// of the answer, which on a loaded machine is more than the 300 ms it waits),
 // EWMA α = 0.2 seeded by the first sample, and compares each interval with
 // what the rule gives:
-//   - after the delayed answers (about 500 − 2×100 = 300 ms), the median of
-//     interval − expected within ±100 ms: a client ignoring the RTT is 200 ms
-//     off;
-//   - after the first three fast answers (about 340 + 372 + 398 = 1110 ms
+//   - after the delayed answers (about 1000 − 2×300 = 400 ms), the median of
+//     interval − expected within ±150 ms: a client that waits the interval
+//     after the answer instead of after the send is 300 ms off (700 ms), one
+//     that ignores the RTT 600 ms (1000 ms). The delay is chosen so that
+//     min(RTT, interval), which is the first one's error, is largest (300
+//     ms, near lease/12) while the interval stays above the RTT;
+//   - after the first three fast answers (about 520 + 616 + 693 = 1829 ms
 //     together, as the average falls gradually), the sum within −150 ms and
 //     +150 ms of the expected sum: a client without smoothing goes straight
-//     back to 500 ms, about 390 ms more.
+//     back to 1000 ms, about 1170 ms more.
+//
+// The client's RTT (its send to its receipt) is never shorter than the
+// kit's, so a right client is off only downwards, by twice the scheduling
+// delays, and upwards by its timers' lateness.
 func heartbeatRTT(e *Env) {
-	const lease = 2 * time.Second
+	const lease = 4 * time.Second
+	const delay = 300 * time.Millisecond
 	delayed := func(r Req) ([]byte, time.Duration) {
 		if r.Index <= 5 {
-			return acquired(usualToken), 100 * time.Millisecond
+			return acquired(usualToken), delay
 		}
 		return acquired(usualToken), 0
 	}
@@ -85,9 +93,9 @@ func heartbeatRTT(e *Env) {
 	for i := 0; i <= 5; i++ {
 		off = append(off, iv[i]-expected[i])
 	}
-	e.between("rule 3 (interval shrinks by twice the smoothed RTT)",
+	e.between("rule 3 (interval = lease/4 − 2 × smoothed RTT, from send to send)",
 		fmt.Sprintf("the median of (interval − expected) after the delayed answers (intervals %v, expected %v)", roundAll(iv[:6]), roundAll(expected[:6])),
-		median(off), -100*time.Millisecond, 100*time.Millisecond)
+		median(off), -150*time.Millisecond, 150*time.Millisecond)
 	got, want := iv[6]+iv[7]+iv[8], expected[6]+expected[7]+expected[8]
 	e.between("rule 3 (EWMA α = 0.2: the RTT average falls gradually)",
 		fmt.Sprintf("the three intervals after the first fast answers, together (%v, expected %v), minus the expected sum", roundAll(iv[6:9]), roundAll(expected[6:9])),
@@ -142,9 +150,13 @@ func heartbeatSlow(e *Env) {
 	log := c.Log()
 	var gaps []time.Duration
 	for i := 1; i <= 6; i++ {
-		gaps = append(gaps, log[i+1].At.Sub(r.AnsweredAt(i)))
+		answered := r.AnsweredAt(i)
+		if answered.IsZero() || log[i+1].At.Before(answered) {
+			e.Failf("rule 3 (at most one request in flight)", "request %d was sent before the answer to request %d", i+1, i)
+		}
+		gaps = append(gaps, log[i+1].At.Sub(answered))
 	}
-	e.between("rule 3 (next heartbeat at once when the answer is late)", "the median gap from an answer to the next heartbeat", median(gaps), 0, 90*time.Millisecond)
+	e.between("rule 3 (next heartbeat at once when the answer is late)", fmt.Sprintf("the median gap from an answer to the next heartbeat (gaps %v)", roundAll(gaps)), median(gaps), 0, 90*time.Millisecond)
 	e.noEvent("rule 3", p, 0)
 	e.releaseAndClose(p, c)
 }
