@@ -53,10 +53,17 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 }
 
 // readError classifies a failed read: garbage from the server is a protocol
-// violation, anything else a lost connection.
+// violation, a TLS alert from the server a refusal, anything else a lost
+// connection.
 func readError(err error) error {
 	if errors.Is(err, protocol.ErrUnexpectedFrame) {
 		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	// crypto/tls reports the peer's alert as an *net.OpError with Op "remote
+	// error" (its alert type is unexported); a close_notify is io.EOF.
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "remote error" {
+		return fmt.Errorf("%w: %v (is the client certificate expired, signed by a CA the server does not trust, or missing?)", ErrTLSRefused, err)
 	}
 	if err == io.EOF {
 		return fmt.Errorf("%w: closed by the server", ErrConnectionClosed)

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,5 +106,19 @@ func TestDoRetryNeverRerunsFn(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("fn ran %d times, want once", n)
+	}
+}
+
+// TestTLSAlertIsPermanent: a read that fails with the server's TLS alert is
+// ErrTLSRefused, which DoRetry does not retry; other read failures are a
+// lost connection, which it does.
+func TestTLSAlertIsPermanent(t *testing.T) {
+	alert := readError(&net.OpError{Op: "remote error", Err: tls.AlertError(42)})
+	if !errors.Is(alert, ErrTLSRefused) || errors.Is(alert, ErrConnectionClosed) || transient(alert) {
+		t.Errorf("a remote TLS alert = %v (transient %v); want ErrTLSRefused, not retried", alert, transient(alert))
+	}
+	reset := readError(&net.OpError{Op: "read", Err: syscall.ECONNRESET})
+	if !errors.Is(reset, ErrConnectionClosed) || !transient(reset) {
+		t.Errorf("a reset = %v (transient %v); want ErrConnectionClosed, retried", reset, transient(reset))
 	}
 }

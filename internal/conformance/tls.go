@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/monolock/monolock/internal/certs/certstest"
+)
+
+func tlsScenarios() []Scenario {
+	return []Scenario{
+		{Name: "tls-silent-acquire", Rule: "rule 8 over TLS: ACQUIRE unanswered after the handshake: give up at 0.8 × lease and close", run: overTLS(giveUpAcquire)},
+		{Name: "tls-silent-holding", Rule: "rule 8, give-up over TLS: heartbeat unanswered: lost at 0.8 × lease, closed once the work stopped", run: overTLS(giveUpHolding)},
+		{Name: "tls-certificate-refused", Rule: "rule 6 over TLS: a handshake refused by certificate verification, on either side, is a client error: reported, not retried", run: tlsCertificateRefused},
+	}
+}
+
+// tlsSetup is a TLS scenario's certificates: the fake servers' configuration
+// and the files a driver gets.
+type tlsSetup struct {
+	pki    *certstest.PKI
+	server *tls.Config
+	client TLSFiles
+}
+
+// newTLS makes a throwaway CA, a server certificate for localhost and
+// 127.0.0.1 and client certificates (internal/certs/certstest) in a
+// temporary directory, removed with the scenario. The server asks for a
+// client certificate only when clientAuth says so.
+func (e *Env) newTLS(clientAuth tls.ClientAuthType) *tlsSetup {
+	dir, err := os.MkdirTemp("", "monolock-conformance-tls-")
+	e.must("kit: TLS files", err)
+	e.dirs = append(e.dirs, dir)
+	pki, err := certstest.Generate(dir)
+	e.must("kit: TLS files", err)
+	cert, err := tls.LoadX509KeyPair(pki.Server.Cert, pki.Server.Key)
+	e.must("kit: TLS files", err)
+	pem, err := os.ReadFile(pki.CA)
+	e.must("kit: TLS files", err)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &tlsSetup{
+		pki:    pki,
+		server: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: clientAuth, MinVersion: tls.VersionTLS12},
+		client: TLSFiles{CAFile: pki.CA, ServerName: certstest.ServerName},
+	}
+}
+
+// overTLS runs a scenario with every fake server speaking TLS (no client
+// certificate asked) and the judged client connecting with TLS: the client
+// rules hold over TLS as over TCP.
+func overTLS(run func(*Env)) func(*Env) {
+	return func(e *Env) {
+		e.tls = e.newTLS(tls.NoClientCert)
+		run(e)
+	}
+}
+
+// certificateProblem is what a report of a refused certificate names.
+var certificateProblem = regexp.MustCompile(`(?i)certif`)
+
+// tlsCertificateRefused: run mode (the retrying helper), one session per
+// case: the server (mutual TLS against the CA) refuses a client certificate
+// from another CA, an expired one and none at all; the client refuses a
+// server certificate its CA did not sign. Each time the helper must stop
+// with `unavailable` whose reason names the certificate problem, and open
+// no second connection within 700 ms (a retrying client reconnects within
+// its first backoff, about 100 ms). The kit also checks that its side saw
+// the handshake fail, so that the case is what it says.
+func tlsCertificateRefused(e *Env) {
+	const rule = "rule 6 over TLS (a refused certificate is a client error: reported, not retried)"
+	setup := e.newTLS(tls.RequireAndVerifyClientCert)
+	trusted := setup.client
+	withClient := func(name string) *TLSFiles {
+		f := trusted
+		pair := setup.pki.Clients[name]
+		f.CertFile, f.KeyFile = pair.Cert, pair.Key
+		return &f
+	}
+	otherCA := trusted
+	otherCA.CAFile = setup.pki.OtherCA
+	otherCA.CertFile, otherCA.KeyFile = withClient(certstest.ClientURI).CertFile, withClient(certstest.ClientURI).KeyFile
+	for _, tc := range []struct {
+		what  string
+		files *TLSFiles
+	}{
+		{"the server refuses a client certificate from another CA", withClient(certstest.ClientUntrusted)},
+		{"the server refuses an expired client certificate", withClient(certstest.ClientExpired)},
+		{"the server refuses a client without a certificate", &trusted},
+		{"the client refuses a server certificate its CA did not sign", &otherCA},
+	} {
+		f, err := Listen(setup.server)
+		e.must("kit", err)
+		e.fakes = append(e.fakes, f)
+		req := NewRequest(f.Addr(), "tls-refused", 2*time.Second)
+		req.Mode = ModeRun
+		req.TLS = tc.files
+		p := e.StartJudged(req)
+		c, err := f.Next(safety)
+		e.must("connect", err)
+		_, how, err := c.WaitEnd(safety)
+		e.must(fmt.Sprintf("%s (%s)", rule, tc.what), err)
+		if how == nil || len(c.Log()) > 0 {
+			e.Failf("kit", "%s: the kit's side saw no failed handshake (%d request(s) read): the case tests no refusal", tc.what, len(c.Log()))
+		}
+		ev, err := p.Next(safety)
+		e.must(fmt.Sprintf("%s (%s)", rule, tc.what), err)
+		if ev.Event != "unavailable" {
+			e.Failf(rule, "%s: the driver printed %s, want an unavailable event", tc.what, ev)
+		}
+		if !certificateProblem.MatchString(ev.Reason) {
+			e.Failf("errors say what was wrong", "%s: the reason %q does not name the certificate problem", tc.what, ev.Reason)
+		}
+		time.Sleep(700 * time.Millisecond)
+		if n := f.Accepted(); n != 1 {
+			e.Failf(rule, "%s: %d connections, want 1 (the helper retried)", tc.what, n)
+		}
+		p.Close()
+	}
+}
