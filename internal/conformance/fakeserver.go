@@ -197,6 +197,11 @@ func (c *ServerConn) NextReq(timeout time.Duration) (Req, error) {
 	select {
 	case r, ok := <-c.reqs:
 		if !ok {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.endErr != nil { // a reset, or a TLS handshake that failed
+				return Req{}, fmt.Errorf("the connection ended (%v) instead of the client sending a request", c.endErr)
+			}
 			return Req{}, fmt.Errorf("the client closed the connection instead of sending a request")
 		}
 		return r, nil
