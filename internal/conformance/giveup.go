@@ -135,18 +135,21 @@ func giveUpLateAnswer(e *Env) {
 	}
 }
 
-// giveUpDelayedAnswer: lease 2 s; the answer to heartbeat 2 is delayed 1 s
-// (half the lease), heartbeat 3 is never answered. The give-up is due 0.8 ×
-// lease after heartbeat 2's send, the newest answered request: the server's
-// lease runs from there too. A client that times it from the answer's
-// receipt gives up about 1.3 × lease after that send, when the server may
-// already have handed the lock on.
+// giveUpDelayedAnswer: lease 4 s; the answer to heartbeat 2 is delayed
+// 0.3 × lease (1.2 s), heartbeat 3 is never answered. The give-up is due 0.8
+// × lease after heartbeat 2's send, the newest answered request: the
+// server's lease runs from there too. A client that times it from the
+// answer's receipt gives up about 1.1 × lease after that send, when the
+// server may already have handed the lock on: 0.1 × lease (400 ms) past the
+// window. The delayed answer comes about 1 s before the give-up due since
+// heartbeat 1's send (0.25 × lease earlier), so a right client on a busy
+// machine takes it.
 func giveUpDelayedAnswer(e *Env) {
-	const lease = 2 * time.Second
+	const lease = 4 * time.Second
 	answer := func(r Req) ([]byte, time.Duration) {
 		switch {
 		case r.Index == 2:
-			return acquired(usualToken), lease / 2
+			return acquired(usualToken), lease * 3 / 10
 		case r.Index >= 3:
 			return nil, 0
 		}

@@ -63,9 +63,10 @@ func heartbeatFast(lease time.Duration, beats int) func(e *Env) {
 //     min(RTT, interval), which is the first one's error, is largest (300
 //     ms, near lease/12) while the interval stays above the RTT;
 //   - after the first three fast answers (about 520 + 616 + 693 = 1829 ms
-//     together, as the average falls gradually), the sum within −150 ms and
-//     +150 ms of the expected sum: a client without smoothing goes straight
-//     back to 1000 ms, about 1170 ms more.
+//     together, as the average falls gradually), the sum within ±400 ms of
+//     the expected sum: a client without smoothing goes straight back to
+//     1000 ms, about 1170 ms more. (A right client was seen 320 ms off on a
+//     machine loaded with two busy loops and a dozen scenarios at once.)
 //
 // The client's RTT (its send to its receipt) is never shorter than the
 // kit's, so a right client is off only downwards, by twice the scheduling
@@ -99,7 +100,7 @@ func heartbeatRTT(e *Env) {
 	got, want := iv[6]+iv[7]+iv[8], expected[6]+expected[7]+expected[8]
 	e.between("rule 3 (EWMA α = 0.2: the RTT average falls gradually)",
 		fmt.Sprintf("the three intervals after the first fast answers, together (%v, expected %v), minus the expected sum", roundAll(iv[6:9]), roundAll(expected[6:9])),
-		got-want, -150*time.Millisecond, 150*time.Millisecond)
+		got-want, -400*time.Millisecond, 400*time.Millisecond)
 	e.noEvent("rule 3", p, 0)
 	e.releaseAndClose(p, c)
 }
