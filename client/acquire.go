@@ -87,6 +87,9 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	if err == nil {
 		return conn, nil
 	}
+	if refused := tlsRefusal(err); refused != nil {
+		err = refused
+	}
 	e := &dialError{address: c.address, err: err}
 	if ctx.Err() == nil && errors.Is(dialCtx.Err(), context.DeadlineExceeded) {
 		e.timeout = c.connectTimeout
@@ -127,5 +130,6 @@ func (e *dialError) retryable() bool {
 		alertErr  tls.AlertError
 	)
 	return !errors.As(e.err, &addrErr) && !errors.As(e.err, &verifyErr) &&
-		!errors.As(e.err, &recordErr) && !errors.As(e.err, &alertErr)
+		!errors.As(e.err, &recordErr) && !errors.As(e.err, &alertErr) &&
+		!errors.Is(e.err, ErrTLSRefused)
 }

@@ -59,14 +59,24 @@ func readError(err error) error {
 	if errors.Is(err, protocol.ErrUnexpectedFrame) {
 		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
 	}
-	// crypto/tls reports the peer's alert as an *net.OpError with Op "remote
-	// error" (its alert type is unexported); a close_notify is io.EOF.
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "remote error" {
-		return fmt.Errorf("%w: %v (is the client certificate expired, signed by a CA the server does not trust, or missing?)", ErrTLSRefused, err)
+	if refused := tlsRefusal(err); refused != nil {
+		return refused
 	}
 	if err == io.EOF {
 		return fmt.Errorf("%w: closed by the server", ErrConnectionClosed)
 	}
 	return fmt.Errorf("%w: %v", ErrConnectionClosed, err)
+}
+
+// tlsRefusal is err as ErrTLSRefused when it is a TLS alert from the server,
+// nil otherwise. crypto/tls reports the peer's alert as a *net.OpError with
+// Op "remote error" (its alert type is unexported), during the handshake
+// (TLS 1.2 refusing the client's certificate) and on a later read (TLS 1.3);
+// a close_notify is io.EOF.
+func tlsRefusal(err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "remote error" {
+		return fmt.Errorf("%w: %v (is the client certificate expired, signed by a CA the server does not trust, or missing?)", ErrTLSRefused, err)
+	}
+	return nil
 }

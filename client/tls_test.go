@@ -140,19 +140,29 @@ func tlsRelay(t *testing.T, target string, cert tls.Certificate, resumed chan<- 
 	return ln.Addr().String()
 }
 
-// TestTLSRefusedByServerNotRetried: under TLS 1.3 the client's handshake
-// completes before the server has checked the client's certificate, so the
-// server's refusal (another CA, expired, none) arrives as an alert on the
-// first read. DoRetry stops at once with ErrTLSRefused, which names the
-// alert, on one connection.
+// TestTLSRefusedByServerNotRetried: a server refusing the client's
+// certificate (another CA, expired, none) is not retried: DoRetry stops at
+// once, on one connection, with ErrTLSRefused, which names the certificate.
+// Under TLS 1.3 the client's handshake completes before the server has
+// checked the certificate, so the refusal is an alert on the first read.
 func TestTLSRefusedByServerNotRetried(t *testing.T) {
 	pki := certstest.NewPKI(t, t.TempDir())
+	for _, version := range []uint16{tls.VersionTLS13, tls.VersionTLS12} {
+		t.Run(tls.VersionName(version), func(t *testing.T) { testTLSRefused(t, pki, version) })
+	}
+}
+
+// testTLSRefused is TestTLSRefusedByServerNotRetried with a server of at
+// most version: under TLS 1.2 the refusal is an alert during the client's
+// handshake, so the dial fails with it.
+func testTLSRefused(t *testing.T, pki *certstest.PKI, version uint16) {
 	cert, err := tls.LoadX509KeyPair(pki.Server.Cert, pki.Server.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientCAs: pki.ClientTLS("").RootCAs, ClientAuth: tls.RequireAndVerifyClientCert,
+		MaxVersion: version,
 	})
 	if err != nil {
 		t.Fatal(err)
