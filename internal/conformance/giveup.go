@@ -20,11 +20,13 @@ func giveUpScenarios() []Scenario {
 
 // Tolerances of the give-up rule. The client gives up 0.8 × lease after the
 // send of the newest answered request; the kit sees that send a little later
-// than it happened and the event a little later than it was printed, so the
-// window is [0.75, 1.0] × lease: earlier is a client that gives up too soon,
-// later one that may still work when the server hands the lock on.
+// than it happened (on a loaded machine seen 110 ms late) and the event a
+// little later than it was printed, so the window is [0.7, 1.0] × lease:
+// earlier is a client that gives up too soon, later one that may still work
+// when the server hands the lock on. give-up-late-answer separates 0.8 from
+// 0.9 × lease by the client's own decision instead.
 const (
-	giveUpEarliest = 75 // per cent of the lease
+	giveUpEarliest = 70 // per cent of the lease
 	giveUpLatest   = 100
 	// closeSlack is how late the close may come after the time it is due.
 	closeSlack = 750 * time.Millisecond
@@ -160,7 +162,7 @@ func giveUpDelayedAnswer(e *Env) {
 	e.lostOnSilence(p, c, lease, 3)
 }
 
-// giveUpAcquire: ACQUIRE is never answered: unavailable within [0.75, 1.0] ×
+// giveUpAcquire: ACQUIRE is never answered: unavailable within [0.7, 1.0] ×
 // lease of ACQUIRE, no heartbeat while ACQUIRE is in flight, closed by
 // ACQUIRE + lease + 750 ms.
 func giveUpAcquire(e *Env) {

@@ -50,30 +50,31 @@ func heartbeatFast(lease time.Duration, beats int) func(e *Env) {
 	}
 }
 
-// heartbeatRTT: lease 4 s; the answers to ACQUIRE and heartbeats 1–5 are
-// delayed 300 ms, later ones are not. The kit replays the rule on the
+// heartbeatRTT: lease 8 s; the answers to ACQUIRE and heartbeats 1–5 are
+// delayed 400 ms, later ones are not. The kit replays the rule on the
 // round-trip times it observed itself (its read of each request to its write
-// of the answer, which on a loaded machine is more than the 300 ms it waits),
+// of the answer, which on a loaded machine is more than the 400 ms it waits),
 // EWMA α = 0.2 seeded by the first sample, and compares each interval with
 // what the rule gives:
-//   - after the delayed answers (about 1000 − 2×300 = 400 ms), the median of
-//     interval − expected within ±150 ms: a client that waits the interval
-//     after the answer instead of after the send is 300 ms off (700 ms), one
-//     that ignores the RTT 600 ms (1000 ms). The delay is chosen so that
-//     min(RTT, interval), which is the first one's error, is largest (300
-//     ms, near lease/12) while the interval stays above the RTT;
-//   - after the first three fast answers (about 520 + 616 + 693 = 1829 ms
+//   - after the delayed answers (about 2000 − 2×400 = 1200 ms), the median of
+//     interval − expected within ±200 ms: a client that waits the interval
+//     after the answer instead of after the send is off by min(RTT,
+//     interval), 400 ms, one that ignores the RTT by 800 ms. The lease is
+//     long so that this stays so when a loaded machine adds to the RTT: at
+//     lease 4 s and 300 ms an RTT of 450 ms clamps the interval to the
+//     100 ms floor, and the first client is only 100 ms off;
+//   - after the first three fast answers (about 1360 + 1488 + 1590 = 4438 ms
 //     together, as the average falls gradually), the sum within ±400 ms of
 //     the expected sum: a client without smoothing goes straight back to
-//     1000 ms, about 1170 ms more. (A right client was seen 320 ms off on a
+//     2000 ms, about 1560 ms more. (A right client was seen 320 ms off on a
 //     machine loaded with two busy loops and a dozen scenarios at once.)
 //
 // The client's RTT (its send to its receipt) is never shorter than the
 // kit's, so a right client is off only downwards, by twice the scheduling
 // delays, and upwards by its timers' lateness.
 func heartbeatRTT(e *Env) {
-	const lease = 4 * time.Second
-	const delay = 300 * time.Millisecond
+	const lease = 8 * time.Second
+	const delay = 400 * time.Millisecond
 	delayed := func(r Req) ([]byte, time.Duration) {
 		if r.Index <= 5 {
 			return acquired(usualToken), delay
@@ -86,7 +87,7 @@ func heartbeatRTT(e *Env) {
 	e.must("connect", err)
 	r := c.Respond(delayed, 0)
 	e.expectToken(p, usualToken)
-	e.awaitRequest(c, 9, safety)
+	e.awaitRequest(c, 9, safety+2*lease)
 	log := c.Log()[:10]
 	iv := sendIntervals(log)
 	expected := expectedIntervals(lease, log, r)
@@ -96,7 +97,7 @@ func heartbeatRTT(e *Env) {
 	}
 	e.between("rule 3 (interval = lease/4 − 2 × smoothed RTT, from send to send)",
 		fmt.Sprintf("the median of (interval − expected) after the delayed answers (intervals %v, expected %v)", roundAll(iv[:6]), roundAll(expected[:6])),
-		median(off), -150*time.Millisecond, 150*time.Millisecond)
+		median(off), -200*time.Millisecond, 200*time.Millisecond)
 	got, want := iv[6]+iv[7]+iv[8], expected[6]+expected[7]+expected[8]
 	e.between("rule 3 (EWMA α = 0.2: the RTT average falls gradually)",
 		fmt.Sprintf("the three intervals after the first fast answers, together (%v, expected %v), minus the expected sum", roundAll(iv[6:9]), roundAll(expected[6:9])),

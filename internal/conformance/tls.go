@@ -65,8 +65,10 @@ var certificateProblem = regexp.MustCompile(`(?i)certif`)
 
 // tlsCertificateRefused: run mode (the retrying helper), one session per
 // case: the server (mutual TLS against the CA) refuses a client certificate
-// from another CA, an expired one and none at all; the client refuses a
-// server certificate its CA did not sign. Each time the helper must stop
+// from another CA, an expired one and none at all, and an expired one with
+// TLS 1.2 at most (where the refusal comes during the client's handshake;
+// under TLS 1.3 it comes after it); the client refuses a server certificate
+// its CA did not sign. Each time the helper must stop
 // with `unavailable` whose reason names the certificate problem, and open
 // no second connection within 700 ms (a retrying client reconnects within
 // its first backoff, about 100 ms). The kit also checks that no request
@@ -85,17 +87,21 @@ func tlsCertificateRefused(e *Env) {
 	otherCA := trusted
 	otherCA.CAFile = setup.pki.OtherCA
 	otherCA.CertFile, otherCA.KeyFile = withClient(certstest.ClientURI).CertFile, withClient(certstest.ClientURI).KeyFile
+	tls12 := setup.server.Clone()
+	tls12.MaxVersion = tls.VersionTLS12 // the refusal comes during the client's handshake, not after it
 	for _, tc := range []struct {
 		what          string
 		files         *TLSFiles
+		server        *tls.Config
 		serverRefuses bool
 	}{
-		{"the server refuses a client certificate from another CA", withClient(certstest.ClientUntrusted), true},
-		{"the server refuses an expired client certificate", withClient(certstest.ClientExpired), true},
-		{"the server refuses a client without a certificate", &trusted, true},
-		{"the client refuses a server certificate its CA did not sign", &otherCA, false},
+		{"the server refuses a client certificate from another CA", withClient(certstest.ClientUntrusted), setup.server, true},
+		{"the server refuses an expired client certificate", withClient(certstest.ClientExpired), setup.server, true},
+		{"the server refuses a client without a certificate", &trusted, setup.server, true},
+		{"the server, TLS 1.2 at most, refuses an expired client certificate", withClient(certstest.ClientExpired), tls12, true},
+		{"the client refuses a server certificate its CA did not sign", &otherCA, setup.server, false},
 	} {
-		f, err := Listen(setup.server)
+		f, err := Listen(tc.server)
 		e.must("kit", err)
 		e.fakes = append(e.fakes, f)
 		req := NewRequest(f.Addr(), "tls-refused", 2*time.Second)
