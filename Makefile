@@ -310,7 +310,7 @@ chaos: build
 
 .PHONY: adversarial
 
-## adversarial: each attack on the loop's fairness against the built server, with a canary, lock probes and /readyz probes (about 2 minutes, loopback only)
+## adversarial: each attack on the loop's fairness against the built server, with a canary, lock probes and /readyz probes (about 3 minutes, loopback only)
 adversarial: build
 	cd bench && $(GO) run ./adversarial -server $(abspath $(BIN))/monolock
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,11 +16,14 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/testdb"
 )
 
-// S8 measures what fence.Admit costs the write it guards: one-row write
-// transactions (BEGIN, INSERT, COMMIT) on one connection to a throwaway
-// PostgreSQL and MariaDB, without and with fence.Admit before the INSERT.
-// The two variants alternate in rounds, their order rotating, so that the
-// machine's noise falls on both alike. Round trips are counted on the
+// S8 measures what fencing costs the write it guards: one-row write
+// transactions (BEGIN, the write, COMMIT) on one connection to a throwaway
+// PostgreSQL and MariaDB, in five forms (fenceForms): an INSERT without a
+// fence, with fence.Admit before it, and as one INSERT … SELECT whose WHERE
+// calls the admit function (fence.ExecAdmitted); and an UPDATE of one row
+// without a fence and as the row-level variant (… WHERE fence <= token).
+// The forms alternate in rounds, their order rotating, so that the
+// machine's noise falls on all alike. Round trips are counted on the
 // connection itself (roundTrips), not inferred from the statements.
 
 // fenceTarget is the most the fence may add to a transaction's time.
@@ -37,21 +41,51 @@ type fenceDB struct {
 	srv     *testdb.Server
 	db      *sql.DB
 	trips   *roundTrips
-	insert  string
+	sql     fenceSQL
 }
 
-const (
-	fenceBenchTablePG    = `CREATE TABLE IF NOT EXISTS bench_fence_writes (id bigserial PRIMARY KEY, v bigint NOT NULL)`
-	fenceBenchTableMySQL = `CREATE TABLE IF NOT EXISTS bench_fence_writes (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB`
-)
+// fenceSQL is the statements of one dialect S8 runs.
+type fenceSQL struct {
+	tables   []string // created after the fence table and the admit function
+	insert   string   // the write without a fence: its parameter is v
+	admitted string   // the same write, admitted in its WHERE: v, then the admit's two
+	update   string   // an UPDATE of row 1 without a fence: v
+	rowFence string   // the same UPDATE as the row-level variant: v, token (, token)
+}
+
+var fenceSQLs = map[fence.Dialect]fenceSQL{
+	fence.PostgreSQL: {
+		tables: []string{
+			`CREATE TABLE IF NOT EXISTS bench_fence_writes (id bigserial PRIMARY KEY, v bigint NOT NULL)`,
+			`CREATE TABLE IF NOT EXISTS bench_fence_rows (id bigint PRIMARY KEY, v bigint NOT NULL, fence numeric(20,0) NOT NULL DEFAULT 0)`,
+			`INSERT INTO bench_fence_rows (id, v) VALUES (1, -1) ON CONFLICT DO NOTHING`,
+		},
+		insert:   `INSERT INTO bench_fence_writes (v) VALUES ($1)`,
+		admitted: `INSERT INTO bench_fence_writes (v) SELECT $1::bigint WHERE ` + fence.AdmitCall(fence.PostgreSQL, 2),
+		update:   `UPDATE bench_fence_rows SET v = $1 WHERE id = 1`,
+		rowFence: `UPDATE bench_fence_rows SET v = $1, fence = $2::numeric(20,0) WHERE id = 1 AND fence <= $2::numeric(20,0)`,
+	},
+	fence.MySQL: {
+		tables: []string{
+			`CREATE TABLE IF NOT EXISTS bench_fence_writes (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB`,
+			`CREATE TABLE IF NOT EXISTS bench_fence_rows (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB`,
+			`INSERT IGNORE INTO bench_fence_rows (id, v) VALUES (1, -1)`,
+		},
+		insert:   `INSERT INTO bench_fence_writes (v) VALUES (?)`,
+		admitted: `INSERT INTO bench_fence_writes (v) SELECT ? FROM DUAL WHERE ` + fence.AdmitCall(fence.MySQL, 2),
+		update:   `UPDATE bench_fence_rows SET v = ? WHERE id = 1`,
+		rowFence: `UPDATE bench_fence_rows SET v = ?, fence = CAST(? AS UNSIGNED) WHERE id = 1 AND fence <= CAST(? AS UNSIGNED)`,
+	},
+}
 
 // startFenceDB starts the database d on one connection whose round trips
-// are counted, with the fence table and the table written to.
+// are counted, with the fence table, the admit function and the tables
+// written to.
 func startFenceDB(d fence.Dialect, opts ...testdb.Option) (*fenceDB, error) {
-	f := &fenceDB{dialect: d, trips: &roundTrips{}}
+	f := &fenceDB{dialect: d, trips: &roundTrips{}, sql: fenceSQLs[d]}
 	var err error
 	if d == fence.PostgreSQL {
-		f.name, f.insert = "PostgreSQL", `INSERT INTO bench_fence_writes (v) VALUES ($1)`
+		f.name = "PostgreSQL"
 		if f.srv, err = testdb.StartPostgres(opts...); err != nil {
 			return nil, err
 		}
@@ -63,7 +97,7 @@ func startFenceDB(d fence.Dialect, opts ...testdb.Option) (*fenceDB, error) {
 		cfg.DialFunc = f.trips.dial
 		f.db = stdlib.OpenDB(*cfg)
 	} else {
-		f.name, f.insert = "MariaDB", `INSERT INTO bench_fence_writes (v) VALUES (?)`
+		f.name = "MariaDB"
 		if f.srv, err = testdb.StartMariaDB(opts...); err != nil {
 			return nil, err
 		}
@@ -82,11 +116,8 @@ func startFenceDB(d fence.Dialect, opts ...testdb.Option) (*fenceDB, error) {
 	}
 	f.db.SetMaxOpenConns(1)
 	f.db.SetMaxIdleConns(1)
-	table := fenceBenchTablePG
-	if d == fence.MySQL {
-		table = fenceBenchTableMySQL
-	}
-	for _, ddl := range []string{fence.Schema(d), table} {
+	ddls := append(append([]string{fence.Schema(d)}, fence.AdmitFunction(d)...), f.sql.tables...)
+	for _, ddl := range ddls {
 		if _, err := f.db.Exec(ddl); err != nil {
 			f.close()
 			return nil, fmt.Errorf("%s: %w", f.name, err)
@@ -100,22 +131,74 @@ func (f *fenceDB) close() {
 	_ = f.srv.Close()
 }
 
-// txn runs one write transaction, fenced or not.
-func (f *fenceDB) txn(ctx context.Context, fenced bool, v int) error {
+// fenceForm is one way S8 writes: a write transaction fenced or not.
+type fenceForm int
+
+const (
+	formInsert      fenceForm = iota // INSERT, no fence
+	formAdmit                        // fence.Admit, then the INSERT
+	formInStatement                  // the INSERT admitted in its own WHERE (fence.ExecAdmitted)
+	formUpdate                       // UPDATE of one row, no fence
+	formRowFence                     // the same UPDATE as the row-level variant
+	fenceForms
+)
+
+// formNames are the forms' row labels, after the database's name.
+var formNames = [fenceForms]string{"", " +fence.Admit", " +monolock_admit in the INSERT", " UPDATE", " UPDATE +row fence"}
+
+// formBase is the form each form's cost is measured against.
+var formBase = [fenceForms]fenceForm{formInsert, formInsert, formInsert, formUpdate, formUpdate}
+
+// baseNames say what a fenced form is measured against.
+var baseNames = map[fenceForm]string{formInsert: "the unfenced INSERT", formUpdate: "the unfenced UPDATE"}
+
+// txn runs one write transaction of form.
+func (f *fenceDB) txn(ctx context.Context, form fenceForm, v int) error {
 	tx, err := f.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if fenced {
+	var res sql.Result
+	switch form {
+	case formInsert:
+		res, err = tx.ExecContext(ctx, f.sql.insert, v)
+	case formAdmit:
 		if err := fence.Admit(ctx, tx, f.dialect, "bench", fenceToken); err != nil {
 			return err // Admit rolled tx back
 		}
+		res, err = tx.ExecContext(ctx, f.sql.insert, v)
+	case formInStatement:
+		if res, err = fence.ExecAdmitted(ctx, tx, f.dialect, "bench", fenceToken, f.sql.admitted, v); err != nil {
+			return err // ExecAdmitted rolled tx back
+		}
+	case formUpdate:
+		res, err = tx.ExecContext(ctx, f.sql.update, v)
+	case formRowFence:
+		token := strconv.FormatUint(fenceToken, 10)
+		args := []any{v, token}
+		if f.dialect == fence.MySQL {
+			args = append(args, token)
+		}
+		res, err = tx.ExecContext(ctx, f.sql.rowFence, args...)
 	}
-	if _, err := tx.ExecContext(ctx, f.insert, v); err != nil {
+	if err == nil {
+		err = oneRow(res)
+	}
+	if err != nil {
 		_ = tx.Rollback()
-		return err
+		return fmt.Errorf("%s%s: %w", f.name, formNames[form], err)
 	}
 	return tx.Commit()
+}
+
+// oneRow checks that a write wrote its one row: a fenced write that wrote
+// none was refused, and S8 would measure nothing.
+func oneRow(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err == nil && n != 1 {
+		err = fmt.Errorf("the write changed %d rows, want 1", n)
+	}
+	return err
 }
 
 // fenceRun is what one variant measured over all rounds.
@@ -126,13 +209,13 @@ type fenceRun struct {
 	medians []float64 // per round, µs
 }
 
-// runBatch runs n transactions of one variant and records them.
-func (f *fenceDB) runBatch(ctx context.Context, fenced bool, n int, r *fenceRun) error {
+// runBatch runs n transactions of one form and records them.
+func (f *fenceDB) runBatch(ctx context.Context, form fenceForm, n int, r *fenceRun) error {
 	round := &Histogram{}
 	before := f.trips.count()
 	for i := range n {
 		start := time.Now()
-		if err := f.txn(ctx, fenced, i); err != nil {
+		if err := f.txn(ctx, form, i); err != nil {
 			return err
 		}
 		round.RecordDuration(time.Since(start))
@@ -147,7 +230,7 @@ func (f *fenceDB) runBatch(ctx context.Context, fenced bool, n int, r *fenceRun)
 func (b *bench) s8() *Scenario {
 	sz := b.sz
 	sc := &Scenario{ID: "S8", Name: "fence cost", Desc: fmt.Sprintf(
-		"one-row write transactions (BEGIN, INSERT, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, each as testdb runs it (no flush at commit) and durable, without and with fence.Admit before the INSERT; %d rounds of %d transactions of each, alternating, after %d of each to warm up",
+		"one-row write transactions (BEGIN, the write, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, each as testdb runs it (no flush at commit) and durable: an INSERT without a fence, with fence.Admit before it, and admitted in its own WHERE by monolock_admit (fence.ExecAdmitted); an UPDATE of one row without a fence and as the row-level variant (WHERE fence <= token); %d rounds of %d transactions of each, their order rotating, after %d of each to warm up",
 		sz.s8Rounds, sz.s8Txns, sz.s8Txns/10)}
 	ctx := context.Background()
 	for _, p := range fencePasses() {
@@ -193,38 +276,42 @@ func fencePasses() []fencePass {
 	}
 }
 
-// addFenceRows adds one pass's rows and the fence's cost in it.
-func addFenceRows(sc *Scenario, name string, runs [2]*fenceRun) {
-	plain, fenced := runs[0], runs[1]
-	for i, r := range runs {
-		sys := name
-		if i == 1 {
-			sys += " +fence"
-		}
-		sc.Add(&Row{System: sys, Figure: "write transaction (median)", Value: float64(r.lat.Percentile(50)) / 1e3, Unit: "µs",
+// addFenceRows adds one pass's rows and each fenced form's cost in it.
+func addFenceRows(sc *Scenario, name string, runs [fenceForms]*fenceRun) {
+	for form, r := range runs {
+		sc.Add(&Row{System: name + formNames[form], Figure: "write transaction (median)", Value: float64(r.lat.Percentile(50)) / 1e3, Unit: "µs",
 			Lat: summaryOf(&r.lat), Lower: true,
-			Note: fmt.Sprintf("%.2f round trips per transaction over %d", float64(r.trips)/float64(r.txns), r.txns)})
+			Note: fmt.Sprintf("%.2f round trips per transaction over %d", r.tripsPerTxn(), r.txns)})
 	}
-	ratio := float64(fenced.lat.Percentile(50)) / float64(plain.lat.Percentile(50))
-	sc.Note("%s: the fence adds %.2f round trips per transaction (target: its one statement) and %+.1f %% to the median transaction (%.3f×; per round: %s; target at most %.2f×)",
-		name, float64(fenced.trips)/float64(fenced.txns)-float64(plain.trips)/float64(plain.txns),
-		(ratio-1)*100, ratio, roundRatios(plain.medians, fenced.medians), fenceTarget)
+	for form, r := range runs {
+		base := runs[formBase[form]]
+		if r == base {
+			continue
+		}
+		ratio := float64(r.lat.Percentile(50)) / float64(base.lat.Percentile(50))
+		sc.Note("%s%s: %+.2f round trips per transaction and %+.1f %% to the median transaction (%.3f×; per round: %s; target at most %.2f×) against %s",
+			name, formNames[form], r.tripsPerTxn()-base.tripsPerTxn(),
+			(ratio-1)*100, ratio, roundRatios(base.medians, r.medians), fenceTarget, baseNames[formBase[form]])
+	}
 }
 
-// measure warms up, then runs rounds of n transactions of each variant
-// (0: without the fence, 1: with it), their order rotating.
-func (f *fenceDB) measure(ctx context.Context, rounds, n int) ([2]*fenceRun, error) {
-	runs := [2]*fenceRun{{}, {}}
-	for _, fenced := range []bool{false, true} {
+func (r *fenceRun) tripsPerTxn() float64 { return float64(r.trips) / float64(r.txns) }
+
+// measure warms up, then runs rounds of n transactions of each form, their
+// order rotating.
+func (f *fenceDB) measure(ctx context.Context, rounds, n int) ([fenceForms]*fenceRun, error) {
+	var runs [fenceForms]*fenceRun
+	for form := range runs {
+		runs[form] = &fenceRun{}
 		for i := range max(n/10, 1) {
-			if err := f.txn(ctx, fenced, i); err != nil {
+			if err := f.txn(ctx, fenceForm(form), i); err != nil {
 				return runs, err
 			}
 		}
 	}
 	for round := range rounds {
-		for _, i := range rotation(2, round) {
-			if err := f.runBatch(ctx, i == 1, n, runs[i]); err != nil {
+		for _, form := range rotation(int(fenceForms), round) {
+			if err := f.runBatch(ctx, fenceForm(form), n, runs[form]); err != nil {
 				return runs, err
 			}
 		}

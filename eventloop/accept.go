@@ -23,11 +23,11 @@ const (
 // client that never sends its ClientHello costs a descriptor and a timer,
 // like a silent plain one. An accept error never ends it: descriptor
 // exhaustion (EMFILE, ENFILE) leaves the connection queued in the kernel's
-// backlog, so the loop first has the owner evict the connection that has
-// waited longest for its ACQUIRE (see release.go) and accepts again at once;
-// when none is old enough it waits until one is, and when none is waiting
-// for its ACQUIRE at all it backs off and serves the queue as descriptors
-// free up.
+// backlog, so the loop first has the owner evict a silent waiter or the
+// connection without ACQUIRE silent longest (see release.go) and
+// accepts again at once; when none is evictable yet it waits until one is,
+// and when there is none at all it backs off and serves the queue as
+// descriptors free up.
 //
 // This goroutine is the only one that takes descriptors for connections
 // (accept, and gnet's dup inside enroll), so the spare descriptor freed for
@@ -36,7 +36,7 @@ func (s *Server) acceptLoop() {
 	defer s.accepting.Done()
 	var (
 		backoff time.Duration
-		failed  int
+		errs    acceptErrorLog
 		evicted evictionLog
 	)
 	for {
@@ -49,10 +49,8 @@ func (s *Server) acceptLoop() {
 			err = s.enroll(conn, ctx)
 		}
 		if err == nil {
-			if failed > 0 {
-				s.log.Info().Int("errors", failed).Msg("accepting connections again")
-				failed, backoff = 0, 0
-			}
+			errs.recovered(s.log)
+			backoff = 0
 			continue
 		}
 		if errors.Is(err, net.ErrClosed) || s.stopping() {
@@ -64,16 +62,21 @@ func (s *Server) acceptLoop() {
 			var done bool
 			if done, wait = s.evict(); done {
 				// The loop has closed the socket before evict returned,
-				// so the next accept finds its descriptor free.
+				// so the next accept finds its descriptor free, unless
+				// an HTTP listener (a probe) is waiting for one: it goes
+				// first.
 				evicted.note(s.log)
+				if g := s.cfg.Descriptors; g != nil && g.Wanted() {
+					g.Yield(yieldTimeout, s.stopAccept)
+				}
 				continue
 			}
 		}
-		if failed == 0 {
-			s.log.Error().Err(err).Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
-		}
-		failed++
-		pause := wait
+		errs.failed(s.log, err, time.Now())
+		// A session about to become evictable is waited for, but never
+		// longer than the back-off's ceiling: a descriptor may free up
+		// before then.
+		pause := min(wait, maxAcceptBackoff)
 		if wait == 0 { // nothing will become evictable: wait for a descriptor to free
 			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
 			pause = backoff
@@ -84,6 +87,38 @@ func (s *Server) acceptLoop() {
 			return
 		}
 	}
+}
+
+// acceptErrorLog reports failed accepts at most once per acceptErrorLogEvery,
+// with how many failed since the last report, and that accepting works
+// again only after a run of failures it reported: at the descriptor limit a
+// run can start and end dozens of times a second.
+// monolock_accept_errors_total counts every failure.
+type acceptErrorLog struct {
+	last     time.Time // when a failure was last reported
+	errors   int       // failures since then
+	reported bool      // the current run of failures has been reported
+	run      int       // failures in the current run
+}
+
+const acceptErrorLogEvery = 5 * time.Second
+
+func (l *acceptErrorLog) failed(log zerolog.Logger, err error, now time.Time) {
+	l.errors++
+	l.run++
+	if !l.last.IsZero() && now.Sub(l.last) < acceptErrorLogEvery {
+		return
+	}
+	log.Error().Err(err).Int("errors", l.errors).
+		Msg("accepting a connection failed; retrying with back-off (raise the descriptor limit if this is EMFILE)")
+	l.last, l.errors, l.reported = now, 0, true
+}
+
+func (l *acceptErrorLog) recovered(log zerolog.Logger) {
+	if l.reported {
+		log.Info().Int("errors", l.run).Msg("accepting connections again")
+	}
+	l.reported, l.run = false, 0
 }
 
 // outOfDescriptors reports whether err is the process's or the system's
@@ -99,12 +134,15 @@ const (
 	// minEvictWait keeps the accept loop from spinning on a session about
 	// to pass evictGrace.
 	minEvictWait = time.Millisecond
+	// yieldTimeout bounds the wait for an HTTP listener to take the
+	// descriptor freed for it.
+	yieldTimeout = 20 * time.Millisecond
 )
 
-// evict has the owner close the session that has waited longest for its
-// ACQUIRE (see release.go). When none is old enough, wait is how long until
-// one is: 0 when no session is waiting for its ACQUIRE, or when the loop did
-// not answer in time.
+// evict has the owner close a silent waiter or the session that has waited
+// longest for its ACQUIRE (see release.go). When none may be closed yet,
+// wait is how long until one may: 0 when there is none, or when the loop
+// did not answer in time.
 func (s *Server) evict() (evicted bool, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), evictCallTimeout)
 	defer cancel()

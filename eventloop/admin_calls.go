@@ -239,8 +239,9 @@ func (o *owner) waiterInfo(w *session) WaiterInfo {
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
 // is closed, and the next waiter is promoted. ok is false when the lock is
-// idle; token is the token the holder lost.
-func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error) {
+// idle; token is the token the holder lost. operator is who asked (the
+// admin caller's identity, "" without mutual TLS), for the audit log.
+func (s *Server) ForceRelease(ctx context.Context, name, operator string) (token uint64, ok bool, err error) {
 	err = s.call(ctx, func(o *owner) {
 		holder := o.table.Holder(name)
 		if holder == nil {
@@ -248,7 +249,7 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 		}
 		h := holder.Value
 		token, ok = holder.Token(), true
-		o.audit.ForceRelease(o.wall, name, h.sec().identity(), h.conn.RemoteAddr(), token)
+		o.audit.ForceRelease(o.wall, name, h.sec().identity(), h.conn.RemoteAddr(), token, operator)
 		o.closeByAdmin(h, "closed by administrator: the lock was force-released; reconnect to queue again")
 	})
 	return token, ok, err
@@ -256,8 +257,9 @@ func (s *Server) ForceRelease(ctx context.Context, name string) (token uint64, o
 
 // KickWaiter removes the waiter with the given remote address from a lock's
 // queue: it gets ERROR 0x02 and is closed; the others keep their order. ok is
-// false when no such waiter exists.
-func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bool, err error) {
+// false when no such waiter exists. operator is who asked, as for
+// ForceRelease.
+func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr, operator string) (ok bool, err error) {
 	// Parsed here, off the loop, and compared without formatting each
 	// waiter's address: the queue may hold thousands. Only the text the
 	// server itself shows (RemoteAddr().String()) names a waiter.
@@ -288,7 +290,7 @@ func (s *Server) KickWaiter(ctx context.Context, name, remoteAddr string) (ok bo
 				}
 				for n := 0; next != nil && n < kickPerCall; n++ {
 					if w := next.Value; w.hasAddr(want) {
-						o.audit.KickWaiter(o.wall, name, w.sec().identity(), w.conn.RemoteAddr())
+						o.audit.KickWaiter(o.wall, name, w.sec().identity(), w.conn.RemoteAddr(), operator)
 						o.closeByAdmin(w, "closed by administrator: removed from the queue; reconnect to queue again")
 						ok, done = true, true
 						return

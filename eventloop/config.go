@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/internal/fdgate"
 )
 
 // DefaultIOTimeout bounds every I/O wait the server grants a peer.
@@ -41,7 +43,21 @@ type Config struct {
 	// on, never while it waits for the client, so the bound shares the CPU
 	// among a crowd reconnecting at once and no slow client holds one.
 	MaxTLSHandshakes int
+	// WaiterSilenceLimit is how long a waiter must have sent nothing before
+	// it may be closed at the descriptor limit to accept a new connection
+	// (see release.go); DefaultWaiterSilenceLimit when 0.
+	WaiterSilenceLimit time.Duration
+	// Descriptors, if set, is shared with the process's HTTP listeners: at
+	// the descriptor limit, one that has no descriptor left gets the next
+	// one the server frees by eviction before the protocol port does (see
+	// package fdgate).
+	Descriptors *fdgate.Gate
 }
+
+// DefaultWaiterSilenceLimit is the default WaiterSilenceLimit: a client that
+// heartbeats every lease/4, as the protocol says, is never closed for its
+// silence with a lease under 4 minutes.
+const DefaultWaiterSilenceLimit = time.Minute
 
 // DefaultMaxTLSHandshakes is the default bound on TLS handshakes computing
 // at once: more than enough to keep every core busy.
@@ -56,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IOTimeout <= 0 {
 		c.IOTimeout = DefaultIOTimeout
+	}
+	if c.WaiterSilenceLimit <= 0 {
+		c.WaiterSilenceLimit = DefaultWaiterSilenceLimit
 	}
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}

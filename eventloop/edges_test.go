@@ -101,7 +101,7 @@ func TestForceReleaseReportedFailedDoesNotHappen(t *testing.T) {
 		_ = s.call(context.Background(), func(*owner) { close(busy); <-release })
 	}()
 	<-busy
-	if _, _, err := s.ForceRelease(endsOnceQueued(), "job"); err == nil {
+	if _, _, err := s.ForceRelease(endsOnceQueued(), "job", ""); err == nil {
 		t.Fatal("ForceRelease with an ended context reported success")
 	}
 	close(release)

@@ -365,6 +365,7 @@ func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("releas
 func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
 func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
 func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
+func (m *fakeMetrics) SilentWaiterEvicted()                      { m.add("silent waiters evicted", 1) }
 
 // fakeAudit keeps the audit events the loop records, for the scripts to
 // print. remote is the address as the audit log writes it, "" for none.
@@ -375,6 +376,7 @@ type fakeAudit struct {
 
 type auditEvent struct {
 	name, lock, identity, remote, reason string
+	operator                             string // force_release and kick_waiter: who asked
 	token                                uint64
 }
 
@@ -408,10 +410,10 @@ func (a *fakeAudit) Denied(_ time.Time, lock, identity string, remote net.Addr) 
 	a.add(auditEvent{name: "denied", lock: lock, identity: identity}, remote)
 }
 
-func (a *fakeAudit) ForceRelease(_ time.Time, lock, identity string, remote net.Addr, token uint64) {
-	a.add(auditEvent{name: "force_release", lock: lock, identity: identity, token: token}, remote)
+func (a *fakeAudit) ForceRelease(_ time.Time, lock, identity string, remote net.Addr, token uint64, operator string) {
+	a.add(auditEvent{name: "force_release", lock: lock, identity: identity, token: token, operator: operator}, remote)
 }
 
-func (a *fakeAudit) KickWaiter(_ time.Time, lock, identity string, remote net.Addr) {
-	a.add(auditEvent{name: "kick_waiter", lock: lock, identity: identity}, remote)
+func (a *fakeAudit) KickWaiter(_ time.Time, lock, identity string, remote net.Addr, operator string) {
+	a.add(auditEvent{name: "kick_waiter", lock: lock, identity: identity, operator: operator}, remote)
 }

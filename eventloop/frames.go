@@ -87,6 +87,9 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			return
 		}
 		s.lastSeen = o.now
+		if s.claim.State() == locktable.Waiting {
+			o.sessions.heard(s)
+		}
 		o.metrics.Heartbeat()
 		o.sendState(s)
 	case protocol.TypeAcquire:
@@ -99,9 +102,10 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			return
 		}
 		s.leaseMS = f.LeaseMS
-		o.sessions.acquired(s)
 		s.lastSeen, s.since = o.now, o.now
-		if o.table.AcquireBytes(&s.claim, f.Name, o.wall) {
+		granted := o.table.AcquireBytes(&s.claim, f.Name, o.wall)
+		o.sessions.acquired(s, granted)
+		if granted {
 			o.granted(s)
 		} else {
 			o.metrics.Queued()

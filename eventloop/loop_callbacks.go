@@ -76,6 +76,10 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 func (h *handler) sessionTurn(s *session) gnet.Action {
 	o := h.owner
 	o.begin()
+	if !s.registered() && !s.closing { // input before ACQUIRE defers eviction (release.go)
+		s.lastSeen = o.now
+		o.sessions.heardBeforeAcquire(s)
+	}
 	a := gnet.None
 	if s.sec().ready() {
 		o.traffic(s)

@@ -27,6 +27,7 @@ type Metrics interface {
 	ACLDenied()                                        // the Authorizer refused an ACQUIRE
 	AcceptError()                                      // accepting or enrolling a connection failed
 	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
+	SilentWaiterEvicted()                              // a waiter silent past WaiterSilenceLimit was closed at the descriptor limit
 	TLSHandshakeError()                                // a TLS handshake failed or timed out
 }
 
@@ -34,13 +35,15 @@ type Metrics interface {
 // remote say whom it concerns; identity is "" without mutual TLS. It is
 // called on every grant and release, so it should not allocate: remote is
 // the connection's address as is, for the recorder to format.
+// ForceRelease and KickWaiter also name the operator who asked (the admin
+// caller's identity, "" without mutual TLS on the admin port).
 // Config.Audit nil records nothing (noAudit).
 type AuditRecorder interface {
 	Granted(at time.Time, lock, identity string, remote net.Addr, token uint64, waited time.Duration)
 	Released(at time.Time, lock, identity string, remote net.Addr, token uint64, held time.Duration, reason string)
 	Denied(at time.Time, lock, identity string, remote net.Addr)
-	ForceRelease(at time.Time, lock, identity string, remote net.Addr, token uint64)
-	KickWaiter(at time.Time, lock, identity string, remote net.Addr)
+	ForceRelease(at time.Time, lock, identity string, remote net.Addr, token uint64, operator string)
+	KickWaiter(at time.Time, lock, identity string, remote net.Addr, operator string)
 }
 
 // noAudit is the AuditRecorder of a server without an audit log.
@@ -49,8 +52,8 @@ type noAudit struct{}
 func (noAudit) Granted(time.Time, string, string, net.Addr, uint64, time.Duration)          {}
 func (noAudit) Released(time.Time, string, string, net.Addr, uint64, time.Duration, string) {}
 func (noAudit) Denied(time.Time, string, string, net.Addr)                                  {}
-func (noAudit) ForceRelease(time.Time, string, string, net.Addr, uint64)                    {}
-func (noAudit) KickWaiter(time.Time, string, string, net.Addr)                              {}
+func (noAudit) ForceRelease(time.Time, string, string, net.Addr, uint64, string)            {}
+func (noAudit) KickWaiter(time.Time, string, string, net.Addr, string)                      {}
 
 // Authorizer is the access-control decision on ACQUIRE. Unlike the
 // observers above it stays nil when there is no ACL: asking it would cost a
@@ -77,6 +80,7 @@ func (noMetrics) ProtocolError(protocol.Code)           {}
 func (noMetrics) ACLDenied()                            {}
 func (noMetrics) AcceptError()                          {}
 func (noMetrics) Evicted()                              {}
+func (noMetrics) SilentWaiterEvicted()                  {}
 func (noMetrics) TLSHandshakeError()                    {}
 
 // ReleaseReason says why a session ended, and so why its holder, if any,

@@ -57,6 +57,7 @@ type owner struct {
 	log       zerolog.Logger
 	denyLog   zerolog.Logger // ACL denials, sampled: a refused client may retry in a loop
 	ioTimeout time.Duration
+	silence   time.Duration // a waiter silent this long may be evicted (Config.WaiterSilenceLimit)
 
 	clk   Clock
 	wall0 time.Time     // the wall clock at mono0, to show offsets to people
@@ -99,6 +100,7 @@ func newOwner(cfg Config, clk Clock) *owner {
 		log:        cfg.Logger,
 		denyLog:    cfg.Logger.Sample(&zerolog.BurstSampler{Burst: denialsPerSecond, Period: time.Second}),
 		ioTimeout:  cfg.IOTimeout,
+		silence:    cfg.WaiterSilenceLimit,
 		clk:        clk,
 		table:      locktable.New[*session](),
 		wheel:      timerwheel.New[*session](wheelTick, wheelSlots),
@@ -118,7 +120,7 @@ func (o *owner) wallAt(d time.Duration) time.Time { return o.wall0.Add(d - wheel
 // open registers a new connection, plain or a *tlsConn. One io-timeout from
 // now covers a TLS handshake and the ACQUIRE together.
 func (o *owner) open(c conn) *session {
-	s := &session{conn: c, since: o.now}
+	s := &session{conn: c, since: o.now, lastSeen: o.now}
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)

@@ -46,6 +46,7 @@ func (o *owner) forget(s *session) {
 	}
 	g := next.Value
 	o.metrics.Dequeued()
+	o.sessions.promoted(g)
 	o.granted(g)
 	o.sendState(g)
 }
@@ -91,36 +92,63 @@ func (o *owner) refusal() []byte {
 }
 
 // At the descriptor limit every descriptor may be held by a connection that
-// has not sent its ACQUIRE: silent clients, or TLS clients stalled in their
-// handshake, each closed only by its io-timeout. A well-behaved client
-// would then wait in the kernel's backlog until one of them timed out. So
-// when accept fails for want of descriptors, the accept loop asks the owner
-// to close the connection that has waited longest for its ACQUIRE, and
-// accepts again. A session that has sent its ACQUIRE (a holder or a waiter)
-// is never closed for this, and neither is one younger than evictGrace, so
-// that a client that has just been accepted always has time to send its
-// ACQUIRE: a connection at the limit lives at least evictGrace, which also
-// bounds how fast the server turns connections over (descriptors per
-// evictGrace).
+// has not sent its ACQUIRE (silent clients, or TLS clients stalled in their
+// handshake, each closed only by its io-timeout) or by a waiter that costs
+// its client nothing (a huge lease and no heartbeat, so never expired). A
+// well-behaved client would then wait in the kernel's backlog until one of
+// them ended. So when accept fails for want of descriptors, the accept loop
+// asks the owner to close one of them, and accepts again:
 //
-// A TLS client has to finish its handshake within evictGrace then too, a
-// few round trips: on a network whose round trip is a good part of that,
-// raise the descriptor limit rather than count on eviction.
+//  1. The waiter heard from longest ago, if it has sent nothing for
+//     Config.WaiterSilenceLimit (a minute by default). A client that follows
+//     the protocol heartbeats every lease/4, so with a lease under 4 × that
+//     it is never closed for this, and one with a longer lease only after
+//     every waiter silent longer than it. Such a waiter ends as if its lease had: closed
+//     without an ERROR, its place in the queue given up; the queue's order
+//     is otherwise untouched.
+//  2. Else, of the connections that have not sent their ACQUIRE, the one
+//     silent longest, if it has sent nothing for evictGrace since its accept
+//     or its last input. A client that has just been accepted always has
+//     time to send its ACQUIRE, and a TLS client whose handshake makes
+//     progress is never closed while a silent connection is left, whatever
+//     its round trip; a connection at the limit lives at least evictGrace,
+//     which also bounds how fast the server turns such connections over
+//     (descriptors per evictGrace). Input does not lengthen io-timeout,
+//     which counts from the accept: a client that trickles a byte at a time
+//     keeps its descriptor for io-timeout at most.
+//
+// Silent waiters go first: while there are any, no newcomer is closed for
+// want of descriptors, however long its TLS handshake takes, and however
+// many connections that send nothing compete with it; each of them only
+// takes the place of a silent waiter. A holder is never closed for this (its
+// lease is what keeps another from working under the same lock), and
+// neither is a waiter that heartbeats.
 const evictGrace = 250 * time.Millisecond
 
-// evictPending closes the session that has waited longest for its ACQUIRE,
-// if it has waited at least evictGrace. When it closes none, wait is how
-// long until the oldest one will have waited that long, or 0 when none is
-// waiting for its ACQUIRE at all.
+// evictPending closes a silent waiter or a connection silent too long
+// before its ACQUIRE, by the rules above. When it closes none, wait is how
+// long until one of them will be closable, or 0 when there is none at all.
 func (o *owner) evictPending() (evicted bool, wait time.Duration) {
+	if w := o.sessions.waiting; w != nil {
+		silent := o.now - w.lastSeen
+		if silent >= o.silence {
+			o.metrics.SilentWaiterEvicted()
+			o.closeSession(w, ReleaseIOTimeout, "closing the waiter silent longest: no descriptor is left for new connections, and it has not heartbeated within -waiter-silence-limit")
+			return true, 0
+		}
+		wait = o.silence - silent
+	}
 	s := o.sessions.pending
 	if s == nil {
-		return false, 0
+		return false, wait
 	}
-	if age := o.now - s.since; age < evictGrace {
-		return false, evictGrace - age
+	if silent := o.now - s.lastSeen; silent < evictGrace {
+		if wait == 0 || evictGrace-silent < wait {
+			wait = evictGrace - silent
+		}
+		return false, wait
 	}
 	o.metrics.Evicted()
-	o.closeSession(s, ReleaseIOTimeout, "closing the connection that has waited longest for its ACQUIRE: no descriptor is left for new connections")
+	o.closeSession(s, ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
 	return true, 0
 }

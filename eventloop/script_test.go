@@ -250,7 +250,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 		var tok uint64
 		var ok bool
 		sc.admin(td, func() (err error) {
-			tok, ok, err = sc.r.srv.ForceRelease(sc.t.Context(), sc.arg(a, 0))
+			tok, ok, err = sc.r.srv.ForceRelease(sc.t.Context(), sc.arg(a, 0), sc.kv(a, "operator", ""))
 			return err
 		})
 		if !ok {
@@ -261,7 +261,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 		var ok bool
 		addr := sc.peer(sc.arg(a, 1)).RemoteAddr().String()
 		calls := sc.admin(td, func() (err error) {
-			ok, err = sc.r.srv.KickWaiter(sc.t.Context(), sc.arg(a, 0), addr)
+			ok, err = sc.r.srv.KickWaiter(sc.t.Context(), sc.arg(a, 0), addr, sc.kv(a, "operator", ""))
 			return err
 		})
 		switch {
@@ -566,7 +566,8 @@ func (sc *script) metricsText() string {
 
 // auditText prints the audit events recorded since the last audit command,
 // one a line, naming whom each concerns by the peer whose address it
-// carries ("no address" when it carries none) and its identity, if any.
+// carries ("no address" when it carries none), its identity and the
+// operator who asked for it, if any.
 func (sc *script) auditText() string {
 	var lines []string
 	for _, e := range sc.audit.take() {
@@ -581,6 +582,9 @@ func (sc *script) auditText() string {
 		}
 		if e.identity != "" {
 			line += " identity=" + e.identity
+		}
+		if e.operator != "" {
+			line += " operator=" + e.operator
 		}
 		if e.reason != "" {
 			line += ": " + e.reason

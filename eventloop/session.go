@@ -17,7 +17,7 @@ type session struct {
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
 	since    time.Duration // when opened, then when queued, then when granted
-	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT
+	lastSeen time.Duration // the last valid ACQUIRE or HEARTBEAT; before ACQUIRE, the last input (or the accept)
 
 	partialSince time.Duration // a frame began arriving and is not complete
 	stalledSince time.Duration // output has been waiting for the peer to drain
@@ -76,14 +76,17 @@ func (s *session) hasAddr(addr netip.AddrPort) bool {
 }
 
 // sessionList is an intrusive list of every open session, so that shutdown
-// can reach them all without a map. The sessions that have sent their
-// ACQUIRE come first; those still waiting for it follow in the order they
-// opened, from pending on, so that the one to evict at the descriptor limit
-// (release.go) is found at once without a second list, and two pointers, in
-// every session.
+// can reach them all without a map. It is kept in three runs, so that the
+// ones to close at the descriptor limit (release.go) are found at once
+// without a second list, and two pointers, in every session: the holders
+// first, in no order; then the waiters, from waiting on, the one heard from
+// longest ago first; then the sessions still waiting for their ACQUIRE, from
+// pending on, also the one heard from longest ago (or accepted, if it has
+// sent nothing) first.
 type sessionList struct {
 	head, tail *session
-	pending    *session // the first session without ACQUIRE: the oldest
+	waiting    *session // the first waiter: the one silent longest; nil when none
+	pending    *session // the first session without ACQUIRE: the one silent longest
 	len        int
 	pendingLen int
 }
@@ -98,28 +101,69 @@ func (l *sessionList) add(s *session) {
 	l.pendingLen++
 }
 
-// acquired moves s, which has just sent its ACQUIRE, in front of the
-// sessions still waiting for theirs.
-func (l *sessionList) acquired(s *session) {
-	if l.pending == s {
-		l.pending = s.next
-	}
-	l.unlink(s)
-	l.link(s, nil)
+// acquired moves s, which has just sent its ACQUIRE, out of the sessions
+// still waiting for theirs: to the holders, or to the back of the waiters.
+func (l *sessionList) acquired(s *session, holding bool) {
 	l.pendingLen--
+	if holding {
+		l.promoted(s)
+	} else {
+		l.heard(s)
+	}
+}
+
+// heard moves a waiter that has just sent a frame to the back of the
+// waiters: the front is then always the one silent longest.
+func (l *sessionList) heard(s *session) {
+	l.detach(s)
+	prev := l.tail
+	if l.pending != nil {
+		prev = l.pending.prev
+	}
+	l.link(s, prev)
+	if l.waiting == nil {
+		l.waiting = s
+	}
+}
+
+// heardBeforeAcquire moves s, which has not sent its ACQUIRE and has just
+// sent something, to the back of the sessions still waiting for theirs.
+func (l *sessionList) heardBeforeAcquire(s *session) {
+	l.detach(s)
+	l.link(s, l.tail)
+	if l.pending == nil {
+		l.pending = s
+	}
+}
+
+// promoted moves s, granted its lock, to the holders.
+func (l *sessionList) promoted(s *session) {
+	l.detach(s)
+	l.link(s, nil)
 }
 
 // remove forgets a closed session; registered says whether it had sent
 // its ACQUIRE.
 func (l *sessionList) remove(s *session, registered bool) {
-	if l.pending == s {
-		l.pending = s.next
-	}
-	l.unlink(s)
+	l.detach(s)
 	l.len--
 	if !registered {
 		l.pendingLen--
 	}
+}
+
+// detach unlinks s and moves the run markers that pointed at it on.
+func (l *sessionList) detach(s *session) {
+	if l.pending == s {
+		l.pending = s.next
+	}
+	if l.waiting == s {
+		l.waiting = s.next
+		if l.waiting == l.pending { // s was the last waiter
+			l.waiting = nil
+		}
+	}
+	l.unlink(s)
 }
 
 // link puts s after prev, or at the head when prev is nil.

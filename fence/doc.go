@@ -19,6 +19,9 @@
 // A write to a SQL database fences best inside its own transaction: Schema
 // is the fence table's DDL and Admit runs the one admit statement in the
 // caller's *sql.Tx (database/sql only; bring your driver), rolling the
-// transaction back when it does not admit. docs/fencing.md is the contract
-// every monolock client implements, per dialect and isolation level.
+// transaction back when it does not admit. Where that statement's round
+// trip costs too much, the admit rides in the write's own statement:
+// AdmitFunction creates the admit function, AdmitCall is its call for the
+// write's WHERE, and ExecAdmitted runs the write. docs/fencing.md is the
+// contract every monolock client implements, per dialect and isolation level.
 package fence

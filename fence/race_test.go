@@ -20,7 +20,16 @@ import (
 //     fails with a serialization failure and must retry its transaction;
 //   - newer first: the older waits, then is refused (stale; or, on
 //     PostgreSQL at REPEATABLE READ, a serialization failure).
+//
+// Both forms are raced: fence.Admit before the write, and the write whose
+// own statement admits (fence.ExecAdmitted).
 func TestSQLRaceOrdersHolders(t *testing.T) {
+	for _, form := range admitForms {
+		t.Run(form.name, func(t *testing.T) { raceHolders(t, form) })
+	}
+}
+
+func raceHolders(t *testing.T, form admitForm) {
 	const older, newer = 1<<63 - 1, 1 << 63
 	for _, d := range dialects {
 		for _, level := range isolationLevels(d) {
@@ -31,6 +40,7 @@ func TestSQLRaceOrdersHolders(t *testing.T) {
 				}
 				t.Run(string(d)+"/"+levelName(level)+"/"+order, func(t *testing.T) {
 					db := openDB(t, d)
+					form.setUp(t, db, d)
 					ctx := ctxFor(t)
 					r := resourceName(t)
 					if err := (fence.Table{DB: db, Dialect: d}).Admit(ctx, r, 1); err != nil {
@@ -45,7 +55,7 @@ func TestSQLRaceOrdersHolders(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := fence.Admit(ctx, tx1, d, r, first); err != nil {
+					if err := form.admit(ctx, tx1, d, r, first); err != nil {
 						t.Fatalf("first admit: %v", err)
 					}
 
@@ -60,7 +70,7 @@ func TestSQLRaceOrdersHolders(t *testing.T) {
 						t.Fatal(err)
 					}
 					done := make(chan error, 1)
-					go func() { done <- fence.Admit(ctx, tx2, d, r, second) }()
+					go func() { done <- form.admit(ctx, tx2, d, r, second) }()
 					awaitLockWait(t, ctx, db, d, session, done)
 
 					if err := tx1.Commit(); err != nil {

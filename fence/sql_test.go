@@ -100,16 +100,7 @@ func TestSQLMissingTableSaysWhatToRun(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
 			ctx := ctxFor(t)
-			admin := openRaw(t, d, "")
-			empty := "monolock_no_fence"
-			create := "CREATE SCHEMA IF NOT EXISTS " + empty
-			if d == fence.MySQL {
-				create = "CREATE DATABASE IF NOT EXISTS " + empty
-			}
-			if _, err := admin.Exec(create); err != nil {
-				t.Fatal(err)
-			}
-			db := openRaw(t, d, empty)
+			db := openEmpty(t, d, "monolock_no_fence")
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)

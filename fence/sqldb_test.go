@@ -79,6 +79,21 @@ func openRaw(t *testing.T, d fence.Dialect, database string, params ...string) *
 	return db
 }
 
+// openEmpty opens the test server of d in the schema (PostgreSQL) or
+// database (MySQL) name, created when missing: a place without the fence
+// unless the test sets it up.
+func openEmpty(t *testing.T, d fence.Dialect, name string) *sql.DB {
+	t.Helper()
+	create := "CREATE SCHEMA IF NOT EXISTS " + name
+	if d == fence.MySQL {
+		create = "CREATE DATABASE IF NOT EXISTS " + name
+	}
+	if _, err := openRaw(t, d, "").Exec(create); err != nil {
+		t.Fatal(err)
+	}
+	return openRaw(t, d, name)
+}
+
 // isolationLevels are the default level and READ COMMITTED, for each
 // dialect: PostgreSQL's default is READ COMMITTED, so its second is
 // REPEATABLE READ; MySQL's and MariaDB's default is REPEATABLE READ.

@@ -40,6 +40,8 @@ var attacks = []attack{
 	{6, "expensive ?match=", prepareManyNames, runExpensiveMatch},
 	{7, "half-sent TLS handshake messages", nothing, runHalfSentTLS},
 	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
+	{9, "silent waiters and churners at the limit, plain", prepareSilentWaitersPlain, runSilentWaiters},
+	{10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

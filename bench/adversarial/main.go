@@ -26,12 +26,20 @@
 //  8. descriptor exhaustion with mutual TLS: a third server, limited to 256
 //     descriptors, under 400 silent connections reopened when closed,
 //     watched by its own witnesses.
+//  9. silent waiters and churners at the descriptor limit, plain: a server
+//     limited to -waiters-nofile descriptors (2,000) filled with waiters
+//     that never heartbeat up to 100 short of the limit, then -churners
+//     (2,000) silent connections reopened as soon as they are closed;
+//     witnessed directly and through a proxy with a 150 ms round trip, with
+//     honest clients (5 s each, direct and at 150 ms) and fresh-connection
+//     requests to its ops and admin ports, any failure a violation;
+//  10. the same against a mutual-TLS server (TLS 1.2 and 1.3 at 150 ms).
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'
 // peak RSS; any loss or failure is a violation, and the exit status is 1.
 // Everything stays on 127.0.0.1; every attack is bounded in connections
-// and time, and the run takes about two minutes.
+// and time, and the run takes about three minutes.
 package main
 
 import (
@@ -55,9 +63,11 @@ func main() {
 }
 
 type config struct {
-	server   string
-	duration time.Duration
-	only     map[int]bool
+	server        string
+	duration      time.Duration
+	only          map[int]bool
+	waitersNofile int // attacks 9 and 10: the limited server's descriptors
+	churners      int // attacks 9 and 10: silent connections reopened when closed
 }
 
 func run() int {
@@ -66,13 +76,20 @@ func run() int {
 	flag.StringVar(&cfg.server, "server", "../bin/monolock", "the monolock binary")
 	flag.DurationVar(&cfg.duration, "duration", 8*time.Second, "how long each attack lasts")
 	flag.StringVar(&only, "only", "", "comma-separated attack numbers to run (default: all)")
+	flag.IntVar(&cfg.waitersNofile, "waiters-nofile", 2000, "attacks 9 and 10: the descriptor limit of the server filled with silent waiters (at most this process's limit less -churners and 2,048)")
+	var child waiterChild
+	child.flags()
+	flag.IntVar(&cfg.churners, "churners", 2000, "attacks 9 and 10: silent connections reopened as soon as the server closes them")
 	flag.Parse()
+	if child.addr != "" {
+		return child.run()
+	}
 	if only != "" {
 		cfg.only = map[int]bool{}
 		for _, f := range strings.Split(only, ",") {
 			var n int
 			if _, err := fmt.Sscan(f, &n); err != nil {
-				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to 8, such as -only 1,3\n", only)
+				fmt.Fprintf(os.Stderr, "adversarial: -only %q: give attack numbers 1 to %d, such as -only 1,3\n", only, len(attacks))
 				return 2
 			}
 			cfg.only[n] = true

@@ -104,7 +104,10 @@ func (w *witnesses) awaitCanary(timeout time.Duration) error {
 	case <-w.holding:
 		return nil
 	case <-time.After(timeout):
-		return fmt.Errorf("the canary of the %s server did not get its lock within %v", w.t.name, timeout)
+		w.mu.Lock()
+		why := w.cur.lostWhy
+		w.mu.Unlock()
+		return fmt.Errorf("the canary of the %s server did not get its lock within %v (first failure: %s)", w.t.name, timeout, why)
 	}
 }
 

@@ -47,6 +47,13 @@ type Report struct {
 	FencingWindow int
 	// FencingWindowCases describes the first few of them.
 	FencingWindowCases []string
+	// InFlight counts the writes whose writer looked (Lock.Valid true)
+	// before the server's next grant of the lock (up to slack) and that
+	// landed after it, ahead of the successor's first write: the resource
+	// was slow, not the client. Like the fencing window they are in order.
+	InFlight int
+	// MaxInFlight is the longest such landing after the next grant.
+	MaxInFlight time.Duration
 
 	// Belief statistics over grants whose release was not a shutdown: the
 	// largest (client give-up − server release), and the smallest
@@ -62,6 +69,11 @@ type Report struct {
 	// arrive); they are bounded by the next server's start instead.
 	ShutdownBeliefs   int
 	MaxShutdownExcess time.Duration
+	// MaxCancelLag is the longest a lock's context was cancelled after its
+	// give-up deadline (ClientGrant.CancelLag): the timer's lateness on
+	// this machine, which the guarded code's Lock.Valid check does not wait
+	// for.
+	MaxCancelLag time.Duration
 }
 
 func (r *Report) add(check, format string, args ...any) {
@@ -243,11 +255,14 @@ func checkClientGrants(r *Report, grants []ClientGrant, holds map[lockToken]*hol
 // a: per lock, the accepted writes carry non-decreasing tokens (so the writes
 // of two holders never interleave); every accepted write carries a token the
 // server granted for that lock and comes after that grant; one token's writes
-// all come from one client grant; and a write its holder made while still
-// believing it held the lock comes before the server's next grant of the lock
-// (up to slack). A write made after a pause without looking that lands after
-// the next grant but before the successor's first write is accepted — no
-// resource can know better — and counted as FencingWindow, not as a violation.
+// all come from one client grant; and a write its holder decided to make
+// while still believing it held the lock was decided (CheckedAt) before the
+// server's next grant of the lock (up to slack). Such a write may land later:
+// it is in flight while the resource works through the writes before it, and
+// counted as InFlight. A write made after a pause without looking that lands
+// after the next grant but before the successor's first write is accepted —
+// no resource can know better — and counted as FencingWindow. Neither is a
+// violation: the successor's first write would have refused either.
 func checkWrites(r *Report, writes []Write, holds map[lockToken]*hold, slack time.Duration) {
 	writes = slices.Clone(writes)
 	slices.SortStableFunc(writes, func(a, b Write) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -306,17 +321,21 @@ func checkWrites(r *Report, writes []Write, holds map[lockToken]*hold, slack tim
 						"lock %q: client %d's write with token %d at %s, %v after the grant of token %d (the successor's first write came later)",
 						w.Lock, w.Writer, w.Token, ts(w.At), w.At.Sub(h.Next.GrantedAt), h.Next.Token))
 				}
-			case w.At.After(h.Next.GrantedAt.Add(slack)):
-				r.add(checkOverlap, "lock %q: client %d wrote with token %d at %s believing it held the lock, %v after the server granted token %d at %s",
-					w.Lock, w.Writer, w.Token, ts(w.At), w.At.Sub(h.Next.GrantedAt), h.Next.Token, ts(h.Next.GrantedAt))
+			case w.CheckedAt.After(h.Next.GrantedAt.Add(slack)):
+				r.add(checkOverlap, "lock %q: client %d wrote with token %d at %s believing at %s that it held the lock, %v after the server granted token %d at %s",
+					w.Lock, w.Writer, w.Token, ts(w.At), ts(w.CheckedAt), w.CheckedAt.Sub(h.Next.GrantedAt), h.Next.Token, ts(h.Next.GrantedAt))
+			default:
+				r.InFlight++
+				r.MaxInFlight = max(r.MaxInFlight, w.At.Sub(h.Next.GrantedAt))
 			}
 		}
 	}
 }
 
 // checkBeliefs is check d: for every grant a client was told of, the client
-// gave up (its lock context was cancelled by the loss, or its guarded code
-// returned) no later than slack after the server could have handed the lock on.
+// gave up (its lock context was cancelled by the loss, its guarded code
+// returned, or its give-up deadline passed, after which Lock.Valid is false)
+// no later than slack after the server could have handed the lock on.
 //
 // For a hold the server ended by expiry the promise is stronger, and so is the
 // check: the client stops confirming-less after 0.8 × lease counted from a
@@ -331,6 +350,7 @@ func checkBeliefs(r *Report, grants []ClientGrant, holds map[lockToken]*hold, sl
 		if h == nil || !h.Released {
 			continue // reported by check c
 		}
+		r.MaxCancelLag = max(r.MaxCancelLag, g.CancelLag())
 		gaveUp := g.GaveUpAt()
 		if gaveUp.IsZero() {
 			r.add(checkBelief, "client %d grant %d (lock %q token %d) has no give-up time", g.Client, g.ID, g.Lock, g.Token)

@@ -72,6 +72,9 @@ func cleanHistory() History {
 			{Lock: "M", Token: r2 + 1, Writer: 6, Grant: 6, At: ms(3655), Accepted: true, Believed: true},
 		},
 	}
+	for i := range h.Writes {
+		h.Writes[i].CheckedAt = h.Writes[i].At // each writer looked just before its write landed
+	}
 	renumber(&h)
 	return h
 }
@@ -120,7 +123,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"believed write after the next grant", func(h *History) {
 			h.Writes = slices.Delete(h.Writes, 5, 6) // client 4 never writes
 			h.Writes[5].At, h.Writes[5].Accepted, h.Writes[5].Believed = ms(420), true, true
-		}, checkOverlap, "believing it held the lock", false},
+			h.Writes[5].CheckedAt = ms(415) // the client looked after the next grant and thought it held
+		}, checkOverlap, "that it held the lock, 15ms after the server granted", false},
 		{"write with a token never granted", func(h *History) {
 			h.Writes = append(h.Writes, Write{Lock: "L", Token: r2 + 7, Writer: 9, Grant: 9, At: ms(3900), Accepted: true, Believed: true})
 		}, checkOverlap, "never granted", false},
@@ -174,6 +178,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 			checkBelief, "only -20ms before the server's expiry", false},
 		{"client timeout of a whole lease", func(h *History) { h.Grants[1].LostAt = ms(365) }, // 35ms < 0.2 × 250ms − 10ms
 			checkBelief, "only 35ms before the server's expiry", false},
+		{"client deadline of a whole lease", func(h *History) { h.Grants[1].ValidUntil, h.Grants[1].LostAt = ms(365), ms(380) },
+			checkBelief, "only 35ms before the server's expiry", false},
 		{"client outlives a shutdown past the next start", func(h *History) {
 			h.Grants[2].LostAt, h.Grants[2].EndedAt = ms(3600), ms(3600)
 		}, checkBelief, "the next server started", false},
@@ -224,6 +230,28 @@ func TestCheckTolerances(t *testing.T) {
 		t.Fatalf("fencing window: %v, window %d, stale %d", r.Violations, r.FencingWindow, r.StaleRejected)
 	}
 
+	// A write decided before the next grant that lands 400 ms after it,
+	// ahead of the successor's first write: it queued in a slow resource.
+	h = cleanHistory()
+	h.Writes = slices.Delete(h.Writes, 5, 6) // client 4 writes no more…
+	h.Writes[5].At, h.Writes[5].Accepted, h.Writes[5].Believed = ms(800), true, true
+	h.Writes[5].CheckedAt = ms(395) // …and client 2 looked before the grant at 400
+	renumber(&h)
+	r = Check(h, testSlack)
+	if len(r.Violations) != 0 || r.InFlight != 1 || r.MaxInFlight != 400*time.Millisecond || r.FencingWindow != 0 {
+		t.Fatalf("in flight: %v, in flight %d (at most %v), window %d", r.Violations, r.InFlight, r.MaxInFlight, r.FencingWindow)
+	}
+
+	// A heartbeat timeout whose context was cancelled 120 ms late, after the
+	// server's expiry, by a timer a loaded machine ran late: the deadline,
+	// after which Lock.Valid is false, kept 0.2 × lease.
+	h = cleanHistory()
+	h.Grants[1].ValidUntil, h.Grants[1].LostAt = ms(350), ms(470)
+	r = Check(h, testSlack)
+	if len(r.Violations) != 0 || r.MinExpiryMargin != 50*time.Millisecond || r.MaxCancelLag != 120*time.Millisecond {
+		t.Fatalf("late cancellation: %v, margin %v, cancel lag %v", r.Violations, r.MinExpiryMargin, r.MaxCancelLag)
+	}
+
 	h = cleanHistory()
 	h.Grants[4].GrantedAt = ms(3601)
 	h.Grants = append(h.Grants, ClientGrant{ID: 7, Client: 7, Lock: "L", Token: r1 + 3, GrantedAt: ms(3605), EndedAt: ms(3606)})
@@ -250,17 +278,26 @@ func TestParseAuditRefusesABadLine(t *testing.T) {
 }
 
 func TestGaveUpAt(t *testing.T) {
+	var zero time.Time
 	cases := []struct {
-		lost, ended, want time.Time
+		until, lost, ended, want time.Time
+		lag                      time.Duration
 	}{
-		{time.Time{}, ms(5), ms(5)},
-		{ms(3), ms(5), ms(3)},
-		{ms(7), ms(5), ms(5)},
-		{ms(7), time.Time{}, ms(7)},
+		{zero, zero, ms(5), ms(5), 0},
+		{zero, ms(3), ms(5), ms(3), 0},
+		{zero, ms(7), ms(5), ms(5), 0},
+		{zero, ms(7), zero, ms(7), 0},
+		{ms(2), ms(7), ms(9), ms(2), 5 * time.Millisecond}, // a heartbeat timeout, its context cancelled late
+		{ms(8), ms(3), ms(9), ms(3), 0},                    // a cut connection before the deadline
+		{ms(20), zero, ms(9), ms(9), 0},                    // the code returned while the lock was valid
 	}
 	for _, c := range cases {
-		if got := (ClientGrant{LostAt: c.lost, EndedAt: c.ended}).GaveUpAt(); !got.Equal(c.want) {
-			t.Errorf("GaveUpAt(lost %v, ended %v) = %v, want %v", c.lost, c.ended, got, c.want)
+		g := ClientGrant{ValidUntil: c.until, LostAt: c.lost, EndedAt: c.ended}
+		if got := g.GaveUpAt(); !got.Equal(c.want) {
+			t.Errorf("GaveUpAt(valid until %v, lost %v, ended %v) = %v, want %v", c.until, c.lost, c.ended, got, c.want)
+		}
+		if got := g.CancelLag(); got != c.lag {
+			t.Errorf("CancelLag(valid until %v, lost %v) = %v, want %v", c.until, c.lost, got, c.lag)
 		}
 	}
 }

@@ -46,18 +46,35 @@ type ClientGrant struct {
 	LossCause string
 	// EndedAt: when the guarded code returned, before the release.
 	EndedAt time.Time
+	// ValidUntil: the client's give-up deadline as the Lock said when the
+	// code returned (Lock.ValidUntil: the send of the newest answered request
+	// plus 0.8 × lease; it keeps its value after a loss). From then on
+	// Lock.Valid, which the guarded code checks before each write, is false.
+	ValidUntil time.Time
 }
 
 // GaveUpAt is the end of the client's belief that it held the lock: the first
-// of the loss notice and the end of its guarded code.
+// of its give-up deadline, the loss notice and the end of its guarded code.
+// The deadline comes first when the lock was lost by a heartbeat timeout:
+// Valid reads the clock at the deadline itself, while the context is
+// cancelled by a timer, which a loaded machine runs late (CancelLag).
 func (g ClientGrant) GaveUpAt() time.Time {
-	switch {
-	case g.LostAt.IsZero():
-		return g.EndedAt
-	case g.EndedAt.IsZero() || g.LostAt.Before(g.EndedAt):
-		return g.LostAt
+	var first time.Time
+	for _, t := range []time.Time{g.ValidUntil, g.LostAt, g.EndedAt} {
+		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
 	}
-	return g.EndedAt
+	return first
+}
+
+// CancelLag is how long after the give-up deadline the lock's context was
+// cancelled, for a grant lost after its deadline had passed (0 otherwise).
+func (g ClientGrant) CancelLag() time.Duration {
+	if g.LostAt.IsZero() || g.ValidUntil.IsZero() || !g.LostAt.After(g.ValidUntil) {
+		return 0
+	}
+	return g.LostAt.Sub(g.ValidUntil)
 }
 
 // History is everything the checkers look at.

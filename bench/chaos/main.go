@@ -13,7 +13,7 @@
 //
 // Every holder writes to an in-memory fenced resource that keeps the highest
 // token per lock and rejects smaller ones. The guarded code looks at its lock
-// context before each step, then works without looking — usually a fraction of
+// (Lock.Valid) before each step, then works without looking — usually a fraction of
 // the lease, sometimes a pause longer than it — and writes: a loss during that
 // time makes the write stale, and the proxies make such losses happen.
 //
@@ -32,16 +32,18 @@
 //	    lock, accepted writes carry non-decreasing tokens; each token's
 //	    accepted writes come from one client grant, after the server's grant
 //	    of that token, and — when the writer still believed it held the lock —
-//	    before the server's next grant of the lock;
+//	    decided before the server's next grant of the lock (it may land after
+//	    it, in flight in a slow resource, ahead of the successor's writes);
 //	(b) every stale write rejected: a write whose token is below the highest
 //	    the resource had accepted is rejected, every other accepted;
 //	(c) tokens strictly increase per lock, also across the restarts, in the
 //	    concatenated audit logs (where granted and released alternate) and as
 //	    the clients observed them (every client token is a server grant);
 //	(d) no client believed it held a lock after the server's history shows it
-//	    released: the client's give-up time (lock context cancelled by a loss,
-//	    or its code returned) is not later than the server's release of that
-//	    token plus the slack; for a hold the server expired, the client must
+//	    released: the client's give-up time (the first of its give-up
+//	    deadline, after which Lock.Valid is false, its lock context cancelled
+//	    by a loss, and its code returning) is not later than the server's
+//	    release of that token plus the slack; for a hold the server expired, the client must
 //	    have given up at least 0.2 × lease before the expiry (less the slack),
 //	    which is what its 0.8 × lease timeout promises.
 //
@@ -487,12 +489,16 @@ func (h *harness) report(w io.Writer, r Report) {
 	for _, s := range r.FencingWindowCases {
 		fmt.Fprintf(w, "    - %s\n", s)
 	}
+	fmt.Fprintf(w, "  %d write(s) decided before the next grant landed after it, still ahead of the successor's first write (in flight in the resource), at most %v after\n",
+		r.InFlight, r.MaxInFlight.Round(time.Millisecond))
 	for _, s := range r.RestartTokens {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
 	fmt.Fprintf(w, "  belief (slack %v): largest client give-up after the server's release %v (%s); over %d expired holds the client gave up at least %v before the expiry, at least %v more than 0.2 × lease\n",
 		h.cfg.slack, r.MaxExcess.Round(10*time.Microsecond), r.MaxExcessReason, r.ExpiredGrants,
 		r.MinExpiryMargin.Round(10*time.Microsecond), r.MinExpirySpare.Round(10*time.Microsecond))
+	fmt.Fprintf(w, "  lock contexts were cancelled up to %v after their give-up deadline (a late timer; Lock.Valid, checked before each write, is false from the deadline on)\n",
+		r.MaxCancelLag.Round(time.Millisecond))
 	fmt.Fprintf(w, "  %d holder(s) heard of a shutdown more than the slack late (link frozen or delayed; bounded by the next start instead), at most %v\n",
 		r.ShutdownBeliefs, r.MaxShutdownExcess.Round(time.Millisecond))
 	for _, c := range []string{checkOverlap, checkStale, checkTokens, checkBelief, checkServer, "liveness"} {

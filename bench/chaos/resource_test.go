@@ -25,7 +25,7 @@ func TestResourceFencing(t *testing.T) {
 		{"b", 2, true},
 	}
 	for i, s := range steps {
-		if got := r.Write(s.lock, s.token, 1, i, true); got != s.want {
+		if got := r.Write(s.lock, s.token, 1, i, true, time.Time{}); got != s.want {
 			t.Fatalf("step %d: Write(%q, %d) = %v, want %v", i, s.lock, s.token, got, s.want)
 		}
 	}
@@ -59,7 +59,7 @@ func TestResourceFencing(t *testing.T) {
 func TestResourceClock(t *testing.T) {
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := newResource(fenced.Options{Now: func() time.Time { return base }})
-	r.Write("l", 1, 1, 1, false)
+	r.Write("l", 1, 1, 1, false, time.Time{})
 	w := r.Writes()[0]
 	if !w.At.Equal(base) || w.Believed {
 		t.Fatalf("write recorded as %+v", w)

@@ -72,10 +72,13 @@ func (r *recorder) lost(gr *grantRec, cause error) {
 	r.count("lost while holding: " + name)
 }
 
-func (r *recorder) ended(gr *grantRec) {
+// ended records the end of the guarded code and the lock's give-up
+// deadline then (Lock.ValidUntil: its last one, after a loss).
+func (r *recorder) ended(gr *grantRec, validUntil time.Time) {
 	at := time.Now().Round(0)
+	until := validUntil.Round(0)
 	gr.mu.Lock()
-	gr.g.EndedAt = at
+	gr.g.EndedAt, gr.g.ValidUntil = at, until
 	gr.mu.Unlock()
 }
 
@@ -159,10 +162,11 @@ func (wk *worker) viaDo(stop context.Context, lock string, lease, wait time.Dura
 		gr := wk.w.rec.begin(wk.id, lock, token, lease, "do")
 		stopWatch := context.AfterFunc(ctx, func() { wk.w.rec.lost(gr, context.Cause(ctx)) })
 		defer stopWatch()
+		l := client.LockFromContext(ctx)
 		if gate.begin() {
-			wk.work(stop, ctx, gr, lease)
+			wk.work(stop, l, gr, lease)
 		}
-		wk.w.rec.ended(gr)
+		wk.w.rec.ended(gr, l.ValidUntil())
 		return nil
 	})
 	if err != nil && !gate.began() {
@@ -191,8 +195,8 @@ func (wk *worker) viaHandle(stop context.Context, lock string, lease, wait time.
 		lctx := l.Context()
 		gr := wk.w.rec.begin(wk.id, lock, l.Token(), lease, "handle")
 		stopWatch := context.AfterFunc(lctx, func() { wk.w.rec.lost(gr, context.Cause(lctx)) })
-		wk.work(stop, lctx, gr, lease)
-		wk.w.rec.ended(gr)
+		wk.work(stop, l, gr, lease)
+		wk.w.rec.ended(gr, l.ValidUntil())
 		_ = l.Close()
 		stopWatch()
 		return
@@ -200,15 +204,16 @@ func (wk *worker) viaHandle(stop context.Context, lock string, lease, wait time.
 }
 
 // work is the guarded code: a few writes to the fenced resource, spaced over
-// time. Before each step it looks whether the lock is still confirmed and
+// time. Before each step it looks whether the lock is still confirmed
+// (Lock.Valid, the check the client documents before a side effect) and
 // stops if not; then it "works" for a while without looking — usually a
 // fraction of the lease, sometimes a pause longer than the lease (a GC pause,
 // a stalled VM) — and writes. A loss during that time makes the write stale:
 // the holder really attempts it, and fencing has to reject it.
-func (wk *worker) work(stop, lockCtx context.Context, gr *grantRec, lease time.Duration) {
+func (wk *worker) work(stop context.Context, l *client.Lock, gr *grantRec, lease time.Duration) {
 	writes := 2 + rand.IntN(3)
 	for i := 0; i < writes; i++ {
-		if lockCtx.Err() != nil || stop.Err() != nil {
+		if !l.Valid() || stop.Err() != nil {
 			return
 		}
 		if i > 0 {
@@ -221,8 +226,9 @@ func (wk *worker) work(stop, lockCtx context.Context, gr *grantRec, lease time.D
 			}
 			time.Sleep(d) // deliberately deaf to both contexts
 		}
-		believed := lockCtx.Err() == nil
-		wk.w.res.Write(gr.g.Lock, gr.g.Token, wk.id, gr.g.ID, believed)
+		checked := time.Now().Round(0)
+		believed := l.Valid()
+		wk.w.res.Write(gr.g.Lock, gr.g.Token, wk.id, gr.g.ID, believed, checked)
 	}
 }
 

@@ -78,11 +78,11 @@ func TestRecorder(t *testing.T) {
 	r := newRecorder()
 	gr := r.begin(3, "L", 42, time.Second, "do")
 	r.lost(gr, client.ErrReleased) // a release is not a loss
-	r.ended(gr)
+	r.ended(gr, time.Time{})
 	gr2 := r.begin(4, "L", 43, time.Second, "handle")
 	r.lost(gr2, fmt.Errorf("%w: eof", client.ErrConnectionClosed))
-	r.lost(gr2, client.ErrHeartbeatTimeout) // the first loss counts
-	r.ended(gr2)
+	r.lost(gr2, client.ErrHeartbeatTimeout)   // the first loss counts
+	r.ended(gr2, time.Now().Add(time.Second)) // the deadline of the last answer, after the loss
 	gs := r.snapshot()
 	if len(gs) != 2 || r.n() != 2 {
 		t.Fatalf("%d grants", len(gs))

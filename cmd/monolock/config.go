@@ -27,8 +27,15 @@ type settings struct {
 	tlsClientCA string
 	tlsTickets  string
 	aclFile     string
-	handshakes  int
-	ioTimeout   time.Duration
+	// The admin port's TLS and roles (see admin.go).
+	adminTLSCert              string
+	adminTLSKey               string
+	adminTLSClientCA          string
+	adminACLFile              string
+	adminAllowUnauthenticated bool
+	handshakes                int
+	ioTimeout                 time.Duration
+	silence                   time.Duration // -waiter-silence-limit
 	// shutdownDelay is how long the protocol port keeps serving after
 	// SIGTERM while /readyz already answers 503.
 	shutdownDelay time.Duration
@@ -75,6 +82,10 @@ type setting struct {
 	set                   func(*settings, string) error
 }
 
+// boolean reports whether the setting is a switch: its default is "false",
+// and "-flag" alone means "-flag=true".
+func (st setting) boolean() bool { return st.def == "false" }
+
 var table = []setting{
 	{"listen", "MONOLOCK_LISTEN_ADDRESS", eventloop.DefaultListenAddress, "protocol listen address (host:port)",
 		func(s *settings, v string) error {
@@ -88,8 +99,25 @@ var table = []setting{
 		}},
 	{"ops-listen", "MONOLOCK_OPS_LISTEN_ADDRESS", "", "HTTP address for /metrics, /healthz, /readyz (empty: off)",
 		func(s *settings, v string) error { s.opsListen = v; return nil }},
-	{"admin-listen", "MONOLOCK_ADMIN_LISTEN_ADDRESS", "", "HTTP address of the admin API, unauthenticated: bind to loopback (empty: off)",
+	{"admin-listen", "MONOLOCK_ADMIN_LISTEN_ADDRESS", "", "address of the admin API (empty: off); beyond loopback it needs mutual TLS (-admin-tls-client-ca) or -admin-allow-unauthenticated",
 		func(s *settings, v string) error { s.adminListen = v; return nil }},
+	{"admin-tls-cert", "MONOLOCK_ADMIN_TLS_CERT", "", "PEM server certificate of the admin port (may be -tls-cert's file); with -admin-tls-key the admin API speaks HTTPS only",
+		func(s *settings, v string) error { s.adminTLSCert = v; return nil }},
+	{"admin-tls-key", "MONOLOCK_ADMIN_TLS_KEY", "", "PEM private key of -admin-tls-cert",
+		func(s *settings, v string) error { s.adminTLSKey = v; return nil }},
+	{"admin-tls-client-ca", "MONOLOCK_ADMIN_TLS_CLIENT_CA", "", "PEM CA pool for operator certificates: mutual TLS on the admin port, every call needs a role from -admin-acl-file",
+		func(s *settings, v string) error { s.adminTLSClientCA = v; return nil }},
+	{"admin-acl-file", "MONOLOCK_ADMIN_ACL_FILE", "", "JSON admin ACL: identity patterns granting the roles read, release and kick; needs -admin-tls-client-ca",
+		func(s *settings, v string) error { s.adminACLFile = v; return nil }},
+	{"admin-allow-unauthenticated", "MONOLOCK_ADMIN_ALLOW_UNAUTHENTICATED", "false", "RISK: serve the admin API without mutual TLS on a non-loopback -admin-listen; anyone who reaches that address can force-release any lock, so two clients may believe they hold it, and kick any waiter",
+		func(s *settings, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			s.adminAllowUnauthenticated = b
+			return nil
+		}},
 	{"audit-log", "MONOLOCK_AUDIT_LOG", "", "audit stream of ownership changes: a file path, or - for stdout (empty: off)",
 		func(s *settings, v string) error { s.auditLog = v; return nil }},
 	{"tls-cert", "MONOLOCK_TLS_CERT", "", "PEM server certificate; with -tls-key the protocol port speaks TLS only",
@@ -112,14 +140,9 @@ var table = []setting{
 			return nil
 		}},
 	{"io-timeout", "MONOLOCK_IO_TIMEOUT", eventloop.DefaultIOTimeout.String(), "bound on a missing ACQUIRE, a half-sent frame and undrained output (Go duration)",
-		func(s *settings, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("want a positive Go duration such as 5s, got %q", v)
-			}
-			s.ioTimeout = d
-			return nil
-		}},
+		func(s *settings, v string) error { return positiveDuration(&s.ioTimeout, v, "5s") }},
+	{"waiter-silence-limit", "MONOLOCK_WAITER_SILENCE_LIMIT", eventloop.DefaultWaiterSilenceLimit.String(), "at the descriptor limit, a waiter that has sent nothing for this long may be closed to accept a new connection; keep it above lease/4 of your longest waiting clients (Go duration)",
+		func(s *settings, v string) error { return positiveDuration(&s.silence, v, "1m") }},
 	{"shutdown-delay", "MONOLOCK_SHUTDOWN_DELAY", "0s", "on SIGTERM, /readyz answers 503 at once and the protocol port keeps serving this long before sessions get ERROR 0x01 (Go duration)",
 		func(s *settings, v string) error {
 			d, err := time.ParseDuration(v)
@@ -157,6 +180,12 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.SetOutput(io.Discard)
 	values := make([]*string, len(table))
 	for i, st := range table {
+		if st.boolean() {
+			v := boolFlag("")
+			fs.Var(&v, st.flag, st.usage)
+			values[i] = (*string)(&v)
+			continue
+		}
 		values[i] = fs.String(st.flag, "", st.usage)
 	}
 	fs.Usage = func() {}
@@ -193,8 +222,19 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	return s, s.checkCombinations()
 }
 
+// boolFlag is a boolean setting's text: "-flag" alone sets it to "true",
+// and its value is checked by its setter, as every other setting's.
+type boolFlag string
+
+func (b *boolFlag) String() string     { return string(*b) }
+func (b *boolFlag) Set(v string) error { *b = boolFlag(v); return nil }
+func (b *boolFlag) IsBoolFlag() bool   { return true }
+
 // checkCombinations rejects settings that only make sense together.
 func (s settings) checkCombinations() error {
+	if err := s.checkAdmin(); err != nil {
+		return err
+	}
 	switch {
 	case s.tlsCert != "" && s.tlsKey == "":
 		return errors.New("-tls-cert needs -tls-key: give the certificate's private key too")
@@ -222,5 +262,16 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", st.flag, st.env, def, st.usage)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files, the session-ticket keys and the ACL and reopens the audit log.\n")
+	fmt.Fprintf(w, "\nThere is no lease or heartbeat setting (clients choose their lease) and no connection limit on the protocol port (the ops and admin ports serve at most 64 connections each).\nSIGTERM or SIGINT shuts down gracefully: /readyz turns 503, the protocol port serves on for -shutdown-delay (a second signal ends the delay), then every session gets ERROR 0x01. SIGHUP rereads the TLS files (the admin port's too), the session-ticket keys, the ACL and the admin ACL, and reopens the audit log.\n")
+}
+
+// positiveDuration parses v into dst, which must be a Go duration above 0;
+// the error shows example.
+func positiveDuration(dst *time.Duration, v, example string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive Go duration such as %s, got %q", example, v)
+	}
+	*dst = d
+	return nil
 }

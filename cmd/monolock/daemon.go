@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 
@@ -13,8 +14,10 @@ import (
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
+	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/fdgate"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/internal/opshttp"
 	"github.com/monolock/monolock/internal/startline"
@@ -31,6 +34,13 @@ type daemon struct {
 	ops    *http.Server    // nil when off
 	admin  *http.Server    // nil when off
 	failed chan error      // a server that stopped on its own
+
+	adminCerts   *certs.Reloader       // nil without TLS on the admin port
+	adminAccess  *adminhttp.Access     // who may call what on the admin API
+	adminMetrics *metrics.AdminMetrics // nil without an ops port
+	// descriptors lets the HTTP ports take a descriptor before the lock
+	// port at the descriptor limit.
+	descriptors *fdgate.Gate
 }
 
 // files is what the settings name on disk, read before anything starts so
@@ -39,10 +49,13 @@ type files struct {
 	certs *certs.Reloader // nil without TLS
 	rules *acl.Rules      // nil without an ACL
 	audit *audit.Log      // nil without an audit log
+
+	adminCerts *certs.Reloader // nil without TLS on the admin port
+	adminRules *acl.AdminRules // nil without an admin ACL
 }
 
 func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
-	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca", "tls-ticket-keys", "acl-file"} {
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca", "tls-ticket-keys", "acl-file", "admin-tls-cert", "admin-tls-key", "admin-tls-client-ca", "admin-acl-file"} {
 		if err := cfg.checkReadable(flag); err != nil {
 			return f, err
 		}
@@ -56,6 +69,9 @@ func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 		if f.rules, err = acl.Load(cfg.aclFile); err != nil {
 			return f, fmt.Errorf("%s: %w", cfg.describe("acl-file"), err)
 		}
+	}
+	if err := loadAdminFiles(cfg, &f); err != nil {
+		return f, err
 	}
 	if cfg.auditLog != "" {
 		if f.audit, err = audit.Open(cfg.auditLog, audit.WithLogger(log)); err != nil {
@@ -93,7 +109,11 @@ func (s settings) checkReadable(flag string) error {
 // start brings everything up, or nothing: a failure closes what was opened,
 // the audit log of f included, and says which setting was at fault.
 func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
-	d := &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3)}
+	d := &daemon{cfg: cfg, log: log, certs: f.certs, audit: f.audit, failed: make(chan error, 3),
+		adminCerts: f.adminCerts, adminAccess: adminhttp.OpenAccess()}
+	if f.adminRules != nil {
+		d.adminAccess = adminhttp.CertAccess(f.adminRules)
+	}
 	if err := d.open(f); err != nil {
 		d.closeAll()
 		return nil, err
@@ -117,6 +137,9 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	if d.ops != nil || d.admin != nil {
 		ev = ev.Int(startline.HTTPMaxConns, d.httpLimits().MaxConns)
 	}
+	if d.admin != nil {
+		ev = ev.Bool("admin_tls", cfg.adminTLSCert != "").Bool("admin_mtls", cfg.adminTLSClientCA != "").Str("admin_acl_file", cfg.adminACLFile)
+	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg(startline.Message)
 	return d, nil
@@ -126,11 +149,14 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 // an error stays in d for closeAll.
 func (d *daemon) open(f files) (err error) {
 	cfg := d.cfg
+	d.descriptors = fdgate.New()
 	srvCfg := eventloop.Config{
-		ListenAddress:    cfg.listen,
-		IOTimeout:        cfg.ioTimeout,
-		MaxTLSHandshakes: cfg.handshakes,
-		Logger:           d.log,
+		Descriptors:        d.descriptors,
+		ListenAddress:      cfg.listen,
+		IOTimeout:          cfg.ioTimeout,
+		MaxTLSHandshakes:   cfg.handshakes,
+		WaiterSilenceLimit: cfg.silence,
+		Logger:             d.log,
 	}
 	if d.audit != nil {
 		srvCfg.Audit = audit.NewRecorder(d.audit)
@@ -143,6 +169,7 @@ func (d *daemon) open(f files) (err error) {
 		if d.audit != nil {
 			metrics.RegisterAudit(registry, d.audit)
 		}
+		d.adminMetrics = metrics.RegisterAdmin(registry)
 	}
 	if f.certs != nil {
 		srvCfg.TLS = f.certs.ServerConfig()
@@ -162,20 +189,21 @@ func (d *daemon) open(f files) (err error) {
 		d.health.Ready = d.audit.Health
 	}
 	if cfg.opsListen != "" {
-		if d.ops, err = d.serveHTTP("ops", cfg.opsListen, opshttp.NewHandler(registry, &d.health)); err != nil {
+		ln, err := net.Listen("tcp", cfg.opsListen)
+		if err != nil {
 			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
 		}
+		d.ops = d.serveHTTP("ops", ln, nil, opshttp.NewHandler(registry, &d.health))
 	}
 	if cfg.tlsTickets != "" {
 		warnIfShared(d.log, cfg.tlsTickets)
 	}
 	if cfg.adminListen != "" {
-		if d.admin, err = d.serveHTTP("admin", cfg.adminListen, d.adminHandler()); err != nil {
-			return listenError(cfg.describe("admin-listen"), "127.0.0.1:7071", err)
+		ln, err := d.listenAdmin()
+		if err != nil {
+			return err
 		}
-		if !isLoopback(d.admin.Addr) {
-			d.log.Warn().Str("admin_listen", d.admin.Addr).Msg("the admin API has no authentication and listens beyond loopback; bind it to 127.0.0.1 unless a firewall guards it")
-		}
+		d.admin = d.serveHTTP("admin", ln, d.adminTLS(), d.adminHandler())
 	}
 	return nil
 }

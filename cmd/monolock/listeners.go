@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -10,23 +11,25 @@ import (
 	"github.com/monolock/monolock/internal/opshttp"
 )
 
-// serveHTTP listens on addr and serves h in the background, within the
-// daemon's HTTP limits. The returned server's Addr is the bound address.
-func (d *daemon) serveHTTP(name, addr string, h http.Handler) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// serveHTTP serves h on ln in the background, within the daemon's HTTP
+// limits, over TLS when tlsCfg is not nil. The returned server's Addr is the
+// bound address. The connection cap counts TCP connections, a TLS one from
+// its accept, so clients stalling their handshakes are bounded (and evicted)
+// like those stalling their request headers.
+func (d *daemon) serveHTTP(name string, ln net.Listener, tlsCfg *tls.Config, h http.Handler) *http.Server {
 	lim := d.httpLimits()
 	hs := opshttp.NewServer(h, lim, d.log.With().Str("http_server", name).Logger())
 	hs.Addr = ln.Addr().String()
-	ln = opshttp.LimitListener(hs, ln, lim.MaxConns)
+	ln = opshttp.LimitListener(hs, ln, lim.MaxConns, d.descriptors)
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.failed <- fmt.Errorf("%s server: %w", name, err)
 		}
 	}()
-	return hs, nil
+	return hs
 }
 
 func (d *daemon) httpLimits() opshttp.Limits {

@@ -125,6 +125,50 @@ func evictSilent(t *testing.T, p *proc.Process, o wire.Options) {
 	}
 }
 
+// TestDescriptorExhaustionBySilentWaiters fills the server's descriptors
+// with waiters that never heartbeat, under a lease that would keep them for
+// a minute: the server closes those silent for -waiter-silence-limit to
+// take the connections behind them, so a new client is served and a
+// holder keeps its lock. Without the rule nothing
+// is evictable and the new client waits in the backlog for good.
+func TestDescriptorExhaustionBySilentWaiters(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		p := startServer(t, "-waiter-silence-limit", "1s", "-ops-listen", "127.0.0.1:0")
+		evictSilentWaiters(t, p, wire.Options{})
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		_, pki, _ := labFiles(t)
+		p := startServer(t, "-waiter-silence-limit", "1s", "-ops-listen", "127.0.0.1:0",
+			"-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
+		evictSilentWaiters(t, p, wire.Options{TLS: pki.ClientTLS(certstest.ClientURI)})
+	})
+}
+
+func evictSilentWaiters(t *testing.T, p *proc.Process, o wire.Options) {
+	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
+	pid := p.Pid()
+	const headroom = 16
+	limit := uint64(openDescriptors(t, pid) + headroom)
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+		t.Fatalf("lower the server's descriptor limit: %v", err)
+	}
+	// More waiters than descriptors, none of which will ever heartbeat:
+	// those past the limit wait in the backlog, their ACQUIRE sent.
+	for range 3 * headroom {
+		connectQueued(t, p.Addr, o.TLS, "held")
+	}
+	p.MustWaitLog(t, "descriptor limit reached")
+
+	if !connectQueued(t, p.Addr, o.TLS, "fresh").acquired(t, 30*time.Second) {
+		t.Fatal("a new client was not served while waiters without heartbeats held every descriptor")
+	}
+	holder.SendHeartbeat()
+	holder.ExpectToken(token)
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_silent_waiters_evicted_total"); n == 0 {
+		t.Fatal("monolock_silent_waiters_evicted_total is 0 after silent waiters were evicted")
+	}
+}
+
 // queuedClient connects, sends ACQUIRE for lock and reads the first answer
 // in the background: a client beyond the server's descriptor limit waits in
 // the kernel's backlog, and over TLS its handshake waits with it.

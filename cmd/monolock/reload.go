@@ -7,8 +7,8 @@ import (
 	"github.com/monolock/monolock/internal/acl"
 )
 
-// reload applies SIGHUP: reread the TLS material and the ACL, reopen the
-// audit file for log rotation. Any failure keeps the previous good state.
+// reload applies SIGHUP: reread the TLS material and the ACL, the admin
+// port's too, and reopen the audit file for log rotation. Any failure keeps the previous good state.
 func (d *daemon) reload() {
 	if d.certs != nil {
 		if err := d.certs.Reload(); err != nil {
@@ -25,6 +25,7 @@ func (d *daemon) reload() {
 	if d.cfg.aclFile != "" {
 		d.reloadACL()
 	}
+	d.reloadAdmin()
 	if d.audit != nil {
 		if err := d.audit.Reopen(); err != nil {
 			d.log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit log; still writing to the old file")

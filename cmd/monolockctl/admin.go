@@ -33,7 +33,10 @@ const maxAdminBody = 256 << 20
 const adminExitStatus = `Exit status:
   0   done
   1   the admin API answered with an error, which is printed
-  2   usage error: bad flags or arguments, invalid NAME, bad -admin address
+  2   usage error: bad flags or arguments, invalid NAME, bad -admin address,
+      or TLS settings that do not fit the admin port (HTTPS against plain
+      HTTP or the reverse, a client certificate missing or refused, a server
+      certificate not trusted)
   3   no such lock (it is idle: no holder, no waiters) or no such waiter
       (lock, release and kick only)
   69  admin API unreachable (connect timeout %v, request timeout %v), or the
@@ -41,25 +44,36 @@ const adminExitStatus = `Exit status:
 `
 
 // adminFlags are the flags of every admin command: the connection flags,
-// -admin and -json.
+// -admin, the admin port's TLS files and -json.
 type adminFlags struct {
-	conn  *connFlags
-	admin string
-	json  bool
+	conn                   *connFlags
+	admin                  string
+	tlsCA, tlsCert, tlsKey string
+	json                   bool
 }
 
 func addAdminFlags(fs *flag.FlagSet, getenv func(string) string) *adminFlags {
 	a := &adminFlags{conn: addConnFlags(fs, getenv)}
 	fs.StringVar(&a.admin, "admin", envOr(getenv, "MONOLOCK_ADMIN_ADDRESS", defaultAdminAddress),
 		"admin API address: `host:port` or a URL such as http://127.0.0.1:7071 (env MONOLOCK_ADMIN_ADDRESS)")
+	fs.StringVar(&a.tlsCA, "admin-tls-ca", getenv("MONOLOCK_ADMIN_TLS_CA"),
+		"PEM `file` with the CAs that sign the admin port's certificate; any -admin-tls-* flag makes a host:port -admin HTTPS (env MONOLOCK_ADMIN_TLS_CA)")
+	fs.StringVar(&a.tlsCert, "admin-tls-cert", getenv("MONOLOCK_ADMIN_TLS_CERT"),
+		"PEM operator certificate `file` for an admin port with mutual TLS, with -admin-tls-key (env MONOLOCK_ADMIN_TLS_CERT)")
+	fs.StringVar(&a.tlsKey, "admin-tls-key", getenv("MONOLOCK_ADMIN_TLS_KEY"),
+		"PEM private key `file` of -admin-tls-cert (env MONOLOCK_ADMIN_TLS_KEY)")
 	fs.BoolVar(&a.json, "json", false, "print the admin API's JSON answer (indented) instead of a table")
 	return a
 }
+
+// adminTLS reports whether any -admin-tls-* flag is set.
+func (a *adminFlags) adminTLS() bool { return a.tlsCA != "" || a.tlsCert != "" || a.tlsKey != "" }
 
 // adminClient talks to the admin API.
 type adminClient struct {
 	base string // scheme://host:port[/prefix], without a trailing slash
 	http *http.Client
+	cert bool // a client certificate is configured
 }
 
 // client builds the admin API client the flags describe. Its errors are
@@ -69,6 +83,12 @@ func (a *adminFlags) client() (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.adminTLS() {
+		if strings.HasPrefix(a.admin, "http://") {
+			return nil, fmt.Errorf("-admin %s is plain HTTP, but -admin-tls-* flags are given: write https://%s, or drop the -admin-tls-* flags (and MONOLOCK_ADMIN_TLS_*)", a.admin, u.Host)
+		}
+		u.Scheme = "https"
+	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: connectTimeout}).DialContext,
 		TLSHandshakeTimeout:   connectTimeout,
@@ -76,7 +96,12 @@ func (a *adminFlags) client() (*adminClient, error) {
 		// No proxy: the admin API belongs on loopback.
 	}
 	if u.Scheme == "https" {
-		cfg, err := a.conn.tlsConfig()
+		// The admin port's own files; without them, an https:// URL (a
+		// proxy in front of the API) keeps using the -tls-* flags.
+		cfg, err := clientTLS("admin-tls", a.tlsCA, a.tlsCert, a.tlsKey)
+		if cfg == nil && err == nil {
+			cfg, err = a.conn.tlsConfig()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -85,6 +110,7 @@ func (a *adminFlags) client() (*adminClient, error) {
 	return &adminClient{
 		base: strings.TrimSuffix(u.String(), "/"),
 		http: &http.Client{Transport: tr, Timeout: adminTimeout},
+		cert: tr.TLSClientConfig != nil && len(tr.TLSClientConfig.Certificates) > 0,
 	}, nil
 }
 
@@ -163,6 +189,9 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 		if notHTTP(err) {
 			return nil, &apiError{notAPI: true, msg: fmt.Sprintf("%s does not answer in HTTP: -admin (or MONOLOCK_ADMIN_ADDRESS) must be the server's -admin-listen address, not its lock port (%v)", c.base, err)}
 		}
+		if terr := tlsMismatch(c.base, c.cert, err); terr != nil {
+			return nil, terr
+		}
 		return nil, &unreachableError{base: c.base, err: err}
 	}
 	defer resp.Body.Close()
@@ -176,6 +205,9 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 			return nil, &apiError{status: resp.StatusCode, notAPI: true, msg: fmt.Sprintf("%s %s answered %s without JSON: is -admin the admin API's address?", method, target, resp.Status)}
 		}
 		return body, nil
+	}
+	if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(body), "HTTP request to an HTTPS server") {
+		return nil, &tlsMismatchError{msg: fmt.Sprintf("the admin API at %s speaks HTTPS only: give -admin-tls-ca with the CA of its certificate (and -admin-tls-cert, -admin-tls-key with an operator certificate when it asks for one), or write -admin https://%s", c.base, req.URL.Host)}
 	}
 	var e admin.ErrorResponse
 	if isJSON && json.Unmarshal(body, &e) == nil && e.Error != "" {

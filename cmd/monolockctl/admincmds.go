@@ -15,10 +15,15 @@ import (
 
 const adminFlagsHelp = `Flags:
 %s
-The admin API is the server's -admin-listen address; it has no
-authentication, so it normally listens on loopback and these commands run on
-the server's host. Give -admin a full URL (https://...) when it sits behind a
-proxy; the -tls-* flags then apply to that connection.
+The admin API is the server's -admin-listen address. On loopback it may be
+plain HTTP without authentication, and these commands run on the server's
+host. Elsewhere it speaks HTTPS with mutual TLS: give -admin-tls-ca and an
+operator certificate (-admin-tls-cert, -admin-tls-key) whose identity the
+server's admin ACL grants the role the command needs: read (locks, lock,
+info), release, or kick; 'monolockctl whoami' shows yours. A command without
+its role is refused (exit 1) with the rule that would grant it. Give -admin
+a full URL (https://...) when the API sits behind a proxy; without
+-admin-tls-* flags the -tls-* flags then apply to that connection.
 
 `
 
@@ -74,6 +79,18 @@ REMOTE_ADDR from 'monolockctl lock NAME'. The holder cannot be kicked: use
 Examples:
   monolockctl lock nightly-import          # the queue, with the addresses
   monolockctl kick nightly-import 10.0.0.7:51234
+`
+
+const whoamiUsage = `Usage: monolockctl whoami [FLAGS]
+
+Shows the identity the admin API sees (that of -admin-tls-cert under mutual
+TLS; none without it) and the roles it has: read, release, kick. It needs no
+role, so it works with any certificate the server accepts.
+
+` + adminFlagsHelp + adminExitStatus + `
+Examples:
+  monolockctl whoami -admin locks.internal:7071 -admin-tls-ca ca.pem \
+    -admin-tls-cert me.pem -admin-tls-key me-key.pem
 `
 
 const infoUsage = `Usage: monolockctl info [FLAGS]
@@ -277,4 +294,28 @@ func (o *optionalString) String() string { return o.value }
 func (o *optionalString) Set(s string) error {
 	o.value, o.set = s, true
 	return nil
+}
+
+func whoamiMain(args []string, e *env) int {
+	a, c, _, status, ok := adminCommand(e, "whoami", whoamiUsage, args, nil)
+	if !ok {
+		return status
+	}
+	var w admin.WhoAmI
+	if status, done := fetch(e, a, c, http.MethodGet, "/api/whoami", nil, "", &w); done {
+		return status
+	}
+	roles := "none"
+	if len(w.Roles) > 0 {
+		roles = strings.Join(w.Roles, ", ")
+	}
+	identity := cell(w.Identity)
+	if w.Identity == "" {
+		identity = "- (no mutual TLS on the admin port: every caller has every role)"
+		if len(w.Roles) == 0 {
+			identity = "- (the certificate names no identity)"
+		}
+	}
+	fmt.Fprintf(e.stdout, "identity: %s\nroles:    %s\n", identity, roles)
+	return 0
 }

@@ -16,15 +16,19 @@ import (
 // each failure, the API's JSON as it came with -json, and table cells.
 
 // failed prints err as "monolockctl: <message>" and returns the exit status:
-// exitUnavailable for no answer or the API's 503, notFound for the API's 404
+// exitUnavailable for no answer or the API's 503, exitUsage for TLS settings
+// that do not fit the admin port, notFound for the API's 404
 // (the command decides what a 404 means), exitFailed otherwise.
 func failed(e *env, err error, notFound int) int {
 	fmt.Fprintf(e.stderr, "monolockctl: %v\n", err)
 	var unreachable *unreachableError
 	var api *apiError
+	var mismatch *tlsMismatchError
 	switch {
 	case errors.As(err, &unreachable):
 		return exitUnavailable
+	case errors.As(err, &mismatch):
+		return exitUsage
 	case !errors.As(err, &api) || api.notAPI:
 		return exitFailed
 	case api.status == http.StatusServiceUnavailable:

@@ -33,6 +33,7 @@ var commands = []command{
 	{name: "release", summary: "force-release a lock from its holder (admin API)", run: releaseMain},
 	{name: "kick", summary: "remove one waiter from a lock's queue (admin API)", run: kickMain},
 	{name: "info", summary: "show the server's version, configuration and counts (admin API)", run: infoMain},
+	{name: "whoami", summary: "show your identity and roles on the admin API", run: whoamiMain},
 	{name: "audit-check", summary: "check the history in an audit log file", run: auditCheckMain},
 }
 
@@ -47,7 +48,10 @@ Every command takes the connection flags -addr, -tls-ca, -tls-cert and -tls-key
 (environment MONOLOCK_ADDRESS, MONOLOCK_TLS_CA, MONOLOCK_TLS_CERT,
 MONOLOCK_TLS_KEY; a flag beats the environment, which beats the default).
 The admin API commands also take -admin, the server's -admin-listen address
-(environment MONOLOCK_ADMIN_ADDRESS, default 127.0.0.1:7071), and -json.
+(environment MONOLOCK_ADMIN_ADDRESS, default 127.0.0.1:7071), -admin-tls-ca,
+-admin-tls-cert and -admin-tls-key for an HTTPS admin port (environment
+MONOLOCK_ADMIN_TLS_CA, MONOLOCK_ADMIN_TLS_CERT, MONOLOCK_ADMIN_TLS_KEY), and
+-json.
 Run 'monolockctl COMMAND -h' for a command's flags, exit statuses and examples.
 
 Examples:

@@ -125,27 +125,34 @@ func (c *connFlags) dialer() (client.Dialer, error) {
 // tlsConfig is the TLS configuration the -tls-* flags describe, nil when none
 // is set.
 func (c *connFlags) tlsConfig() (*tls.Config, error) {
-	if c.tlsCA == "" && c.tlsCert == "" && c.tlsKey == "" {
+	return clientTLS("tls", c.tlsCA, c.tlsCert, c.tlsKey)
+}
+
+// clientTLS is the TLS configuration of a CA file, a client certificate and
+// its key, nil when none is given; prefix names their flags in errors
+// (-PREFIX-ca, -PREFIX-cert, -PREFIX-key).
+func clientTLS(prefix, ca, certFile, keyFile string) (*tls.Config, error) {
+	if ca == "" && certFile == "" && keyFile == "" {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.tlsCA != "" {
-		pem, err := os.ReadFile(c.tlsCA)
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("-tls-ca: %w", err)
+			return nil, fmt.Errorf("-%s-ca: %w", prefix, err)
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-tls-ca: no PEM certificate in %s", c.tlsCA)
+			return nil, fmt.Errorf("-%s-ca: no PEM certificate in %s", prefix, ca)
 		}
 	}
-	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return nil, fmt.Errorf("-tls-cert and -tls-key go together")
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("-%s-cert and -%s-key go together", prefix, prefix)
 	}
-	if c.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+			return nil, fmt.Errorf("-%s-cert/-%s-key: %w", prefix, prefix, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -338,7 +338,7 @@ func TestRunForceReleaseKillsPromptly(t *testing.T) {
 	srv := startServer(t)
 	addr := srv.Addr().String()
 	c, pgid, next := runIgnoringTERM(t, addr, addr, "forced", "-lease", "60s")
-	if _, ok, err := srv.ForceRelease(t.Context(), "forced"); err != nil || !ok {
+	if _, ok, err := srv.ForceRelease(t.Context(), "forced", ""); err != nil || !ok {
 		t.Fatalf("force release: %v, %v", ok, err)
 	}
 	select {

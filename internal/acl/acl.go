@@ -1,5 +1,7 @@
-// Package acl is monolock's access-control list: which client identity may
-// ACQUIRE which lock.
+// Package acl is monolock's access-control lists: which client identity may
+// ACQUIRE which lock (Rules, the -acl-file), and which operator identity has
+// which role on the admin API (AdminRules, the -admin-acl-file; see
+// admin.go).
 //
 // The file is JSON:
 //
@@ -81,18 +83,21 @@ func (r *Rules) Len() int {
 }
 
 // Load reads and parses the ACL file at path. Errors name the file.
-func Load(path string) (*Rules, error) {
+func Load(path string) (*Rules, error) { return load(path, "ACL", Parse) }
+
+// load reads the file at path and parses it; errors name it as what.
+func load[T any](path, what string, parse func([]byte) (*T, error)) (*T, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("ACL file %s: %w", path, err)
+		return nil, fmt.Errorf("%s file %s: %w", what, path, err)
 	}
-	r, err := Parse(data)
+	r, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("ACL file %s: %w", path, err)
+		return nil, fmt.Errorf("%s file %s: %w", what, path, err)
 	}
 	return r, nil
 }
@@ -109,8 +114,37 @@ const example = `{"rules": [{"identity": "spiffe://lab/worker/*", "locks": ["nig
 // Parse parses and compiles an ACL (see the package documentation for the
 // format). An empty "rules" list is valid and denies everything.
 func Parse(data []byte) (*Rules, error) {
+	rules, err := parseRules(data, "ACL", example, parseRule)
+	if err != nil {
+		return nil, err
+	}
+	return &Rules{rules: rules}, nil
+}
+
+// parseRules checks the file's frame (parseRuleList) and parses each rule,
+// naming the one at fault.
+func parseRules[R any](data []byte, what, example string, parse func(json.RawMessage) (R, error)) ([]R, error) {
+	raws, err := parseRuleList(data, what, example)
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]R, 0, len(raws))
+	for i, raw := range raws {
+		ru, err := parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("rules[%d]: %w", i, err)
+		}
+		rules = append(rules, ru)
+	}
+	return rules, nil
+}
+
+// parseRuleList checks the file's frame, one object holding exactly a
+// "rules" list, and returns the list's elements; what names the file and
+// example is a valid one, for the error messages.
+func parseRuleList(data []byte, what, example string) ([]json.RawMessage, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("empty ACL: write %s (or {\"rules\": []} to deny everything)", example)
+		return nil, fmt.Errorf("empty %s: write %s (or {\"rules\": []} to deny everything)", what, example)
 	}
 	var top struct {
 		Rules *[]json.RawMessage `json:"rules"`
@@ -123,7 +157,7 @@ func Parse(data []byte) (*Rules, error) {
 				return nil, kerr
 			}
 		}
-		return nil, jsonError(data, err, "the ACL must be a JSON object: "+example)
+		return nil, jsonError(data, err, "the "+what+" must be a JSON object: "+example)
 	}
 	if err := checkTrailing(data, dec); err != nil {
 		return nil, err
@@ -134,15 +168,7 @@ func Parse(data []byte) (*Rules, error) {
 	if top.Rules == nil {
 		return nil, fmt.Errorf(`missing "rules" list: write %s (or {"rules": []} to deny everything)`, example)
 	}
-	rs := &Rules{rules: make([]rule, 0, len(*top.Rules))}
-	for i, raw := range *top.Rules {
-		ru, err := parseRule(raw)
-		if err != nil {
-			return nil, fmt.Errorf("rules[%d]: %w", i, err)
-		}
-		rs.rules = append(rs.rules, ru)
-	}
-	return rs, nil
+	return *top.Rules, nil
 }
 
 func parseRule(raw json.RawMessage) (rule, error) {

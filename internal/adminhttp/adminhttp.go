@@ -1,11 +1,12 @@
 // Package adminhttp is monolock's admin HTTP API: it lists locks with their
 // holders and queues, force-releases a lock and kicks a waiter.
 //
-//	GET    /api/info                                  version, uptime, effective config, counts
-//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name
-//	GET    /api/locks/{name}                          one lock; 404 when idle
-//	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02
-//	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02
+//	GET    /api/whoami                                the caller's identity and roles (no role needed)
+//	GET    /api/info                                  version, uptime, effective config, counts (read)
+//	GET    /api/locks[?match=GLOB]                    {"locks": [...]}: every held lock, sorted by name (read)
+//	GET    /api/locks/{name}                          one lock; 404 when idle (read)
+//	POST   /api/locks/{name}/release                  force-release: holder gets ERROR 0x02 (release)
+//	DELETE /api/locks/{name}/waiters/{remote_addr}    kick one waiter: it gets ERROR 0x02 (kick)
 //
 // Lock names may contain '/', so {name} and {remote_addr} are single,
 // percent-encoded path segments ("nightly%2Fimport"). Routing is an
@@ -17,7 +18,15 @@
 // handler: net/http answers it with its own plain-text 400. Mount the
 // handler at the root of its own http.Server.
 //
-// The API has no authentication: serve it on a loopback address only.
+// Who may call what is Info.Access: without mutual TLS (OpenAccess) every
+// caller has every role, so such a port belongs on loopback; with it
+// (CertAccess) each endpoint needs the role shown above, granted to the
+// caller's certificate identity by the admin ACL, and a caller without it
+// gets 403 saying which role is missing and how to grant it. Refused calls
+// are logged (sampled) and counted (Info.Refusals). Force-release and kick
+// pass the caller's identity to the server as the operator, for the audit
+// log.
+//
 // Every read and change goes through the server's owner loop (Backend);
 // each call is bounded by the request's context and by CallTimeout. The
 // lock list is filtered and sorted here, off the loop.
@@ -25,7 +34,7 @@
 // The JSON bodies are declared in protocol/admin. Errors are JSON objects
 // {"error": "…"} (admin.ErrorResponse) saying what was wrong and what to
 // do, with status 400 (bad request, or a ?match= pattern too costly for
-// MatchBudget), 404 (no such lock, waiter or path),
+// MatchBudget), 403 (the caller lacks the role), 404 (no such lock, waiter or path),
 // 405 (wrong method, with an Allow header) or 503 (the server did not
 // answer).
 package adminhttp
@@ -43,7 +52,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
@@ -60,17 +72,19 @@ type Backend interface {
 	// Lock returns one lock; ok is false when it is idle.
 	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
-	ForceRelease(ctx context.Context, name string) (token uint64, ok bool, err error)
-	// KickWaiter removes one waiter; ok is false when there is no such waiter.
-	KickWaiter(ctx context.Context, name, remoteAddr string) (ok bool, err error)
+	// operator is the caller's identity, for the audit log.
+	ForceRelease(ctx context.Context, name, operator string) (token uint64, ok bool, err error)
+	// KickWaiter removes one waiter; ok is false when there is no such
+	// waiter. operator is the caller's identity, for the audit log.
+	KickWaiter(ctx context.Context, name, remoteAddr, operator string) (ok bool, err error)
 	// Stats is a snapshot of the server's counts.
 	Stats(ctx context.Context) (eventloop.Stats, error)
 }
 
 var _ Backend = (*eventloop.Server)(nil)
 
-// Info is the static part of GET /api/info: the version and the effective
-// configuration.
+// Info is the API's configuration: the static part of GET /api/info (the
+// version and the server's effective configuration), and who may call what.
 type Info struct {
 	Version   string
 	Started   time.Time // zero: when New was called
@@ -81,6 +95,14 @@ type Info struct {
 	TLS       bool
 	MTLS      bool
 	IOTimeout time.Duration
+
+	// Access decides each caller's identity and roles; nil is OpenAccess.
+	Access *Access
+	// Refusals counts the calls refused for want of a role; nil counts none.
+	Refusals Refusals
+	// Log receives one warning per refused call, sampled; the zero Logger
+	// writes nothing.
+	Log zerolog.Logger
 }
 
 // MatchBudget bounds the work of one ?match= filter: the sum, over the
@@ -101,23 +123,29 @@ func New(b Backend, info Info) http.Handler {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
-	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings())}
+	if info.Access == nil {
+		info.Access = OpenAccess()
+	}
+	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings()),
+		refusalLog: newRefusalLog(info.Log)}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in
 	// {name} and "%2E%2E" is the name "..", not a step up.
-	h.route("GET /api/info", h.getInfo)
-	h.route("GET /api/locks", h.listLocks)
-	h.route("GET /api/locks/{name}", h.getLock)
-	h.route("POST /api/locks/{name}/release", h.release)
-	h.route("DELETE /api/locks/{name}/waiters/{addr}", h.kick)
+	h.route("GET /api/whoami", 0, h.whoami)
+	h.route("GET /api/info", acl.RoleRead, h.getInfo)
+	h.route("GET /api/locks", acl.RoleRead, h.listLocks)
+	h.route("GET /api/locks/{name}", acl.RoleRead, h.getLock)
+	h.route("POST /api/locks/{name}/release", acl.RoleRelease, h.release)
+	h.route("DELETE /api/locks/{name}/waiters/{addr}", acl.RoleKick, h.kick)
 	return h
 }
 
 type handler struct {
-	b        Backend
-	info     Info
-	mux      *http.ServeMux
-	listings chan struct{} // a token per lock listing in progress
+	b          Backend
+	info       Info
+	mux        *http.ServeMux
+	listings   chan struct{}  // a token per lock listing in progress
+	refusalLog zerolog.Logger // refused calls, sampled
 }
 
 // maxListings bounds the lock listings served at once: matching, sorting
@@ -129,12 +157,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
 }
 
-// route registers one endpoint. Its handler writes to the real
-// ResponseWriter; only answers the mux makes itself go through muxWriter.
-func (h *handler) route(pattern string, serve http.HandlerFunc) {
+// route registers one endpoint, served to callers that have role (0: to
+// every caller). Its handler writes to the real ResponseWriter; only answers
+// the mux makes itself go through muxWriter.
+func (h *handler) route(pattern string, role acl.Role, serve http.HandlerFunc) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		serve(w.(*muxWriter).ResponseWriter, r)
+		w = w.(*muxWriter).ResponseWriter
+		if identity, has := h.info.Access.Caller(r); !has.Has(role) {
+			h.refuse(w, r, identity, has, role)
+			return
+		}
+		serve(w, r)
 	})
+}
+
+// operator is the caller's identity, which the audit log records for a
+// force-release or a kick.
+func (h *handler) operator(r *http.Request) string {
+	identity, _ := h.info.Access.Caller(r)
+	return identity
+}
+
+func (h *handler) whoami(w http.ResponseWriter, r *http.Request) {
+	identity, roles := h.info.Access.Caller(r)
+	writeJSON(w, http.StatusOK, admin.WhoAmI{Identity: identity, Roles: roles.Names()})
 }
 
 // muxWriter turns the ServeMux's own answers, plain-text 404 and 405 and
@@ -153,7 +199,7 @@ func (m *muxWriter) WriteHeader(status int) {
 	path := clip(m.r.URL.EscapedPath())
 	switch {
 	case status == http.StatusNotFound:
-		msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
+		msg := fmt.Sprintf("no such endpoint %s: the admin API serves /api/whoami, /api/info, /api/locks, /api/locks/{name}, /api/locks/{name}/release and /api/locks/{name}/waiters/{remote_addr}", path)
 		if strings.HasPrefix(m.r.URL.EscapedPath(), "/api/locks/") {
 			msg += "; a lock name containing '/' must be percent-encoded as one segment (nightly%2Fimport for nightly/import)"
 		}
@@ -306,7 +352,11 @@ func (h *handler) getLock(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
-	onLock(w, r, h.b.ForceRelease, func(name string, token uint64) any {
+	operator := h.operator(r)
+	forceRelease := func(ctx context.Context, name string) (uint64, bool, error) {
+		return h.b.ForceRelease(ctx, name, operator)
+	}
+	onLock(w, r, forceRelease, func(name string, token uint64) any {
 		return admin.ReleaseResponse{Lock: name, ReleasedToken: token}
 	})
 }
@@ -340,7 +390,7 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request) {
 	addr := r.PathValue("addr")
 	ctx, cancel := callContext(r)
 	defer cancel()
-	ok, err := h.b.KickWaiter(ctx, name, addr)
+	ok, err := h.b.KickWaiter(ctx, name, addr, h.operator(r))
 	if err != nil {
 		backendError(w, err)
 		return

@@ -492,6 +492,7 @@ type fake struct {
 	locks    []admin.LockInfo // what Locks returns
 	name     string
 	addr     string
+	operator string // of the last ForceRelease or KickWaiter
 	deadline bool
 	matched  bool // Locks was given a match function
 
@@ -529,13 +530,13 @@ func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, err
 	return admin.LockInfo{}, false, f.err
 }
 
-func (f *fake) ForceRelease(ctx context.Context, name string) (uint64, bool, error) {
-	f.name = name
+func (f *fake) ForceRelease(ctx context.Context, name, operator string) (uint64, bool, error) {
+	f.name, f.operator = name, operator
 	return 0, false, f.err
 }
 
-func (f *fake) KickWaiter(ctx context.Context, name, addr string) (bool, error) {
-	f.name, f.addr = name, addr
+func (f *fake) KickWaiter(ctx context.Context, name, addr, operator string) (bool, error) {
+	f.name, f.addr, f.operator = name, addr, operator
 	return true, f.err
 }
 

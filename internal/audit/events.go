@@ -78,12 +78,15 @@ func (r *Recorder) Denied(now time.Time, lock, identity string, remote net.Addr)
 	r.event(now, EventDenied, lock, identity, remote).Send()
 }
 
-// ForceRelease records an administrator taking a lock from its holder.
-func (r *Recorder) ForceRelease(now time.Time, lock, identity string, remote net.Addr, token uint64) {
-	r.event(now, EventForceRelease, lock, identity, remote).Uint64("token", token).Send()
+// ForceRelease records an administrator taking a lock from its holder:
+// identity and remote are the holder's, operator the administrator's
+// identity ("" without mutual TLS on the admin port).
+func (r *Recorder) ForceRelease(now time.Time, lock, identity string, remote net.Addr, token uint64, operator string) {
+	r.event(now, EventForceRelease, lock, identity, remote).Uint64("token", token).Str("operator", operator).Send()
 }
 
-// KickWaiter records an administrator removing a waiter from a queue.
-func (r *Recorder) KickWaiter(now time.Time, lock, identity string, remote net.Addr) {
-	r.event(now, EventKickWaiter, lock, identity, remote).Send()
+// KickWaiter records an administrator removing a waiter from a queue, as
+// ForceRelease does.
+func (r *Recorder) KickWaiter(now time.Time, lock, identity string, remote net.Addr, operator string) {
+	r.event(now, EventKickWaiter, lock, identity, remote).Str("operator", operator).Send()
 }

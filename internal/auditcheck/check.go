@@ -140,6 +140,7 @@ type line struct {
 	RemoteAddr string  `json:"remote_addr"`
 	Token      *uint64 `json:"token"` // decoded exactly: tokens are about 2^62
 	Reason     string  `json:"reason"`
+	Operator   string  `json:"operator"` // force_release, kick_waiter
 }
 
 // lockState is one held lock's holder while Check reads. A lock that is not

@@ -329,9 +329,9 @@ func TestCheckRecorderOutput(t *testing.T) {
 	const lock = "nightly/import"
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 	rec.Granted(now, lock, "", addr, t0+1, 0)
-	rec.ForceRelease(now, lock, "", addr, t0+1)
+	rec.ForceRelease(now, lock, "", addr, t0+1, "spiffe://prod/oncall/ana")
 	rec.Released(now, lock, "", addr, t0+1, time.Second, "force")
-	rec.KickWaiter(now, lock, "", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5001})
+	rec.KickWaiter(now, lock, "", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5001}, "spiffe://prod/oncall/bo")
 	rec.Denied(now, "secret", "cn=x", nil)
 	rec.Granted(now.Add(time.Second), lock, "", addr, t0+2, time.Second)
 	if err := log.Close(); err != nil {
@@ -345,5 +345,15 @@ func TestCheckRecorderOutput(t *testing.T) {
 	rep, err := Check(f)
 	if err != nil || !rep.OK() || rep.Lines != 6 || rep.MaxHeld != 1 || rep.MaxToken != t0+2 {
 		t.Fatalf("%v\n%s", err, rep)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	events, bad, err := Read(f)
+	if err != nil || len(bad) != 0 || len(events) != 6 {
+		t.Fatalf("Read: %d events, bad %v, %v", len(events), bad, err)
+	}
+	if events[1].Operator != "spiffe://prod/oncall/ana" || events[3].Operator != "spiffe://prod/oncall/bo" || events[0].Operator != "" {
+		t.Errorf("operators read back: %q, %q, %q; want the force_release's and the kick_waiter's", events[0].Operator, events[1].Operator, events[3].Operator)
 	}
 }

@@ -16,6 +16,10 @@ type Event struct {
 	Token      uint64
 	Reason     string // released: why (graceful, expired, shutdown…)
 	RemoteAddr string
+	// Operator is who asked for a force_release or a kick_waiter: the admin
+	// caller's certificate identity, "" without mutual TLS on the admin
+	// port, or in a log written before the server recorded it.
+	Operator string
 }
 
 // Read reads an audit stream (JSON lines, as the server writes them) with
@@ -38,7 +42,7 @@ func Read(r io.Reader) (events []Event, bad []LineError, err error) {
 			bad = append(bad, LineError{Line: n, Err: lineErr})
 			continue
 		}
-		ev := Event{Line: n, Time: at, Event: *l.Event, Reason: l.Reason, RemoteAddr: l.RemoteAddr}
+		ev := Event{Line: n, Time: at, Event: *l.Event, Reason: l.Reason, RemoteAddr: l.RemoteAddr, Operator: l.Operator}
 		if l.Lock != nil {
 			ev.Lock = *l.Lock
 		}

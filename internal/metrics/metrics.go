@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -26,6 +27,7 @@ type Metrics struct {
 	connectionsAccepted prometheus.Counter
 	acceptErrors        prometheus.Counter
 	evictions           prometheus.Counter
+	silentWaiterEvicts  prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
@@ -60,6 +62,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		connectionsAccepted: counter("connections_accepted_total", "Protocol connections accepted."),
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
 		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
+		silentWaiterEvicts:  counter("silent_waiters_evicted_total", "Waiters silent for -waiter-silence-limit closed at the descriptor limit, to accept a new connection."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -73,7 +76,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.evictions, m.tlsHandshakeErrors, m.heartbeats,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -143,6 +146,12 @@ func (m *Metrics) Evicted() {
 	m.evictions.Inc()
 }
 
+// SilentWaiterEvicted counts a waiter closed for its silence because no
+// descriptor was left for a new connection.
+func (m *Metrics) SilentWaiterEvicted() {
+	m.silentWaiterEvicts.Inc()
+}
+
 // TLSHandshakeError counts a failed or timed-out TLS handshake.
 func (m *Metrics) TLSHandshakeError() {
 	m.tlsHandshakeErrors.Inc()
@@ -173,4 +182,31 @@ func RegisterAudit(reg prometheus.Registerer, a AuditSource) {
 			Help: "Audit events in memory waiting for the destination, in bytes; events are dropped beyond 8 MiB."},
 			func() float64 { return float64(a.PendingBytes()) }),
 	)
+}
+
+// AdminMetrics count what the admin API refuses.
+type AdminMetrics struct {
+	refusals map[string]prometheus.Counter // by role; every series exists from the start
+}
+
+// RegisterAdmin creates the admin API's series and registers them on reg
+// (nil: unregistered, they still count).
+func RegisterAdmin(reg prometheus.Registerer) *AdminMetrics {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "monolock_admin_denials_total",
+		Help: "Admin API calls refused with 403 because the caller's identity lacks the role, by role."}, []string{"role"})
+	m := &AdminMetrics{refusals: map[string]prometheus.Counter{}}
+	for _, role := range acl.AllRoles.Names() {
+		m.refusals[role] = vec.WithLabelValues(role)
+	}
+	if reg != nil {
+		reg.MustRegister(vec)
+	}
+	return m
+}
+
+// AdminRefused counts an admin call refused for want of role.
+func (m *AdminMetrics) AdminRefused(role string) {
+	if c := m.refusals[role]; c != nil {
+		c.Inc()
+	}
 }

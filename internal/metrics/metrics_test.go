@@ -76,3 +76,37 @@ func count(t *testing.T, g prometheus.Gatherer) int {
 	}
 	return len(families)
 }
+
+// TestRegisterAdmin: every role's series exists from the start, at 0, and
+// counts its own refusals only.
+func TestRegisterAdmin(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := RegisterAdmin(reg)
+	m.AdminRefused("release")
+	m.AdminRefused("release")
+	m.AdminRefused("kick")
+	m.AdminRefused("no-such-role") // ignored, not a new series
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != "monolock_admin_denials_total" {
+			t.Errorf("unexpected family %s", mf.GetName())
+			continue
+		}
+		for _, s := range mf.Metric {
+			got[s.Label[0].GetValue()] = s.Counter.GetValue()
+		}
+	}
+	want := map[string]float64{"read": 0, "release": 2, "kick": 1}
+	if len(got) != len(want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	for role, v := range want {
+		if got[role] != v {
+			t.Errorf(`monolock_admin_denials_total{role=%q} = %v, want %v`, role, got[role], v)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package opshttp
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"testing"
@@ -11,7 +12,7 @@ import (
 // nothing goes only when no other waits, and only once Accept has given it
 // its grace.
 func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
-	l := LimitListener(&http.Server{}, nil, 3).(*limitListener)
+	l := LimitListener(&http.Server{}, nil, 3, nil).(*limitListener)
 	conns := make([]*limitConn, 3)
 	closed := map[*limitConn]bool{}
 	for i := range conns {
@@ -49,5 +50,27 @@ func TestEvictPrefersConnectionsThatSentSomething(t *testing.T) {
 	}
 	if got := evicted(true); got != fresh {
 		t.Fatalf("after the grace, eviction closed %p; want the fresh %p", got, fresh)
+	}
+}
+
+// Over TLS net/http tracks the *tls.Conn, not the limitConn under it: the
+// eviction still tells a silent connection (a TLS client that has sent no
+// byte of its hello) from one that has sent something.
+func TestEvictSeesThroughTLS(t *testing.T) {
+	l := LimitListener(&http.Server{}, nil, 1, nil).(*limitListener)
+	a, b := net.Pipe()
+	defer b.Close()
+	lc := &limitConn{Conn: a, release: func() {}}
+	tc := tls.Server(lc, &tls.Config{})
+	l.track(tc, http.StateNew)
+	if l.evict(false) {
+		t.Fatal("a TLS connection that has sent nothing was closed before its grace")
+	}
+	lc.heard.Store(true)
+	if !l.evict(false) {
+		t.Fatal("a TLS connection that has sent part of its handshake was not evicted")
+	}
+	if _, ok := l.waiting[tc]; ok {
+		t.Fatal("the evicted connection is still tracked")
 	}
 }

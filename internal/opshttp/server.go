@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/internal/fdgate"
 )
 
 // Limits bound an HTTP server of the ops or admin port. Its connections share
@@ -48,7 +50,11 @@ func MaxConns(nofile uint64) int {
 
 // NewServer returns an HTTP server for h within lim. Its own error lines
 // (accept errors, bad requests) go to log: error level, warn for TLS
-// handshake failures, which a client causes.
+// handshake failures, which a client causes. Over TLS (served on a
+// tls.NewListener) net/http bounds each handshake by the least of lim's
+// read and write timeouts, ReadHeaderTimeout by default, so a client that
+// stalls its handshake holds its connection no longer than one that stalls
+// its request header.
 func NewServer(h http.Handler, lim Limits, log zerolog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -61,18 +67,22 @@ func NewServer(h http.Handler, lim Limits, log zerolog.Logger) *http.Server {
 }
 
 // ErrorLog returns a standard logger that forwards each line to log, so that
-// net/http's messages follow -log-format like every other diagnostic.
+// net/http's messages follow -log-format like every other diagnostic. TLS
+// handshake failures, which any client can cause in a loop, are sampled.
 func ErrorLog(l zerolog.Logger) *log.Logger {
-	return log.New(errorWriter{l}, "", 0)
+	return log.New(errorWriter{log: l, handshakes: l.Sample(&zerolog.BurstSampler{Burst: handshakeErrorsPerSecond, Period: time.Second})}, "", 0)
 }
 
-type errorWriter struct{ log zerolog.Logger }
+// handshakeErrorsPerSecond bounds the log lines of failed TLS handshakes.
+const handshakeErrorsPerSecond = 10
+
+type errorWriter struct{ log, handshakes zerolog.Logger }
 
 func (w errorWriter) Write(p []byte) (int, error) {
 	msg := strings.TrimRight(string(p), "\n")
 	ev := w.log.Error()
 	if strings.Contains(msg, "TLS handshake error") {
-		ev = w.log.Warn()
+		ev = w.handshakes.Warn()
 	}
 	ev.Msg(msg)
 	return len(p), nil
@@ -89,12 +99,14 @@ func (w errorWriter) Write(p []byte) (int, error) {
 // is in, each bounded by hs's timeouts, make a new connection wait.
 // At the process's descriptor limit it accepts with a spare descriptor it
 // keeps for that (see spare.go), so probes are answered then too.
+// Without a spare it asks the lock port for a descriptor through gate, if
+// not nil (see package fdgate).
 // LimitListener sets hs.ConnState to learn each connection's state.
-func LimitListener(hs *http.Server, ln net.Listener, n int) net.Listener {
+func LimitListener(hs *http.Server, ln net.Listener, n int, gate *fdgate.Gate) net.Listener {
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
 		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
-		spare: newSpare(ln),
+		spare: newSpare(ln), gate: gate,
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -112,6 +124,7 @@ type limitListener struct {
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	spare     *spareDescriptor // for an accept at the descriptor limit (see spare.go)
+	gate      *fdgate.Gate     // asks the lock port for a descriptor without a spare; may be nil
 
 	mu        sync.Mutex
 	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)
@@ -209,7 +222,7 @@ func (l *limitListener) evict(silent bool) bool {
 	)
 	for c, seq := range l.waiting {
 		heard := true
-		if lc, ok := c.(*limitConn); ok {
+		if lc, ok := underLimit(c); ok {
 			heard = lc.heard.Load()
 		}
 		if oldest == nil || (heard && !oldestHeard) || (heard == oldestHeard && seq < since) {
@@ -222,6 +235,16 @@ func (l *limitListener) evict(silent bool) bool {
 	delete(l.waiting, oldest)
 	_ = oldest.Close() // under mu, so that track sees it no more
 	return true
+}
+
+// underLimit is the limitConn under c: c itself, or the connection a TLS
+// listener wrapped around it (net/http tracks the *tls.Conn).
+func underLimit(c net.Conn) (*limitConn, bool) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	return lc, ok
 }
 
 func (l *limitListener) Close() error {

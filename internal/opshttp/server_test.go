@@ -55,7 +55,7 @@ func (c lines) Write(p []byte) (int, error) {
 // TestErrorLogGoesThroughZerolog: net/http's own complaints come out as
 // structured lines, not as bare text on stderr.
 func TestErrorLogGoesThroughZerolog(t *testing.T) {
-	got := make(lines, 10)
+	got := make(lines, 200) // room for every line the sampling should drop
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.WriteHeader(http.StatusTeapot) // net/http logs the superfluous call
@@ -80,9 +80,18 @@ func TestErrorLogGoesThroughZerolog(t *testing.T) {
 	case <-time.After(safety):
 		t.Fatal("net/http's error line did not reach the zerolog logger")
 	}
-	_, _ = errorWriter{zerolog.New(got)}.Write([]byte("http: TLS handshake error from 127.0.0.1:5555: EOF\n"))
+	el := ErrorLog(zerolog.New(got))
+	el.Print("http: TLS handshake error from 127.0.0.1:5555: EOF\n")
 	if line := <-got; line["level"] != "warn" || line["message"] != "http: TLS handshake error from 127.0.0.1:5555: EOF" {
 		t.Errorf("TLS handshake line %v, want a warning without the newline", line)
+	}
+	// A client failing its handshakes in a loop: the burst is logged, then
+	// no more (the burst is 10 a second; these calls take microseconds).
+	for range 100 {
+		el.Print("http: TLS handshake error from 127.0.0.1:5555: EOF\n")
+	}
+	if n := len(got); n != handshakeErrorsPerSecond-1 {
+		t.Errorf("101 handshake errors logged %d lines after the first, want the rest of the burst, %d", n, handshakeErrorsPerSecond-1)
 	}
 }
 
@@ -93,7 +102,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := LimitListener(&http.Server{}, inner, 2) // no connection is ever idle
+	ln := LimitListener(&http.Server{}, inner, 2, nil) // no connection is ever idle
 	defer ln.Close()
 	accepted := make(chan net.Conn, 3)
 	go func() {
@@ -190,7 +199,7 @@ func TestIdleConnectionsYieldToNewOnes(t *testing.T) {
 			idle <- struct{}{}
 		}
 	}
-	ln := LimitListener(hs, inner, 2)
+	ln := LimitListener(hs, inner, 2, nil)
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 	addr := inner.Addr().String()
@@ -241,7 +250,7 @@ func TestEvictionOrder(t *testing.T) {
 	}
 	changes := make(chan change, 100)
 	hs.ConnState = func(c net.Conn, st http.ConnState) { changes <- change{c.RemoteAddr().String(), st} }
-	ln := LimitListener(hs, inner, 3)
+	ln := LimitListener(hs, inner, 3, nil)
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 	addr := inner.Addr().String()

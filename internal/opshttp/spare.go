@@ -87,9 +87,20 @@ func outOfDescriptors(err error) bool {
 }
 
 // accept accepts the next connection; at the descriptor limit it uses the
-// spare, and without one it tries again every acceptRetry until it succeeds
-// or the listener closes. Other errors are returned as they are.
+// spare, and without one it asks the gate for a descriptor and tries again
+// as soon as one is freed for it, or every acceptRetry, until it succeeds or
+// the listener closes. Other errors are returned as they are.
 func (l *limitListener) accept() (net.Conn, error) {
+	var freed <-chan struct{} // nil without a gate: never ready
+	if l.gate != nil {
+		freed = l.gate.Freed()
+	}
+	var done func() // set while the gate knows this listener wants one
+	defer func() {
+		if done != nil {
+			done()
+		}
+	}()
 	for {
 		l.spare.reserve()
 		c, err := l.Listener.Accept()
@@ -99,8 +110,12 @@ func (l *limitListener) accept() (net.Conn, error) {
 		if err == nil || !outOfDescriptors(err) {
 			return c, err
 		}
+		if done == nil && l.gate != nil {
+			done = l.gate.Want()
+		}
 		select {
 		case <-time.After(acceptRetry):
+		case <-freed:
 		case <-l.done:
 			return nil, net.ErrClosed
 		}

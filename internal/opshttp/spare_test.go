@@ -81,7 +81,7 @@ func serveWithoutDescriptors() {
 	hs := NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}), DefaultLimits(1024), zerolog.Nop())
-	ln := LimitListener(hs, inner, 4)
+	ln := LimitListener(hs, inner, 4, nil)
 	go func() { _ = hs.Serve(ln) }()
 
 	open, err := os.ReadDir("/proc/self/fd")

@@ -3,13 +3,15 @@
 // monolockctl decodes them. It depends on the standard library only, so a
 // client can import it without the server.
 //
+//	GET    /api/whoami                                WhoAmI
 //	GET    /api/info                                  ServerInfo
 //	GET    /api/locks[?match=GLOB]                    LockList
 //	GET    /api/locks/{name}                          LockInfo
 //	POST   /api/locks/{name}/release                  ReleaseResponse
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    KickResponse
 //
-// Every error answer is an ErrorResponse.
+// Every error answer is an ErrorResponse. A call the caller has no role for
+// is answered 403, saying which role is missing and how to grant it.
 //
 // Tokens are uint64 values up to about 2^62: decode them into integers, not
 // floating point, or they lose their low bits.
@@ -88,4 +90,21 @@ type KickResponse struct {
 // to do.
 type ErrorResponse struct {
 	Error string `json:"error"`
+}
+
+// The admin roles. Under mutual TLS on the admin port each call needs one,
+// granted to the caller's certificate identity by the admin ACL; without
+// mutual TLS every caller has all three.
+const (
+	RoleRead    = "read"    // the GET endpoints
+	RoleRelease = "release" // POST /api/locks/{name}/release
+	RoleKick    = "kick"    // DELETE /api/locks/{name}/waiters/{remote_addr}
+)
+
+// WhoAmI is the answer of GET /api/whoami, which needs no role: the caller's
+// identity (its client certificate's, "" without mutual TLS) and the roles
+// it has, in the order read, release, kick ([] when none).
+type WhoAmI struct {
+	Identity string   `json:"identity"`
+	Roles    []string `json:"roles"`
 }

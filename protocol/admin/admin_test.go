@@ -29,6 +29,8 @@ func TestFieldNames(t *testing.T) {
 		{admin.ReleaseResponse{Lock: "x", ReleasedToken: 9}, `{"lock":"x","released_token":9}`},
 		{admin.KickResponse{Lock: "x", Kicked: "127.0.0.1:1"}, `{"lock":"x","kicked":"127.0.0.1:1"}`},
 		{admin.ErrorResponse{Error: "e"}, `{"error":"e"}`},
+		{admin.WhoAmI{Identity: "spiffe://prod/oncall/ana", Roles: []string{admin.RoleRead, admin.RoleRelease, admin.RoleKick}}, `{"identity":"spiffe://prod/oncall/ana","roles":["read","release","kick"]}`},
+		{admin.WhoAmI{Identity: "", Roles: []string{}}, `{"identity":"","roles":[]}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

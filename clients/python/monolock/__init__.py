@@ -7,7 +7,7 @@ token that only grows. See README.md for examples.
 
 from . import fence
 from .client import Client, Lock
-from .errors import Busy, InvalidInput, LockLost, MonolockError, ProtocolViolation, ServerError, Unavailable
+from .errors import Busy, CertificateRefused, InvalidInput, LockLost, MonolockError, ProtocolViolation, ServerError, Unavailable
 
 __all__ = [
     "Client",
@@ -19,6 +19,7 @@ __all__ = [
     "ServerError",
     "LockLost",
     "ProtocolViolation",
+    "CertificateRefused",
     "fence",
 ]
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ import random
 import ssl
 from typing import Optional, Tuple, Union
 
-from .errors import Busy, InvalidInput, MonolockError, Unavailable
+from .errors import Busy, CertificateRefused, InvalidInput, MonolockError, Unavailable
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 
@@ -71,8 +71,42 @@ def retry_delay(err: MonolockError, backoff: Backoff, lease: float) -> Optional[
 
 
 def connect_error(addr: str, e: BaseException) -> MonolockError:
-    """A failed connect: a TLS verification failure is a configuration
-    problem (not retried); anything else may pass on a new attempt."""
+    """A failed connect: a certificate refused on either side is a
+    configuration problem (not retried); anything else may pass on a new
+    attempt."""
+    return certificate_refusal(addr, e) or Unavailable(f"monolock: cannot connect to {addr}: {e}")
+
+
+# The TLS alerts by which a server refuses the client's certificate, by
+# OpenSSL's name for them, and what to do about each. Under TLS 1.3 the
+# client's handshake is over before the server has checked its certificate,
+# so the alert arrives on the first read, not from the handshake.
+_CLIENT_CERTIFICATE_ALERTS = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the server requires a client certificate and none was sent: load one into the ssl_context (ctx.load_cert_chain(certfile, keyfile))",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED": "the server refused the client certificate as expired (or not yet valid): renew it",
+    "SSLV3_ALERT_CERTIFICATE_REVOKED": "the server refused the client certificate as revoked: get a new one",
+    "TLSV1_ALERT_UNKNOWN_CA": "the server does not trust the CA that signed the client certificate: use one signed by a CA of the server's -tls-client-ca",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the server refused the client certificate: check that a CA of the server's -tls-client-ca signed it, that it is valid now and allows clientAuth",
+    "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE": "the server refused the client certificate as unsupported: check its key type and that its extended key usage allows clientAuth",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the server refused the client certificate: check that a CA of the server's -tls-client-ca signed it, that it is valid now and allows clientAuth",
+}
+
+
+def certificate_refusal(addr: str, e: Optional[BaseException]) -> Optional[CertificateRefused]:
+    """The CertificateRefused for e when e is a TLS failure of certificate
+    verification on either side (the client refused the server's
+    certificate, or the server's alert refused the client's), else None.
+    Every other TLS failure (a handshake cut short, timed out or reset,
+    another alert) is left to be retried."""
     if isinstance(e, ssl.SSLCertVerificationError):
-        return MonolockError(f"monolock: TLS to {addr}: {e}: check the server certificate and the ssl_context's CA")
-    return Unavailable(f"monolock: cannot connect to {addr}: {e}")
+        return CertificateRefused(
+            f"monolock: TLS to {addr}: the server's certificate failed verification ({e.verify_message}): "
+            "check that the ssl_context trusts the CA that signed it (cafile=...), that it names the host in the address, and that it is valid now",
+            "CERTIFICATE_VERIFY_FAILED",
+        )
+    if isinstance(e, ssl.SSLError):
+        reason = getattr(e, "reason", None) or ""
+        hint = _CLIENT_CERTIFICATE_ALERTS.get(reason)
+        if hint is not None:
+            return CertificateRefused(f"monolock: TLS to {addr}: {hint} (TLS alert {reason})", reason)
+    return None

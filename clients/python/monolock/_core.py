@@ -66,21 +66,27 @@ class Session:
         """Bytes read from the server."""
         if self.ended:
             return  # gave up: nothing the server says changes that
-        try:
-            frames = self._frames.feed(data)
-        except ValueError as e:
-            self._violation(str(e), now)
-            return
-        for typ, token, code, reason in frames:
-            if self.ended:
+        self._frames.feed(data)
+        while not self.ended:  # an ERROR ends it: what follows is not read
+            try:
+                frame = self._frames.next()
+            except ValueError as e:
+                self._violation(str(e), now)
                 return
-            self._frame(typ, token, code, reason, now)
+            if frame is None:
+                return
+            self._frame(*frame, now)
 
     def eof(self, now: float, detail: str = "closed by the server") -> None:
         """The connection ended (end of stream or a failed read or write):
         lost at once, closed at once."""
+        self.fail(Unavailable(f"monolock: connection lost: {detail}"), now)
+
+    def fail(self, err: MonolockError, now: float) -> None:
+        """The connection ended with err (a lost connection, a certificate
+        the server refused): lost at once, closed at once."""
         if not self.ended:
-            self._end(Unavailable(f"monolock: connection lost: {detail}"), now, close_now=True)
+            self._end(err, now, close_now=True)
         self._close_by = now
 
     def release(self, now: float) -> None:

@@ -1,5 +1,5 @@
 """TLS session resumption for the threaded client: the session of a Client's
-latest TLS connection is offered to its next one, so that a fleet
+latest full TLS handshake is offered to its next connections, so that a fleet
 reconnecting after a restart or a failover costs the server an abbreviated
 handshake instead of a full (mutual-)TLS one."""
 
@@ -45,7 +45,19 @@ class SessionCache:
         """Keeps tls's session for the next connection if the server issued a
         ticket for it. Call it once the connection has read data: under TLS
         1.3 the ticket comes after the handshake, and OpenSSL takes it in
-        while reading. True once a ticket was kept."""
+        while reading. True once a ticket was kept.
+
+        A connection that resumed the saved session keeps offering that one:
+        its fresh ticket is not read. Reading ``SSLSocket.session`` leaks a
+        copy of the session in CPython's ssl module (about 7 KiB a read in
+        3.11 with OpenSSL 3.0), so it is read once per full handshake, not
+        once per lock. The server takes a ticket more than once until it
+        expires or its key rotates out; then the connection makes a full
+        handshake and its session is read and kept instead."""
+        if tls.session_reused:
+            with self._mu:
+                if self._session is not None:
+                    return True
         try:
             session = tls.session
         except (OSError, ValueError):

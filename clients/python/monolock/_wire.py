@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import List, Optional, Tuple, Union
+from typing import Optional, Tuple, Union
 
 from .errors import InvalidInput
 
@@ -73,24 +73,21 @@ Frame = Tuple[int, int, int, str]
 
 
 class FrameReader:
-    """Whole frames out of a byte stream split anywhere (rule 2)."""
+    """Whole frames out of a byte stream split anywhere (rule 2), one at a
+    time, so that a frame is acted on before the bytes after it are looked
+    at: an ERROR followed by junk in the same read is still that ERROR."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> List[Frame]:
-        """Adds bytes and returns every frame they complete. Raises
+    def feed(self, data: bytes) -> None:
+        """Adds bytes read from the server."""
+        self._buf += data
+
+    def next(self) -> Optional[Frame]:
+        """The next whole frame, or None until more bytes come. Raises
         ValueError with the offending type byte on a frame type the protocol
         does not have."""
-        self._buf += data
-        out: List[Frame] = []
-        while True:
-            frame = self._next()
-            if frame is None:
-                return out
-            out.append(frame)
-
-    def _next(self) -> Optional[Frame]:
         buf = self._buf
         if not buf:
             return None

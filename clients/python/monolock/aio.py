@@ -2,18 +2,20 @@
 
 Each lock is one connection driven by the event loop itself: an
 ``asyncio.Protocol`` is its permanent reader, and one timer handle schedules
-the heartbeats and the give-up. No thread and no extra task per lock.
+the heartbeats and the give-up. No thread per lock; one parked task per held
+lock, which releases it if its event loop ends first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+import warnings
 from types import TracebackType
 from typing import Awaitable, Callable, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, retry_delay, split_address, wait_seconds
 from ._core import Session
 from .errors import Busy, LockLost, MonolockError, Unavailable
 
@@ -23,8 +25,9 @@ T = TypeVar("T")
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop, addr: str = "") -> None:
         self.session = session
+        self.addr = addr  # for the errors' messages
         self.loop = loop
         self.transport: Optional[asyncio.Transport] = None
         self.changed = asyncio.Event()  # set at every state change; waiters clear it
@@ -51,8 +54,13 @@ class _Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        if not self.session.close_due(self.loop.time()):
-            self.session.eof(self.loop.time(), f"{exc}" if exc else "closed")
+        now = self.loop.time()
+        if not self.session.close_due(now):
+            refused = certificate_refusal(self.addr, exc)  # the server's alert refusing our certificate
+            if refused is not None:
+                self.session.fail(refused, now)
+            else:
+                self.session.eof(now, f"{exc}" if exc else "closed")
         if self._timer is not None:
             self._timer.cancel()
         self.lost.set()
@@ -61,6 +69,28 @@ class _Connection(asyncio.Protocol):
             self.closed.set_result(None)
 
     # --- driving the session -------------------------------------------
+
+    async def release_at_loop_end(self, name: str) -> None:
+        """The guard of a granted lock: a task that waits for the connection
+        to close. asyncio.run() cancels the tasks still pending when its
+        coroutine returns, and closes the loop after, which would leave the
+        connection open with nothing to heartbeat or close it: the server
+        would keep the lock a whole lease, and the socket would stay open.
+        Cancelled while the connection is open, it ends the claim (lost,
+        closed at once) and warns: a lock lives within its event loop."""
+        try:
+            await asyncio.shield(self.closed)
+        except asyncio.CancelledError:
+            if not self.closed.done():
+                warnings.warn(
+                    f"monolock: lock {name!r} was still held when its task was cancelled or its event loop ended "
+                    "(asyncio.run() returned): released it; release a lock, or leave its async with, within its event loop",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
+                self.session.fail(MonolockError(f"monolock: lock {name!r} released: its event loop ended (or its guard task was cancelled) while it was held"), self.loop.time())
+                self._after()
+            raise
 
     def release(self) -> None:
         self.release_asked = True
@@ -86,7 +116,12 @@ class _Connection(asyncio.Protocol):
         if s.close_due(self.loop.time()):
             if self._timer is not None:
                 self._timer.cancel()
-            t.close()
+            # abort(), not close(): over TLS, close() sends close_notify and
+            # keeps the socket open until the peer answers it, up to asyncio's
+            # 30 s SSL shutdown timeout, which a silent or stopped server
+            # never does. Nothing left to write matters once the claim ends,
+            # and the threaded client closes the same way (no close_notify).
+            t.abort()
             return
         wake = s.next_wakeup()
         if self._timer is not None:
@@ -119,6 +154,7 @@ class Lock:
         self.name = name
         self._conn = conn
         self.lost = conn.lost
+        self._guard: Optional["asyncio.Task[None]"] = None  # see _Connection.release_at_loop_end
 
     @property
     def token(self) -> int:
@@ -166,7 +202,7 @@ class Client:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Connection(session, loop),
+                    lambda: _Connection(session, loop, self.addr),
                     self._host,
                     self._port,
                     ssl=self._ssl,
@@ -189,6 +225,7 @@ class Client:
         except BaseException:
             await lock.release()
             raise
+        lock._guard = loop.create_task(conn.release_at_loop_end(name))  # pyright: ignore[reportPrivateUsage]
         return lock
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":

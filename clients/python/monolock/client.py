@@ -11,10 +11,10 @@ from types import TracebackType
 from typing import Callable, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, connect_error, retry_delay, split_address, wait_seconds
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, retry_delay, split_address, wait_seconds
 from ._core import Session
 from ._resume import SessionCache
-from .errors import Busy, LockLost, MonolockError, Unavailable
+from .errors import Busy, CertificateRefused, LockLost, MonolockError, Unavailable
 
 T = TypeVar("T")
 
@@ -32,8 +32,11 @@ class Lock:
     (``None`` after a plain release).
     """
 
-    def __init__(self, name: str, sock: socket.socket, session: Session, wait: Optional[float], tls_sessions: Optional[SessionCache] = None) -> None:
+    def __init__(
+        self, name: str, sock: socket.socket, session: Session, wait: Optional[float], tls_sessions: Optional[SessionCache] = None, addr: str = ""
+    ) -> None:
         self.name = name
+        self._addr = addr  # for the errors' messages
         self._sock = sock
         self._session = session
         self._tls_sessions = tls_sessions if isinstance(sock, ssl.SSLSocket) else None
@@ -171,7 +174,7 @@ class Lock:
         except (ssl.SSLWantReadError, BlockingIOError, socket.timeout):
             return
         except OSError as e:
-            s.eof(time.monotonic(), f"read: {e}")
+            self._failed("read", e)
             return
         if not data:
             s.eof(time.monotonic())
@@ -199,9 +202,36 @@ class Lock:
             self._sock.settimeout(max(0.001, s.deadline - time.monotonic()))
             self._sock.sendall(data)
         except OSError as e:
-            s.eof(time.monotonic(), f"write: {e}")
+            self._failed("write", e)
         finally:
             self._sock.settimeout(0)
+
+    def _failed(self, op: str, e: OSError) -> None:
+        """A read or write failed: the connection is lost, or, when it was
+        the server's TLS alert refusing the client's certificate, the lock
+        can never be had with this certificate."""
+        refused = certificate_refusal(self._addr, e)
+        if refused is None and op == "write":
+            refused = self._pending_refusal()
+        if refused is not None:
+            self._session.fail(refused, time.monotonic())
+        else:
+            self._session.eof(time.monotonic(), f"{op}: {e}")
+
+    def _pending_refusal(self) -> Optional[CertificateRefused]:
+        """The server's TLS alert refusing the client's certificate, when a
+        write failed because the server had already closed: under TLS 1.3
+        the alert comes after the client's handshake is over, so the write of
+        ACQUIRE may meet the closed connection before a read meets the alert,
+        which is still to be read."""
+        if not isinstance(self._sock, ssl.SSLSocket):
+            return None
+        try:
+            self._sock.settimeout(0)
+            self._sock.recv(_READ_SIZE)
+        except OSError as e:
+            return certificate_refusal(self._addr, e)
+        return None
 
     def _publish(self) -> None:
         s = self._session
@@ -219,7 +249,7 @@ class Client:
     ``ssl_context`` turns on TLS (and mutual TLS when it carries a client
     certificate); ``connect_timeout`` bounds the TCP connect and the TLS
     handshake. With TLS the client keeps the session ticket of its latest
-    connection and offers it on the next one, so reconnecting costs the
+    full handshake and offers it on the next connections, so reconnecting costs the
     server an abbreviated handshake when it can resume (see
     :attr:`Lock.tls_resumed`).
     """
@@ -240,7 +270,7 @@ class Client:
         limit = wait_seconds(wait)
         raw = _wire.name_bytes(name)
         ms = _wire.lease_ms(lease)
-        return Lock(name, self._connect(), Session(raw, lease, ms), limit, self._tls_sessions)
+        return Lock(name, self._connect(), Session(raw, lease, ms), limit, self._tls_sessions, self.addr)
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
         """``with client.lock(name) as lock:`` acquires on entry and releases
@@ -253,8 +283,9 @@ class Client:
         Failures before ``fn`` starts are retried as the rules say: after a
         random wait of at most min(1 s, lease/4) after "server shutting down"
         (0x01), with backoff after other server conditions and lost
-        connections; client errors (0x10 and above),
-        invalid input and Busy are raised. ``fn`` runs at most once: watch
+        connections; client errors (0x10 and above), a certificate refused
+        on either side (:class:`CertificateRefused`), invalid input and Busy
+        are raised. ``fn`` runs at most once: watch
         ``lock.lost`` (or call ``lock.valid()``) and stop when it is set. If
         the lock was lost while ``fn`` ran, run raises :class:`LockLost` once
         ``fn`` has returned."""

@@ -16,6 +16,7 @@ __all__ = [
     "ServerError",
     "LockLost",
     "ProtocolViolation",
+    "CertificateRefused",
 ]
 
 
@@ -60,6 +61,20 @@ class ProtocolViolation(MonolockError):
     """The server sent something the protocol does not allow at that point
     (an unknown frame type, an unasked reply, WAITING after ACQUIRED, a
     changed token). The client trusts nothing after it."""
+
+
+class CertificateRefused(MonolockError):
+    """A TLS handshake refused by certificate verification, on either side:
+    the server did not accept the client's certificate (none sent, expired,
+    revoked, signed by a CA it does not trust), or the client did not accept
+    the server's. Another attempt meets the same refusal, so ``run`` raises
+    it at once: fix the certificates or the ``ssl_context``. ``reason`` is
+    OpenSSL's name for the failure (``TLSV1_ALERT_UNKNOWN_CA``,
+    ``CERTIFICATE_VERIFY_FAILED``, ...)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class LockLost(MonolockError):

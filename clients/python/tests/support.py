@@ -7,6 +7,7 @@ import os
 import queue
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -48,15 +49,43 @@ async def aheld_past(lock: monolock.aio.Lock, t: float, timeout: float = 10.0) -
     return await lock._conn.wait_for(lambda: s.deadline >= t + s.timeout, timeout) and not s.ended
 
 
+def _openssl(*args: str, cwd: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d: str) -> None:
+    """A CA, a server certificate for 127.0.0.1, a client certificate and an
+    expired one (client-expired), in d."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    _openssl("req", "-x509", "-new", *ec, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "1",
+             "-subj", "/CN=test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    for name, ext, days in (
+        ("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n", "1"),
+        ("client", "subjectAltName=URI:spiffe://test/worker\nextendedKeyUsage=clientAuth\n", "1"),
+        ("client-expired", "subjectAltName=URI:spiffe://test/worker\nextendedKeyUsage=clientAuth\n", "-1"),
+    ):
+        _openssl("req", "-new", *ec, "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        with open(os.path.join(d, f"{name}.ext"), "w") as f:
+            f.write(ext)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
+                 "-CAcreateserial", "-days", days, "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+
+
 class FakeServer:
     """A listener on 127.0.0.1 port 0; each accepted connection goes to a
-    queue for the test to script."""
+    queue for the test to script. With ssl_context (a server context) each
+    connection completes the TLS handshake first; one whose handshake fails
+    (the context refused the client's certificate) is closed and not
+    queued."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.conns: "queue.Queue[socket.socket]" = queue.Queue()
         self.accepted: List[socket.socket] = []
+        self.refused: "queue.Queue[ssl.SSLError]" = queue.Queue()
+        self._ssl = ssl_context
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -67,6 +96,17 @@ class FakeServer:
                 return
             c.settimeout(10)
             self.accepted.append(c)
+            if self._ssl is not None:
+                try:
+                    c = self._ssl.wrap_socket(c, server_side=True)
+                except ssl.SSLError as e:
+                    c.close()
+                    self.refused.put(e)
+                    continue
+                except OSError:
+                    c.close()
+                    continue
+                self.accepted.append(c)
             self.conns.put(c)
 
     def next(self, timeout: float = 10) -> socket.socket:
@@ -81,6 +121,36 @@ class FakeServer:
         self.sock.close()
         for c in self.accepted:
             c.close()
+
+
+def rss_kib() -> Optional[int]:
+    """This process's resident set size in KiB, None where /proc is not there."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def tcp_closed(c: socket.socket, timeout: float = 10.0) -> bool:
+    """Whether the peer of the server-side TLS socket c closed the TCP
+    connection itself (not just sent close_notify) within timeout: reads the
+    raw bytes under the TLS layer until the end of the stream."""
+    raw = socket.socket(fileno=os.dup(c.fileno()))
+    raw.settimeout(timeout)
+    try:
+        while raw.recv(4096):
+            pass
+        return True
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        raw.close()
 
 
 def _read_exact(c: socket.socket, n: int) -> bytes:

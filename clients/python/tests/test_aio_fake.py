@@ -58,6 +58,19 @@ class AioFakeServerTest(unittest.TestCase):
 
         self.run_async(main())
 
+    def test_error_followed_by_junk_in_one_write(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.acquire("job", lease=2.0))
+            c = await self.next_acquire()
+            c.sendall(error(0x18, "not authorized for lock") + b"\x7e\xff")
+            with self.assertRaises(monolock.ServerError) as cm:
+                await task
+            self.assertEqual(cm.exception.code, 0x18)
+            self.assertEqual(c.recv(1), b"")  # closed at once
+
+        self.run_async(main())
+
     def test_give_up_keeps_connection_until_release(self) -> None:
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr)
@@ -81,9 +94,50 @@ class AioFakeServerTest(unittest.TestCase):
 
         self.run_async(main())
 
+    def test_close_does_not_wait_for_the_peer(self) -> None:
+        # Over TLS, transport.close() waits for the peer's close_notify (up to
+        # asyncio's 30 s SSL shutdown timeout): every close is an abort().
+        from monolock import _wire
+        from monolock._core import Session
+        from monolock.aio import _Connection  # pyright: ignore[reportPrivateUsage]
+
+        loop = asyncio.new_event_loop()
+        self.addCleanup(loop.close)
+        for end in ("release", "error", "eof"):
+            with self.subTest(end=end):
+                t = _RecordingTransport()
+                conn = _Connection(Session(b"job", 2.0, _wire.lease_ms(2.0)), loop)
+                conn.connection_made(t)
+                conn.data_received(acquired(7))
+                if end == "release":
+                    conn.release()
+                elif end == "error":
+                    conn.data_received(error(0x02))
+                else:
+                    conn.eof_received()
+                self.assertEqual(t.ends, ["abort"])
+
     @staticmethod
     async def _noop(lock: monolock.aio.Lock) -> None:
         return None
+
+
+class _RecordingTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: "list[str]" = []
+
+    def write(self, data: "bytes | bytearray | memoryview") -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return bool(self.ends)
+
+    def close(self) -> None:
+        self.ends.append("close")
+
+    def abort(self) -> None:
+        self.ends.append("abort")
 
 
 if __name__ == "__main__":

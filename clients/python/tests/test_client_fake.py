@@ -82,6 +82,19 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(cm.exception.reason, "lock name is not valid UTF-8")
         self.assertEqual(len(self.srv.accepted), 1)  # run() has returned: no retry can follow
 
+    def test_error_followed_by_junk_in_one_write(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 2.0)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(error(0x18, "not authorized for lock") + b"\x7e\xff")
+            with self.assertRaises(monolock.ServerError) as cm:
+                fut.result(timeout=5)
+        self.assertEqual(cm.exception.code, 0x18)
+        self.assertEqual(c.recv(1), b"")  # closed at once
+
     def test_run_retries_server_conditions(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 

@@ -3,8 +3,10 @@
 import unittest
 from math import inf, nextafter
 
-from monolock import Busy, ProtocolViolation, ServerError, Unavailable, _wire
-from monolock._common import Backoff, retry_delay, shutdown_jitter
+import ssl
+
+from monolock import Busy, CertificateRefused, ProtocolViolation, ServerError, Unavailable, _wire
+from monolock._common import Backoff, certificate_refusal, connect_error, retry_delay, shutdown_jitter
 from monolock._core import Session
 from monolock._schedule import HeartbeatSchedule
 
@@ -46,6 +48,52 @@ class RetryTest(unittest.TestCase):
         self.assertTrue(0.05 <= d <= 0.1)
         self.assertIsNone(retry_delay(ServerError(0x16, "bad name"), Backoff(), 2.0))
         self.assertIsNone(retry_delay(Busy("held"), Backoff(), 2.0))
+
+
+def ssl_error(reason: str) -> ssl.SSLError:
+    """An SSLError as the ssl module raises it for OpenSSL's reason."""
+    e = ssl.SSLError(1, f"[SSL: {reason}] ({reason.lower()})")
+    e.reason = reason  # pyright: ignore[reportAttributeAccessIssue]
+    return e
+
+
+class CertificateRefusalTest(unittest.TestCase):
+    def test_a_refused_certificate_is_not_retried(self) -> None:
+        verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+        verify.verify_message = "unable to get local issuer certificate"
+        for e in (
+            verify,
+            ssl_error("TLSV13_ALERT_CERTIFICATE_REQUIRED"),  # no client certificate
+            ssl_error("TLSV1_ALERT_UNKNOWN_CA"),  # signed by a CA the server does not trust
+            ssl_error("SSLV3_ALERT_CERTIFICATE_EXPIRED"),
+            ssl_error("SSLV3_ALERT_BAD_CERTIFICATE"),  # Go's alert for most verification failures
+            ssl_error("SSLV3_ALERT_CERTIFICATE_REVOKED"),
+            ssl_error("SSLV3_ALERT_UNSUPPORTED_CERTIFICATE"),
+            ssl_error("SSLV3_ALERT_CERTIFICATE_UNKNOWN"),
+        ):
+            with self.subTest(e=e):
+                err = certificate_refusal("127.0.0.1:7070", e)
+                self.assertIsInstance(err, CertificateRefused)
+                assert err is not None
+                self.assertIn("127.0.0.1:7070", str(err))
+                self.assertIsNone(retry_delay(err, Backoff(), 2.0))
+                self.assertIsInstance(connect_error("127.0.0.1:7070", e), CertificateRefused)
+
+    def test_other_tls_failures_are_retried(self) -> None:
+        for e in (
+            ssl_error("SSLV3_ALERT_HANDSHAKE_FAILURE"),
+            ssl_error("UNEXPECTED_EOF_WHILE_READING"),
+            ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
+            ConnectionResetError(104, "Connection reset by peer"),
+            TimeoutError("_ssl.c:990: The handshake operation timed out"),
+            None,
+        ):
+            with self.subTest(e=e):
+                self.assertIsNone(certificate_refusal("127.0.0.1:7070", e))
+                if e is not None:
+                    err = connect_error("127.0.0.1:7070", e)
+                    self.assertIsInstance(err, Unavailable)
+                    self.assertIsNotNone(retry_delay(err, Backoff(), 2.0))
 
 
 class ScheduleTest(unittest.TestCase):
@@ -161,6 +209,29 @@ class SessionTest(unittest.TestCase):
         s.start(0.0)
         s.receive(bytes([0x13, 0x7F, 1]) + b"x", 0.1)
         self.assertIsInstance(s.error, ServerError)
+
+    def test_error_followed_by_junk_keeps_its_code(self) -> None:
+        # The ERROR ends the session: the bytes after it in the same read are
+        # not looked at, so the caller gets the ERROR, not a violation.
+        for code, want in ((0x02, Unavailable), (0x18, ServerError)):
+            for granted in (False, True):
+                with self.subTest(code=code, granted=granted):
+                    s = session()
+                    s.start(0.0)
+                    if granted:
+                        s.receive(acquired(7), 0.0)
+                    s.receive(bytes([0x13, code, 2]) + b"no" + b"\x7e\xff junk", 0.1)
+                    self.assertIsInstance(s.error, want)
+                    self.assertEqual(getattr(s.error, "code"), code)
+                    self.assertTrue(s.close_due(0.1))
+
+    def test_frames_before_junk_are_applied(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(acquired(7) + b"\x7e", 0.1)
+        self.assertEqual(s.token, 7)
+        self.assertTrue(s.granted)
+        self.assertIsInstance(s.error, ProtocolViolation)
 
     def test_violation_closes_once_work_stopped(self) -> None:
         for bad in (b"\x7e", WAITING, acquired(8)):

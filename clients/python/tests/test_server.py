@@ -4,6 +4,7 @@ import asyncio
 import threading
 import time
 import unittest
+import warnings
 
 import monolock
 import monolock.aio
@@ -90,6 +91,32 @@ class RealServerTest(unittest.TestCase):
                 await client.acquire("", lease=1.0)
 
         asyncio.run(main())
+
+    def test_aio_lock_returned_out_of_asyncio_run_is_released(self) -> None:
+        client = monolock.aio.Client(self.srv.addr)
+        with self.assertWarns(RuntimeWarning) as cm:
+            lock = asyncio.run(client.acquire("escaped", lease=60.0))
+        self.assertIn("'escaped'", str(cm.warning))
+        self.assertTrue(lock.lost.is_set())
+        self.assertFalse(lock.valid())
+        self.assertIsInstance(lock.error, monolock.MonolockError)
+        # Released by the close, not by the server's expiry a 60 s lease later.
+        self.client.acquire("escaped", lease=2.0, wait=10.0).release()
+
+    def test_aio_no_warning_for_a_lock_released_in_its_loop(self) -> None:
+        client = monolock.aio.Client(self.srv.addr)
+
+        async def main() -> None:
+            lock = await client.acquire("kept", lease=2.0)
+            await lock.release()
+            await client.run("kept", self._token)
+            async with client.lock("kept"):
+                pass
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            asyncio.run(main())
+        self.assertEqual([str(w.message) for w in seen], [])
 
     @staticmethod
     async def _token(lock: monolock.aio.Lock) -> int:

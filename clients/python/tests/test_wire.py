@@ -38,19 +38,34 @@ class EncodeTest(unittest.TestCase):
 class FrameReaderTest(unittest.TestCase):
     STREAM = bytes.fromhex("11" + "12" + "8000000000000001" + "13" + "02" + "00" + "13" + "7f" + "03") + "é!".encode()
 
+    @staticmethod
+    def drain(r: _wire.FrameReader) -> "list[_wire.Frame]":
+        out = []
+        while True:
+            frame = r.next()
+            if frame is None:
+                return out
+            out.append(frame)
+
     def test_split_at_every_byte(self) -> None:
         r = _wire.FrameReader()
         frames = []
         for i in range(len(self.STREAM)):
-            frames += r.feed(self.STREAM[i : i + 1])
+            r.feed(self.STREAM[i : i + 1])
+            frames += self.drain(r)
         self.assertEqual(frames, self.expected())
 
     def test_coalesced(self) -> None:
-        self.assertEqual(_wire.FrameReader().feed(self.STREAM), self.expected())
+        r = _wire.FrameReader()
+        r.feed(self.STREAM)
+        self.assertEqual(self.drain(r), self.expected())
 
-    def test_unknown_type(self) -> None:
+    def test_unknown_type_after_whole_frames(self) -> None:
+        r = _wire.FrameReader()
+        r.feed(bytes([0x13, 0x02, 0]) + b"\x7e")
+        self.assertEqual(r.next(), (0x13, 0, 0x02, ""))  # the ERROR first, then the junk
         with self.assertRaisesRegex(ValueError, "0x7e"):
-            _wire.FrameReader().feed(b"\x7e")
+            r.next()
 
     @staticmethod
     def expected():  # type: ignore[no-untyped-def]

@@ -6,12 +6,17 @@
 //
 // It records every attempt, admitted or not, in the order the attempts were
 // decided, with what the harnesses' checks read: lock, token, writer, time
-// and the largest token admitted before. One mutex orders the attempts, so
-// "the old holder's last write came after the new holder's first" is read
-// off one clock in one order. The store is any Fence (fence.Memory unless
-// Options say otherwise), so a harness can put a database behind it; the
-// mutex is held across the store's Admit, which keeps that order at the
-// price of one write at a time.
+// and the largest token admitted before. One mutex per lock orders that
+// lock's attempts, so "the old holder's last write came after the new
+// holder's first" is read off one clock in one order. The store is any Fence
+// (fence.Memory unless Options say otherwise), so a harness can put a
+// database behind it; a lock's mutex is held across the store's Admit, which
+// keeps that order at the price of one write at a time per lock. Attempts on
+// different locks do not wait for each other, as they would not on a real
+// resource: a single mutex would queue every holder behind every other
+// lock's database transaction, and on a loaded machine stretch the time
+// between a holder's check of its lock and its write's landing far beyond
+// the write's own.
 package fenced
 
 import (
@@ -43,7 +48,8 @@ type Write struct {
 type Options struct {
 	// Store decides every admit; a new fence.Memory when nil.
 	Store fence.Fence
-	// Now stamps the attempts; time.Now when nil.
+	// Now stamps the attempts; time.Now when nil. Attempts on different
+	// locks call it concurrently.
 	Now func() time.Time
 }
 
@@ -52,8 +58,9 @@ type Resource struct {
 	store fence.Fence
 	now   func() time.Time
 
-	mu      sync.Mutex
-	highest map[string]uint64 // largest token admitted through this resource
+	mu      sync.Mutex             // guards the fields below
+	order   map[string]*sync.Mutex // per lock: held across an attempt, store included
+	highest map[string]uint64      // largest token admitted through this resource
 	writes  []Write
 	stale   int
 	written map[string]chan struct{} // closed at a writer's first attempt
@@ -67,23 +74,40 @@ func New(o Options) *Resource {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Resource{store: o.Store, now: o.Now, highest: map[string]uint64{}, written: map[string]chan struct{}{}}
+	return &Resource{store: o.Store, now: o.Now, order: map[string]*sync.Mutex{}, highest: map[string]uint64{}, written: map[string]chan struct{}{}}
 }
 
 // Write attempts one write to lock with token and records it. The Write it
 // returns says whether the store admitted it; an error from the store other
 // than a stale token is also recorded as not accepted (Err says why).
+//
+// Attempts on one lock are decided one at a time, in Seq order; an attempt
+// waits for no other lock's.
 func (r *Resource) Write(ctx context.Context, lock, writer string, token uint64) Write {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	hi := r.highest[lock]
+	order := r.order[lock]
+	if order == nil {
+		order = &sync.Mutex{}
+		r.order[lock] = order
+	}
+	r.mu.Unlock()
+
+	order.Lock()
+	defer order.Unlock()
+	r.mu.Lock()
+	hi := r.highest[lock] // as the attempts on lock before this one left it
+	r.mu.Unlock()
 	err := r.store.Admit(ctx, lock, token)
+	at := r.now().Round(0)
 	var se *fence.StaleError
 	if errors.As(err, &se) && se.Highest > hi {
 		hi = se.Highest
 	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	w := Write{Seq: len(r.writes), Lock: lock, Token: token, Writer: writer,
-		At: r.now().Round(0), Accepted: err == nil, Highest: hi, Err: err}
+		At: at, Accepted: err == nil, Highest: hi, Err: err}
 	if err == nil {
 		r.highest[lock] = max(hi, token)
 	} else if errors.Is(err, fence.ErrStale) {

@@ -142,3 +142,43 @@ func TestConcurrentHistoryIsOrdered(t *testing.T) {
 		t.Fatalf("%d refused, %d counted stale; want equal and not 0", refused, stale)
 	}
 }
+
+// blockingStore is a fence.Memory whose admits for one lock wait until
+// released.
+type blockingStore struct {
+	fence.Memory
+	lock    string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) Admit(ctx context.Context, lock string, token uint64) error {
+	if lock == s.lock {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.Memory.Admit(ctx, lock, token)
+}
+
+// A write whose store is slow holds up no write on another lock (with one
+// mutex for all locks this test never ends), and the next write on its own
+// lock is decided after it.
+func TestAttemptsWaitOnlyForTheirLock(t *testing.T) {
+	store := &blockingStore{lock: "slow", entered: make(chan struct{}), release: make(chan struct{})}
+	r := fenced.New(fenced.Options{Store: store})
+	ctx := context.Background()
+	first := make(chan fenced.Write)
+	go func() { first <- r.Write(ctx, "slow", "old", 5) }()
+	<-store.entered // the first write is inside the store
+
+	if w := r.Write(ctx, "other", "x", 1); !w.Accepted || w.Seq != 0 {
+		t.Fatalf("write on another lock = %+v, want accepted first", w)
+	}
+	close(store.release)
+	w1 := <-first
+	go func() { <-store.entered }() // the second write's turn in the store
+	w2 := r.Write(ctx, "slow", "new", 3)
+	if !w1.Accepted || w1.Seq != 1 || w2.Accepted || w2.Seq != 2 || w2.Highest != 5 {
+		t.Fatalf("slow lock's writes %+v then %+v; want 5 accepted, then 3 refused below 5", w1, w2)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/protocol"
+)
+
+// Attacks 9 and 10 at full size hold more waiters than one process may
+// have descriptors: the waiters beyond this process's share are held by
+// child processes, each under its own limit. A child is this binary run
+// with -waiter-child: it queues its waiters, writes "ready N", holds them
+// silent until its stdin closes, and exits.
+
+// childWaiters is how many waiters one child holds at most.
+const childWaiters = 15_000
+
+// waiterChild is the child's side; the flags say where and how.
+type waiterChild struct {
+	addr, ca, cert, key string
+	n                   int
+}
+
+func (c *waiterChild) flags() {
+	flag.StringVar(&c.addr, "waiter-child", "", "internal: run as a child holding -waiter-count silent waiters at this address")
+	flag.IntVar(&c.n, "waiter-count", 0, "internal: the child's waiters")
+	flag.StringVar(&c.ca, "waiter-ca", "", "internal: the child's CA file (mutual TLS)")
+	flag.StringVar(&c.cert, "waiter-cert", "", "internal: the child's certificate file (mutual TLS)")
+	flag.StringVar(&c.key, "waiter-key", "", "internal: the child's key file (mutual TLS)")
+}
+
+// run holds the waiters until stdin closes; it reports its exit status.
+func (c *waiterChild) run() int {
+	t := target{name: "child", addr: c.addr}
+	if c.ca != "" {
+		cfg, err := childTLS(c.ca, c.cert, c.key)
+		if err != nil {
+			fmt.Printf("error %v\n", err)
+			return 1
+		}
+		t.tls = cfg
+	}
+	conns, err := holders(t, c.n, func(int) string { return silentQueue }, protocol.TypeWaiting)
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		return 1
+	}
+	fmt.Printf("ready %d\n", len(conns))
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until EOF
+	closeAll(conns)
+	return 0
+}
+
+func childTLS(ca, cert, key string) (*tls.Config, error) {
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", ca)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: certstest.ServerName, Certificates: []tls.Certificate{pair}}, nil
+}
+
+// startWaiterChild runs a child holding n waiters on t and waits until
+// they are queued.
+func startWaiterChild(e *env, t target, n int) (*proc.Child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-waiter-child", t.addr, "-waiter-count", strconv.Itoa(n)}
+	if t.tls != nil {
+		pair := e.pki.Clients[certstest.ClientURI]
+		args = append(args, "-waiter-ca", e.pki.CA, "-waiter-cert", pair.Cert, "-waiter-key", pair.Key)
+	}
+	ch, err := proc.StartChild(self, proc.ChildOptions{Name: "waiter child", Args: args})
+	if err != nil {
+		return nil, err
+	}
+	l, err := ch.Next(5 * time.Minute)
+	if err == nil && l.Text != fmt.Sprintf("ready %d", n) {
+		err = errors.New(l.Text)
+	}
+	if err != nil {
+		ch.Kill()
+		return nil, fmt.Errorf("a child holding %d waiters: %w", n, err)
+	}
+	return ch, nil
+}
