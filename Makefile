@@ -180,7 +180,7 @@ rust-tools:
 
 ## rust-build: build the Rust client's conformance driver (async and --blocking)
 rust-build:
-	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking
+	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking,tls
 
 ## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes, the real server, the fence helper on PostgreSQL), doc tests, package contents
 rust-test: build fence-deps withdb

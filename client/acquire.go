@@ -27,9 +27,9 @@ func (c *Client) Enqueue(ctx context.Context, name string, lease time.Duration) 
 	if err := protocol.ValidateName(name); err != nil {
 		return nil, err
 	}
-	conn, err := c.dialer.DialContext(ctx, "tcp", c.address)
+	conn, err := c.dial(ctx)
 	if err != nil {
-		return nil, &dialError{address: c.address, err: err}
+		return nil, err
 	}
 	l := startLock(conn, name, lease, leaseMS, c.observe)
 	return l.waitFor(ctx, l.answered)
@@ -78,11 +78,31 @@ func (l *Lock) waitFor(ctx context.Context, ready <-chan struct{}) (*Lock, error
 	}
 }
 
+// dial opens a connection within the connect timeout (TCP connect and TLS
+// handshake), or ctx's deadline when that is sooner.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	dialCtx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+	defer cancel()
+	conn, err := c.dialer.DialContext(dialCtx, "tcp", c.address)
+	if err == nil {
+		return conn, nil
+	}
+	if refused := tlsRefusal(err); refused != nil {
+		err = refused
+	}
+	e := &dialError{address: c.address, err: err}
+	if ctx.Err() == nil && errors.Is(dialCtx.Err(), context.DeadlineExceeded) {
+		e.timeout = c.connectTimeout
+	}
+	return nil, e
+}
+
 // dialError marks a failed dial, which DoRetry retries unless it is a
 // configuration problem.
 type dialError struct {
 	address string
 	err     error
+	timeout time.Duration // the connect timeout, when it ended the dial
 }
 
 // Error names the address once: the net package's own dial error already
@@ -92,6 +112,9 @@ func (e *dialError) Error() string {
 	var op *net.OpError
 	if errors.As(cause, &op) && op.Op == "dial" && op.Err != nil {
 		cause = op.Err
+	}
+	if e.timeout > 0 {
+		return fmt.Sprintf("monolock: dial %s: the TCP connect and TLS handshake did not finish within %v (Config.ConnectTimeout): is a monolock server listening there, with TLS if the Dialer uses it? (%v)", e.address, e.timeout, cause)
 	}
 	return fmt.Sprintf("monolock: dial %s: %v", e.address, cause)
 }
@@ -107,5 +130,6 @@ func (e *dialError) retryable() bool {
 		alertErr  tls.AlertError
 	)
 	return !errors.As(e.err, &addrErr) && !errors.As(e.err, &verifyErr) &&
-		!errors.As(e.err, &recordErr) && !errors.As(e.err, &alertErr)
+		!errors.As(e.err, &recordErr) && !errors.As(e.err, &alertErr) &&
+		!errors.Is(e.err, ErrTLSRefused)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"time"
 )
 
 // DefaultAddress is the server address used when Config.Address is empty.
@@ -27,14 +28,20 @@ type Config struct {
 	// side) when the server keeps its session-ticket keys (monolock
 	// -tls-ticket-keys).
 	Dialer Dialer
+	// ConnectTimeout bounds each connection's TCP connect and TLS handshake,
+	// whatever ctx allows: a peer that accepts and then stalls mid-handshake
+	// fails the dial after it (DoRetry retries that). Zero or negative means
+	// DefaultConnectTimeout. A shorter ctx deadline still wins.
+	ConnectTimeout time.Duration
 }
 
 // Client acquires locks from one monolock server. It holds no connection of its
 // own (every lock is its own connection), so it is safe for concurrent use and
 // needs no closing.
 type Client struct {
-	address string
-	dialer  Dialer
+	address        string
+	dialer         Dialer
+	connectTimeout time.Duration
 
 	// observe, when set by tests, sees every acknowledged ACQUIRE or HEARTBEAT.
 	// It runs on the session goroutine and must not block.
@@ -43,7 +50,7 @@ type Client struct {
 
 // New returns a Client for cfg.
 func New(cfg Config) *Client {
-	c := &Client{address: cfg.Address, dialer: cfg.Dialer}
+	c := &Client{address: cfg.Address, dialer: cfg.Dialer, connectTimeout: connectTimeout(cfg.ConnectTimeout)}
 	if c.address == "" {
 		c.address = DefaultAddress
 	}

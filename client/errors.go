@@ -20,6 +20,14 @@ var (
 	// at that point (an unknown frame type, an unsolicited reply, WAITING after
 	// ACQUIRED, a changed token). The client trusts nothing after that.
 	ErrProtocolViolation = errors.New("monolock: protocol violation by the server")
+	// ErrTLSRefused: the server ended the connection with a TLS alert, which
+	// it sends when it refuses this client's TLS setup, above all the
+	// client's certificate (expired, from a CA it does not trust, none):
+	// during the handshake under TLS 1.2, on the first read under TLS 1.3,
+	// where the server checks the certificate after the client's side of the
+	// handshake has completed. Another connection would get the same answer:
+	// DoRetry does not retry it.
+	ErrTLSRefused = errors.New("monolock: the server refused the TLS connection")
 )
 
 // ErrBusy is returned by TryAcquire when the server queued the request because

@@ -191,8 +191,8 @@ func (l *Lock) Lost() <-chan struct{} { return l.ctx.Done() }
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Err returns nil while the session lives, then why it ended: an error wrapping
-// ErrHeartbeatTimeout, ErrConnectionClosed or ErrProtocolViolation, a
-// *ServerError, or ErrReleased after Close.
+// ErrHeartbeatTimeout, ErrConnectionClosed, ErrProtocolViolation or
+// ErrTLSRefused, a *ServerError, or ErrReleased after Close.
 func (l *Lock) Err() error {
 	if l.ctx.Err() == nil {
 		return nil

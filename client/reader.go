@@ -53,13 +53,30 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 }
 
 // readError classifies a failed read: garbage from the server is a protocol
-// violation, anything else a lost connection.
+// violation, a TLS alert from the server a refusal, anything else a lost
+// connection.
 func readError(err error) error {
 	if errors.Is(err, protocol.ErrUnexpectedFrame) {
 		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	if refused := tlsRefusal(err); refused != nil {
+		return refused
 	}
 	if err == io.EOF {
 		return fmt.Errorf("%w: closed by the server", ErrConnectionClosed)
 	}
 	return fmt.Errorf("%w: %v", ErrConnectionClosed, err)
+}
+
+// tlsRefusal is err as ErrTLSRefused when it is a TLS alert from the server,
+// nil otherwise. crypto/tls reports the peer's alert as a *net.OpError with
+// Op "remote error" (its alert type is unexported), during the handshake
+// (TLS 1.2 refusing the client's certificate) and on a later read (TLS 1.3);
+// a close_notify is io.EOF.
+func tlsRefusal(err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "remote error" {
+		return fmt.Errorf("%w: %v (is the client certificate expired, signed by a CA the server does not trust, or missing?)", ErrTLSRefused, err)
+	}
+	return nil
 }

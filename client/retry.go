@@ -19,7 +19,8 @@ import (
 // reconnections reach the restarted server or the standby spread out rather
 // than all at once; a quarter of the lease keeps the gap short next to the
 // time the lock was unowned anyway. Permanent errors (invalid input, server codes
-// 0x10 and up, protocol violations) return at once. Every attempt is a new
+// 0x10 and up, protocol violations, a TLS certificate or alert either side
+// refused: ErrTLSRefused, *tls.CertificateVerificationError) return at once. Every attempt is a new
 // connection at the back of the queue. fn runs at most once: whatever happens
 // after it started is returned, never retried.
 func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, fn func(ctx context.Context, token uint64) error) error {

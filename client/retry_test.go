@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +107,31 @@ func TestDoRetryNeverRerunsFn(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("fn ran %d times, want once", n)
 	}
+}
+
+// TestTLSAlertIsPermanent: a read that fails with the server's TLS alert is
+// ErrTLSRefused, which DoRetry does not retry; other read failures are a
+// lost connection, which it does.
+func TestTLSAlertIsPermanent(t *testing.T) {
+	alert := readError(&net.OpError{Op: "remote error", Err: tls.AlertError(42)})
+	if !errors.Is(alert, ErrTLSRefused) || errors.Is(alert, ErrConnectionClosed) || transient(alert) {
+		t.Errorf("a remote TLS alert = %v (transient %v); want ErrTLSRefused, not retried", alert, transient(alert))
+	}
+	// The same alert during the handshake (TLS 1.2) fails the dial.
+	c := &Client{connectTimeout: time.Second, dialer: alertDialer{}}
+	if _, err := c.dial(context.Background()); !errors.Is(err, ErrTLSRefused) || transient(err) {
+		t.Errorf("a dial ended by a TLS alert = %v (transient %v); want ErrTLSRefused, not retried", err, transient(err))
+	}
+	reset := readError(&net.OpError{Op: "read", Err: syscall.ECONNRESET})
+	if !errors.Is(reset, ErrConnectionClosed) || !transient(reset) {
+		t.Errorf("a reset = %v (transient %v); want ErrConnectionClosed, retried", reset, transient(reset))
+	}
+}
+
+// alertDialer fails every dial as crypto/tls does when the server sends an
+// alert during the handshake.
+type alertDialer struct{}
+
+func (alertDialer) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, &net.OpError{Op: "remote error", Err: tls.AlertError(40)}
 }

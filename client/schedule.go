@@ -17,6 +17,20 @@ const (
 // acknowledgement before it treats the lock as lost.
 func clientTimeout(lease time.Duration) time.Duration { return lease * 4 / 5 }
 
+// DefaultConnectTimeout bounds a connection's TCP connect and TLS handshake
+// when Config.ConnectTimeout is not set: the same 10 s as the Python,
+// Node.js, Rust and Java clients.
+const DefaultConnectTimeout = 10 * time.Second
+
+// connectTimeout is the bound on a connection's connect and handshake for
+// the configured value: zero or negative is the default.
+func connectTimeout(configured time.Duration) time.Duration {
+	if configured <= 0 {
+		return DefaultConnectTimeout
+	}
+	return configured
+}
+
 // heartbeatSchedule computes the heartbeat interval from the lease and the
 // measured round-trip times. It is pure (no clock, no I/O) so the rule can be
 // tested on its own.

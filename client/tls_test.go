@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,8 +12,12 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/internal/certs/certstest"
 )
 
 // TestTLSDialer: a *tls.Dialer as Config.Dialer gives TLS. A TLS-terminating
@@ -133,4 +138,62 @@ func tlsRelay(t *testing.T, target string, cert tls.Certificate, resumed chan<- 
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// TestTLSRefusedByServerNotRetried: a server refusing the client's
+// certificate (another CA, expired, none) is not retried: DoRetry stops at
+// once, on one connection, with ErrTLSRefused, which names the certificate.
+// Under TLS 1.3 the client's handshake completes before the server has
+// checked the certificate, so the refusal is an alert on the first read.
+func TestTLSRefusedByServerNotRetried(t *testing.T) {
+	pki := certstest.NewPKI(t, t.TempDir())
+	for _, version := range []uint16{tls.VersionTLS13, tls.VersionTLS12} {
+		t.Run(tls.VersionName(version), func(t *testing.T) { testTLSRefused(t, pki, version) })
+	}
+}
+
+// testTLSRefused is TestTLSRefusedByServerNotRetried with a server of at
+// most version: under TLS 1.2 the refusal is an alert during the client's
+// handshake, so the dial fails with it.
+func testTLSRefused(t *testing.T, pki *certstest.PKI, version uint16) {
+	cert, err := tls.LoadX509KeyPair(pki.Server.Cert, pki.Server.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pki.ClientTLS("").RootCAs, ClientAuth: tls.RequireAndVerifyClientCert,
+		MaxVersion: version,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				_ = c.(*tls.Conn).Handshake() // fails: the server sends its alert
+			}()
+		}
+	}()
+	for _, name := range []string{certstest.ClientUntrusted, certstest.ClientExpired, ""} {
+		accepted.Store(0)
+		c := New(Config{Address: ln.Addr().String(), Dialer: &tls.Dialer{Config: pki.ClientTLS(name)}})
+		err := c.DoRetry(testContext(t), "mtls", time.Second, func(context.Context, uint64) error {
+			t.Fatalf("client certificate %q: granted", name)
+			return nil
+		})
+		if !errors.Is(err, ErrTLSRefused) || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("client certificate %q: DoRetry = %v; want ErrTLSRefused naming the certificate", name, err)
+		}
+		if n := accepted.Load(); n != 1 {
+			t.Errorf("client certificate %q: %d connections, want 1 (not retried)", name, n)
+		}
+	}
 }

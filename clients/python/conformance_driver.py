@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import queue
+import ssl
 import sys
 import threading
 import time
@@ -64,6 +65,17 @@ def request_args(req: Dict[str, Any]) -> "tuple[str, float, monolock.client.Wait
     return name, req["lease_us"] / 1_000_000, wait, req.get("work_stop_ms", 0)
 
 
+def ssl_context(req: Dict[str, Any]) -> Optional[ssl.SSLContext]:
+    """The request's TLS files as a user would load them; None for plain TCP."""
+    files = req.get("tls")
+    if not files:
+        return None
+    ctx = ssl.create_default_context(cafile=files["ca_file"])
+    if files.get("cert_file"):
+        ctx.load_cert_chain(files["cert_file"], files["key_file"])
+    return ctx
+
+
 def main() -> None:
     req = json.loads(sys.stdin.readline())
     if "--aio" in sys.argv[1:]:
@@ -82,7 +94,7 @@ def main() -> None:
     threading.Thread(target=read_commands, daemon=True).start()
 
     name, lease, wait, work_stop_ms = request_args(req)
-    client = monolock.Client(req["address"])
+    client = monolock.Client(req["address"], ssl_context=ssl_context(req))
 
     def hold(lock: monolock.Lock) -> bool:
         """The work: runs until the kit asks for the release (True) or the
@@ -174,7 +186,7 @@ async def amain(req: Dict[str, Any]) -> None:
 
     threading.Thread(target=read_commands, daemon=True).start()
     name, lease, wait, work_stop_ms = request_args(req)
-    client = monolock.aio.Client(req["address"])
+    client = monolock.aio.Client(req["address"], ssl_context=ssl_context(req))
 
     async def hold(lock: monolock.aio.Lock) -> bool:
         lost_wait = asyncio.ensure_future(lock.lost.wait())

@@ -8,37 +8,70 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
-// TestBrokenDriverFails shows that the kit can fail a client: a client that
-// heartbeats every lease/2, one that does not smooth the RTT, one that never
-// gives up, and one that closes the connection at the give-up while its work
-// still runs, each fail the
-// scenario of the rule they break, through the command line as a user runs
-// it, and the failure names the rule.
+// mutants is the kit's mutation table (docs/conformance.md): each fault of
+// the broken driver, the scenario that kills it and the rule the failure
+// names.
+var mutants = []struct {
+	fault, scenario, rule string
+}{
+	{"slow-heartbeat", "heartbeat-fast", "rule 3 (heartbeat every lease/4)"},
+	{"no-smoothing", "heartbeat-rtt", "rule 3 (EWMA α = 0.2: the RTT average falls gradually)"},
+	{"interval-after-reply", "heartbeat-rtt", "rule 3 (interval = lease/4 − 2 × smoothed RTT, from send to send)"},
+	{"never-give-up", "give-up-holding", "rule 8 (give up on silence)"},
+	{"close-at-give-up", "give-up-holding", "give-up (closed only once the work has stopped)"},
+	{"give-up-0.9", "give-up-late-answer", "rule 8 (give up 0.8 × lease after the send of the newest answered request, not later)"},
+	{"give-up-0.95", "give-up-late-answer", "rule 8 (give up 0.8 × lease after the send of the newest answered request, not later)"},
+	{"give-up-from-receipt", "give-up-delayed-answer", "rule 8 (give up 0.8 × lease after the send of the newest answered request)"},
+	{"no-jitter", "error-0x01-random-wait", "rule 6 (a random wait, uniform in [0, min(1 s, lease/4)], after 0x01)"},
+	{"waiting-after-grant", "waiting-after-grant", "rules 4, 7 (WAITING while holding is a protocol violation: a loss at once)"},
+	{"changed-token", "changed-token", "rules 4, 7 (ACQUIRED with another token while holding is a protocol violation: a loss at once)"},
+}
+
+// TestBrokenDriverFails shows that the kit kills every mutant of its
+// mutation table: the broken driver with that fault fails the scenario of
+// the rule it breaks, through the command line as a user runs it, and the
+// failure names the rule.
 func TestBrokenDriverFails(t *testing.T) {
 	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
-	cases := []struct {
-		fault, scenario, rule string
-	}{
-		{"slow-heartbeat", "heartbeat-fast", "rule 3 (heartbeat every lease/4)"},
-		{"no-smoothing", "heartbeat-rtt", "rule 3 (EWMA α = 0.2: the RTT average falls gradually)"},
-		{"never-give-up", "give-up-holding", "rule 8 (give up on silence)"},
-		{"close-at-give-up", "give-up-holding", "give-up (closed only once the work has stopped)"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.fault, func(t *testing.T) {
+	for _, m := range mutants {
+		t.Run(m.fault, func(t *testing.T) {
 			t.Parallel()
-			var stdout, stderr bytes.Buffer
-			code := run([]string{"-driver", "broken=" + bin + " -fault=" + tc.fault, "-run", "^" + tc.scenario + "$"}, &stdout, &stderr)
-			out := stdout.String()
+			code, out, stderr := judge(bin, "-fault="+m.fault, m.scenario)
 			if code != 1 {
-				t.Fatalf("exit status %d, want 1 (a failed scenario)\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
+				t.Fatalf("exit status %d, want 1 (a failed scenario)\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
-			if !strings.Contains(out, "FAIL "+tc.scenario) || !strings.Contains(out, tc.rule) {
-				t.Errorf("the report does not name scenario %s and the rule %q:\n%s", tc.scenario, tc.rule, out)
+			if !strings.Contains(out, "FAIL "+m.scenario) || !strings.Contains(out, m.rule) {
+				t.Errorf("the report does not name scenario %s and the rule %q:\n%s", m.scenario, m.rule, out)
 			}
 			t.Logf("the kit reported:\n%s", out)
 		})
 	}
+}
+
+// TestBrokenDriverControl: without a fault the broken driver passes every
+// scenario of the mutation table, so that each kill above is the fault's.
+func TestBrokenDriverControl(t *testing.T) {
+	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
+	seen := map[string]bool{}
+	for _, m := range mutants {
+		if seen[m.scenario] {
+			continue
+		}
+		seen[m.scenario] = true
+		t.Run(m.scenario, func(t *testing.T) {
+			t.Parallel()
+			if code, out, stderr := judge(bin, "-fault=none", m.scenario); code != 0 {
+				t.Errorf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+		})
+	}
+}
+
+// judge runs the kit on the broken driver with flag and one scenario.
+func judge(bin, flag, scenario string) (code int, stdout, stderr string) {
+	var out, errs bytes.Buffer
+	code = run([]string{"-driver", "broken=" + bin + " " + flag, "-run", "^" + scenario + "$"}, &out, &errs)
+	return code, out.String(), errs.String()
 }
 
 // TestUsage: no driver is a usage error that says what to give.

@@ -43,6 +43,21 @@ type Request struct {
 	WaitMS     int64   `json:"wait_ms"`
 	Mode       string  `json:"mode"`
 	WorkStopMS int64   `json:"work_stop_ms"`
+	// TLS, when set, says to connect with TLS; absent for plain TCP.
+	TLS *TLSFiles `json:"tls,omitempty"`
+}
+
+// TLSFiles is the request's "tls" object: PEM files the driver gives the
+// client's own TLS configuration.
+type TLSFiles struct {
+	// CAFile is the CA certificate to verify the server with.
+	CAFile string `json:"ca_file"`
+	// ServerName is the name to verify in the server's certificate.
+	ServerName string `json:"server_name"`
+	// CertFile and KeyFile are the client certificate and its PKCS #8 key,
+	// for mutual TLS; absent when the client presents none.
+	CertFile string `json:"cert_file,omitempty"`
+	KeyFile  string `json:"key_file,omitempty"`
 }
 
 // Wait modes and modes of a Request.

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,11 +24,16 @@ type FakeServer struct {
 	all []*ServerConn
 }
 
-// Listen starts a fake server.
-func Listen() (*FakeServer, error) {
+// Listen starts a fake server; with cfg it speaks TLS (the handshake runs
+// on the connection's first read, so a refused handshake ends the stream
+// with its error: see ServerConn.WaitEnd).
+func Listen(cfg *tls.Config) (*FakeServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
 	}
 	s := &FakeServer{ln: ln, conns: make(chan *ServerConn, 64)}
 	go s.accept()
@@ -44,7 +50,9 @@ func (s *FakeServer) accept() {
 		if err != nil {
 			return
 		}
-		_ = nc.(*net.TCPConn).SetNoDelay(true)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true) // TLS connections have it from the listener's TCP conns
+		}
 		c := newServerConn(nc)
 		s.mu.Lock()
 		s.all = append(s.all, c)
@@ -189,6 +197,11 @@ func (c *ServerConn) NextReq(timeout time.Duration) (Req, error) {
 	select {
 	case r, ok := <-c.reqs:
 		if !ok {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.endErr != nil { // a reset, or a TLS handshake that failed
+				return Req{}, fmt.Errorf("the connection ended (%v) instead of the client sending a request", c.endErr)
+			}
 			return Req{}, fmt.Errorf("the client closed the connection instead of sending a request")
 		}
 		return r, nil

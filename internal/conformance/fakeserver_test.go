@@ -28,7 +28,7 @@ func TestWireInvariants(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := Listen()
+			f, err := Listen(nil)
 			if err != nil {
 				t.Fatal(err)
 			}

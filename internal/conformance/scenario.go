@@ -1,8 +1,10 @@
 package conformance
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -79,6 +81,8 @@ type Env struct {
 	procs   []*Process
 	fakes   []*FakeServer
 	servers []*proc.Process
+	tls     *tlsSetup // set by overTLS: fakes speak TLS, drivers get its files
+	dirs    []string  // temporary directories, removed at the end
 }
 
 // Run runs one scenario, again after a failure while it has Attempts left.
@@ -133,6 +137,9 @@ func (e *Env) cleanup() {
 	for _, s := range e.servers {
 		s.Kill()
 	}
+	for _, d := range e.dirs {
+		_ = os.RemoveAll(d)
+	}
 }
 
 // wireViolations are the invariants broken on any connection of the fake
@@ -175,9 +182,14 @@ func (e *Env) must(rule string, err error) {
 	}
 }
 
-// Fake starts a fake server for the scenario.
+// Fake starts a fake server for the scenario, speaking TLS in a TLS
+// scenario.
 func (e *Env) Fake() *FakeServer {
-	f, err := Listen()
+	var cfg *tls.Config
+	if e.tls != nil {
+		cfg = e.tls.server
+	}
+	f, err := Listen(cfg)
 	e.must("kit", err)
 	e.fakes = append(e.fakes, f)
 	return f
@@ -191,8 +203,12 @@ func (e *Env) Start(d Driver, label string, req Request) *Process {
 	return p
 }
 
-// StartJudged starts the judged client's driver.
+// StartJudged starts the judged client's driver; in a TLS scenario the
+// request carries the scenario's TLS files unless it has its own.
 func (e *Env) StartJudged(req Request) *Process {
+	if e.tls != nil && req.TLS == nil {
+		req.TLS = &e.tls.client
+	}
 	return e.Start(e.cfg.Judge, e.cfg.Judge.Name, req)
 }
 
@@ -225,6 +241,7 @@ func Scenarios() []Scenario {
 	all = append(all, heartbeatScenarios()...)
 	all = append(all, giveUpScenarios()...)
 	all = append(all, errorScenarios()...)
+	all = append(all, tlsScenarios()...)
 	all = append(all, e2eScenarios()...)
 	return all
 }

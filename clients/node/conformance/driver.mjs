@@ -3,6 +3,7 @@
 // the monolock repository): reads the request line on stdin, calls the public
 // API of the built package (`make node-build` first) and prints what it
 // reported, one JSON object a line. Not part of the npm package.
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -42,6 +43,17 @@ function requestName(req) {
   if (typeof req.name === 'string') return req.name;
   const bytes = Buffer.from(req.name_hex, 'hex');
   return Array.from(bytes, (b) => (b < 0x80 ? String.fromCharCode(b) : String.fromCharCode(0xdc00 + b))).join('');
+}
+
+/** The request's TLS files as a user would give them: tls.ConnectionOptions, or undefined for plain TCP. */
+function tlsOptions(files) {
+  if (!files) return undefined;
+  const options = { ca: readFileSync(files.ca_file), servername: files.server_name };
+  if (files.cert_file) {
+    options.cert = readFileSync(files.cert_file);
+    options.key = readFileSync(files.key_file);
+  }
+  return options;
 }
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
@@ -134,7 +146,7 @@ async function drain(lock) {
 
 async function onRequest(line) {
   const req = JSON.parse(line);
-  const client = new Client({ address: req.address });
+  const client = new Client({ address: req.address, tls: tlsOptions(req.tls) });
   const options = {
     leaseMs: req.lease_us / 1000,
     wait: req.wait_ms < 0 ? true : req.wait_ms === 0 ? false : req.wait_ms,

@@ -73,7 +73,12 @@ export class Client {
     const session = this.#start(name, options);
     await session.granted;
     // Frames read in the same chunk as the grant may have ended it already.
-    if (session.lost !== undefined) throw session.lost;
+    // No work ever ran and the caller gets no lock to release: close now
+    // rather than let the connection linger until the lease has passed.
+    if (session.lost !== undefined) {
+      await session.release();
+      throw session.lost;
+    }
     return new Lock(session);
   }
 

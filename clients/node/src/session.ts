@@ -357,8 +357,13 @@ export class Session {
       return;
     }
     const connecting = this.#state === 'connecting';
-    const detail = connecting ? `cannot connect to ${this.config.address}: ${err.message}` : `connection to ${this.config.address} failed: ${err.message}`;
-    this.#fail(new UnavailableError(`monolock: ${detail}`, { cause: err, retryable: !isTlsRejection(err) }), 'closed', true, detail);
+    const refusal = tlsRefusal(err);
+    const detail = refusal
+      ? `TLS with ${this.config.address} refused: ${refusal}: ${err.message.trim()}`
+      : connecting
+        ? `cannot connect to ${this.config.address}: ${err.message}`
+        : `connection to ${this.config.address} failed: ${err.message}`;
+    this.#fail(new UnavailableError(`monolock: ${detail}`, { cause: err, retryable: refusal === undefined }), 'closed', true, detail);
   }
 
   /**
@@ -406,8 +411,21 @@ export class Session {
   }
 }
 
-/** A TLS failure that another attempt would meet again: a certificate or handshake the two sides disagree on. */
-function isTlsRejection(err: Error): boolean {
+/**
+ * A TLS failure that another attempt would meet again (a certificate or
+ * handshake the two sides disagree on), as what to check; undefined for
+ * anything else. Under TLS 1.3 the server checks the client's certificate
+ * after the client's handshake has completed, so its refusal is an alert on
+ * the first read (ERR_SSL_TLSV1_ALERT_UNKNOWN_CA, …_CERTIFICATE_REQUIRED).
+ */
+function tlsRefusal(err: Error): string | undefined {
   const code = (err as NodeJS.ErrnoException).code ?? '';
-  return /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO|HOSTNAME|ALTNAME/.test(code);
+  if (/ALERT/.test(code)) {
+    return 'the server refused the TLS connection (is the client certificate expired, signed by a CA the server does not trust, or missing?)';
+  }
+  if (/CERT|SELF_SIGNED|UNABLE_TO|HOSTNAME|ALTNAME/.test(code)) {
+    return "the server's certificate did not verify (check the ca option and the server name)";
+  }
+  if (/SSL|TLS/.test(code)) return 'the TLS handshake failed (protocol versions or ciphers the two sides do not share?)';
+  return undefined;
 }

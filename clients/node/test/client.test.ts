@@ -111,6 +111,24 @@ test('acquire with wait: false against a held lock is BusyError', async () => {
   await conn.closed;
 });
 
+test('acquire that rejects a bad grant closes the connection at once: the caller has nothing to release', async () => {
+  for (const [what, bad] of [
+    ['a changed token', acquired(8n)],
+    ['WAITING after ACQUIRED', WAITING],
+    ['an unknown frame', Buffer.of(0x7e)],
+  ] as const) {
+    const client = new Client({ address: server.address });
+    // A lease of 60 s: a connection left to linger until the last send + lease would outlive this test.
+    const pending = client.acquire('job', { leaseMs: 60_000 });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.write(Buffer.concat([acquired(7n), bad])); // the grant and the bad frame in one chunk
+    await assert.rejects(pending, LockLostError, what);
+    const open = await Promise.race([conn.closed.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 5000).unref())]);
+    assert.equal(open, false, `${what}: the connection is still open 5 s after acquire rejected`);
+  }
+});
+
 test('run reconnects at once after 0x01, with backoff after other codes below 0x10, and calls fn once', async () => {
   const client = new Client({ address: server.address });
   let calls = 0;

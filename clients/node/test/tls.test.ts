@@ -86,9 +86,9 @@ test('mutual TLS: granted with a client certificate; the ACL refusal is ServerEr
 
 test('TLS failures are unavailable and not worth retrying: an untrusted server, a missing client certificate', { skip }, async () => {
   const untrusted = new Client({ address: server.address, tls: { ca: pem('other-ca.pem'), cert: pem('client.pem'), key: pem('client-key.pem') } });
-  await assert.rejects(untrusted.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
+  await assert.rejects(untrusted.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /certificate/i.test(e.message));
   const anonymous = new Client({ address: server.address, tls: { ca: pem('ca.pem') } });
-  await assert.rejects(anonymous.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /cert|ssl|tls|alert/i.test(e.message));
+  await assert.rejects(anonymous.acquire('cn-job', { leaseMs: 1000 }), (e: unknown) => e instanceof UnavailableError && !e.retryable && /certificate/i.test(e.message));
 });
 
 test('TLS sessions: the next acquire of a Client resumes its latest session; another Client starts with a full handshake', { skip }, async () => {

@@ -4,7 +4,7 @@
 //! and prints what it reported, one JSON object a line.
 //!
 //! ```text
-//! cargo build --example conformance --features blocking
+//! cargo build --example conformance --features blocking,tls
 //! monolock-conformance -driver go=godriver -driver rust=target/debug/examples/conformance -judge rust
 //! ```
 
@@ -27,6 +27,10 @@ struct Request {
     wait_ms: i64,
     run: bool,
     work_stop_ms: i64,
+    /// The client's TLS configuration from the request's PEM files; `None`
+    /// for plain TCP. The client verifies the server by the address's host
+    /// (an IP address here), so `server_name` is not needed.
+    tls: Option<rustls::ClientConfig>,
 }
 
 impl Request {
@@ -54,7 +58,36 @@ impl Request {
             wait_ms: v["wait_ms"].as_i64().unwrap_or(-1),
             run: mode == "run",
             work_stop_ms: v["work_stop_ms"].as_i64().unwrap_or(0),
+            tls: v.get("tls").filter(|t| t.is_object()).map(tls_config),
         }
+    }
+}
+
+/// A rustls configuration from the request's `tls` object, as a user would
+/// build one from PEM files.
+fn tls_config(t: &Value) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let file = |key: &str| t[key].as_str().map(str::to_string);
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = file("ca_file").expect("tls.ca_file is a string");
+    for cert in CertificateDer::pem_file_iter(&ca).expect("tls.ca_file is readable") {
+        roots
+            .add(cert.expect("tls.ca_file is PEM"))
+            .expect("tls.ca_file is a CA certificate");
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    match (file("cert_file"), file("key_file")) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(&cert)
+                    .expect("tls.cert_file is readable")
+                    .collect::<Result<_, _>>()
+                    .expect("tls.cert_file is PEM"),
+                PrivateKeyDer::from_pem_file(&key).expect("tls.key_file is a PEM key"),
+            )
+            .expect("the client certificate and key match"),
+        _ => builder.with_no_client_auth(),
     }
 }
 
@@ -156,7 +189,10 @@ async fn async_main(req: Request) {
     read_commands(move |c| {
         let _ = tx.send(c);
     });
-    let client = monolock::Client::new(&req.address);
+    let mut client = monolock::Client::new(&req.address);
+    if let Some(tls) = req.tls.clone() {
+        client = client.with_tls(tls);
+    }
     if !req.run {
         let attempt = match req.wait_ms {
             ms if ms < 0 => client.lock(&req.name, req.lease).await,
@@ -256,7 +292,10 @@ fn blocking_main(req: Request) {
     read_commands(move |c| {
         let _ = tx.send(c);
     });
-    let client = monolock::blocking::Client::new(&req.address);
+    let mut client = monolock::blocking::Client::new(&req.address);
+    if let Some(tls) = req.tls.clone() {
+        client = client.with_tls(tls);
+    }
     let hold = |held: &monolock::blocking::Held| -> bool {
         // A watcher turns the loss into a command, so one queue says which came first.
         let done = Arc::new(AtomicBool::new(false));

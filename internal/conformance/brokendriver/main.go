@@ -1,18 +1,29 @@
 // Command brokendriver is a deliberately wrong client with a driver's
 // interface, so that a test can show the conformance kit failing a client
-// and naming the rule it broke. It speaks the wire protocol itself, follows
-// the heartbeat schedule of rule 3 (send to send, lease/4 shortened by twice
-// the smoothed RTT, one request in flight) and breaks one rule, chosen with
-// -fault:
+// and naming the rule it broke: every mutant of the kit's mutation table
+// (docs/conformance.md) is one -fault. It speaks the wire protocol itself
+// and, without a fault, follows the client rules closely enough for the
+// scenarios the mutants are judged by: the heartbeat schedule of rule 3
+// (send to send, lease/4 shortened by twice the smoothed RTT, one request in
+// flight), the give-up 0.8 × lease after the send of the newest answered
+// request, a loss on an unexpected frame, and in run mode a reconnect after
+// a random wait in [0, min(1 s, lease/4)] after ERROR 0x01. Each fault breaks
+// one rule:
 //
-//	slow-heartbeat    heartbeats every lease/2 instead of lease/4
-//	no-smoothing      uses the last RTT instead of its EWMA (α = 1, not 0.2)
-//	never-give-up     keeps the lock however long answers take
-//	close-at-give-up  gives up on time but closes the connection at once,
-//	                  while the work still runs
-//
-// Only never-give-up and close-at-give-up watch for silence at all; the
-// others are meant for the heartbeat scenarios.
+//	slow-heartbeat        heartbeats every lease/2 instead of lease/4
+//	no-smoothing          uses the last RTT instead of its EWMA (α = 1, not 0.2)
+//	interval-after-reply  waits the interval after the answer, not after the send
+//	never-give-up         keeps the lock however long answers take
+//	give-up-0.9           gives up at 0.9 × lease instead of 0.8 ×
+//	give-up-0.95          gives up at 0.95 × lease
+//	give-up-from-receipt  times the give-up from the receipt of the newest
+//	                      answer instead of its request's send
+//	close-at-give-up      gives up on time but closes the connection at once,
+//	                      while the work still runs
+//	no-jitter             reconnects at once after ERROR 0x01, no random wait
+//	waiting-after-grant   takes a WAITING after ACQUIRED as an answer
+//	changed-token         takes a later ACQUIRED with another token as an answer
+//	none                  breaks nothing of the above: the control
 package main
 
 import (
@@ -21,7 +32,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -31,105 +42,331 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
+type request struct {
+	Address    string `json:"address"`
+	NameHex    string `json:"name_hex"`
+	LeaseUS    int64  `json:"lease_us"`
+	Mode       string `json:"mode"`
+	WorkStopMS int64  `json:"work_stop_ms"`
+}
+
+// out prints events, one line each, from any goroutine.
+type out struct{ mu sync.Mutex }
+
+func (o *out) print(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Printf(format+"\n", args...)
+}
+
 func main() {
-	fault := flag.String("fault", "slow-heartbeat", "the rule to break: slow-heartbeat, no-smoothing, never-give-up or close-at-give-up")
+	fault := flag.String("fault", "slow-heartbeat", "the rule to break (see the command's doc)")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {
 		os.Exit(2)
 	}
-	var req struct {
-		Address    string `json:"address"`
-		NameHex    string `json:"name_hex"`
-		LeaseUS    int64  `json:"lease_us"`
-		WorkStopMS int64  `json:"work_stop_ms"`
-	}
+	var req request
 	if err := json.Unmarshal(in.Bytes(), &req); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	name, _ := hex.DecodeString(req.NameHex)
-	lease := time.Duration(req.LeaseUS) * time.Microsecond
-	base := lease / 4
-	if *fault == "slow-heartbeat" {
-		base = lease / 2
+	c := &client{fault: *fault, req: req, name: string(name), lease: time.Duration(req.LeaseUS) * time.Microsecond, o: &out{}}
+	released := make(chan struct{})
+	go func() {
+		for in.Scan() {
+			c.release()
+			c.o.print(`{"event":"released"}`)
+		}
+		close(released)
+	}()
+	c.run()
+	<-released
+	c.close()
+}
+
+type client struct {
+	fault string
+	req   request
+	name  string
+	lease time.Duration
+	o     *out
+
+	mu       sync.Mutex
+	conn     net.Conn
+	released bool
+}
+
+// release closes the connection and silences the session's loss report.
+func (c *client) release() {
+	c.mu.Lock()
+	c.released = true
+	c.mu.Unlock()
+	c.close()
+}
+
+func (c *client) isReleased() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.released
+}
+
+func (c *client) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		_ = c.conn.Close()
 	}
-	floor := min(100*time.Millisecond, lease/4)
-	alpha := 5 // 1/α
-	if *fault == "no-smoothing" {
+}
+
+// run makes sessions until one is granted or fails for good: in run mode a
+// code below 0x10 is retried (after a random wait after 0x01, a backoff
+// otherwise), in acquire mode nothing is.
+func (c *client) run() {
+	backoff := 100 * time.Millisecond
+	for {
+		code, retry := c.session()
+		if !retry || c.req.Mode != "run" {
+			return
+		}
+		wait := backoff
+		if code == protocol.CodeShuttingDown {
+			wait = rand.N(min(time.Second, c.lease/4) + 1)
+			if c.fault == "no-jitter" {
+				wait = 0
+			}
+		} else {
+			backoff *= 2
+		}
+		time.Sleep(wait)
+	}
+}
+
+// session is one connection: it returns the ERROR code that ended it before
+// a grant and whether that may be retried.
+func (c *client) session() (protocol.Code, bool) {
+	conn, err := net.Dial("tcp", c.req.Address)
+	if err != nil {
+		c.o.print(`{"event":"unavailable","reason":"dial: %v"}`, err)
+		return 0, false
+	}
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+	s := &session{client: c, conn: conn, answers: make(chan answer, 16), done: make(chan struct{})}
+	return s.run()
+}
+
+type answer struct{ sent, at time.Time }
+
+type session struct {
+	*client
+	conn    net.Conn
+	answers chan answer
+	done    chan struct{}
+
+	mu          sync.Mutex
+	lastSend    time.Time
+	outstanding bool
+	clock       time.Time // the give-up clock's start
+	granted     bool
+	token       uint64
+	over        bool
+}
+
+// end reports the loss (or the failure before the grant) once and stops the
+// heartbeats.
+func (s *session) end(lost, failed string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.over {
+		return false
+	}
+	s.over = true
+	close(s.done)
+	if s.isReleased() {
+		return true
+	}
+	if s.granted {
+		s.o.print("%s", lost)
+	} else if failed != "" {
+		s.o.print("%s", failed)
+	}
+	return true
+}
+
+func (s *session) send(b []byte) {
+	s.mu.Lock()
+	s.lastSend = time.Now()
+	s.outstanding = true
+	s.mu.Unlock()
+	_, _ = s.conn.Write(b)
+}
+
+func (s *session) run() (protocol.Code, bool) {
+	leaseMS, _ := protocol.LeaseMS(s.lease)
+	s.send(protocol.AppendAcquire(nil, leaseMS, s.name))
+	s.clock = s.lastSend
+	if s.fault != "never-give-up" {
+		go s.watch()
+	}
+	go s.heartbeat()
+	var buf protocol.FrameBuffer
+	var f protocol.Frame
+	r := bufio.NewReader(s.conn)
+	for {
+		if err := protocol.ReadServerFrame(r, &buf, &f); err != nil {
+			s.end(`{"event":"lost","reason":"end of stream"}`, `{"event":"unavailable","reason":"end of stream"}`)
+			_ = s.conn.Close()
+			return 0, false
+		}
+		at := time.Now()
+		switch f.Type {
+		case protocol.TypeError:
+			code := f.Code
+			s.mu.Lock()
+			granted := s.granted
+			s.mu.Unlock()
+			if s.end(fmt.Sprintf(`{"event":"lost","reason":"ERROR","code":%d}`, code), "") && !granted {
+				if s.req.Mode == "run" && code < 0x10 {
+					_ = s.conn.Close()
+					return code, true
+				}
+				s.o.print(`{"event":"error","code":%d,"retriable":%v,"reason":%q}`, code, code < 0x10, f.Reason)
+			}
+			_ = s.conn.Close()
+			return code, false
+		case protocol.TypeWaiting:
+			if s.granted && s.fault != "waiting-after-grant" {
+				s.end(`{"event":"lost","reason":"protocol violation: WAITING after ACQUIRED"}`, "")
+				s.closeAfterWork()
+				return 0, false
+			}
+		case protocol.TypeAcquired:
+			s.mu.Lock()
+			first := !s.granted
+			changed := s.granted && f.Token != s.token
+			s.granted, s.token = true, f.Token
+			s.mu.Unlock()
+			if changed && s.fault != "changed-token" {
+				s.end(`{"event":"lost","reason":"protocol violation: the token changed"}`, "")
+				s.closeAfterWork()
+				return 0, false
+			}
+			if first {
+				s.o.print(`{"event":"acquired","token":"%s"}`, strconv.FormatUint(f.Token, 10))
+			}
+		}
+		s.mu.Lock()
+		answered := s.outstanding // false: a pushed ACQUIRED, which answers nothing
+		s.outstanding = false
+		sent := s.lastSend
+		if answered {
+			s.clock = sent
+			if s.fault == "give-up-from-receipt" {
+				s.clock = at
+			}
+		}
+		s.mu.Unlock()
+		if answered {
+			s.answers <- answer{sent: sent, at: at}
+		}
+	}
+}
+
+// heartbeat sends a heartbeat an interval after each answered request's send
+// (after the answer with interval-after-reply).
+func (s *session) heartbeat() {
+	base := s.lease / 4
+	if s.fault == "slow-heartbeat" {
+		base = s.lease / 2
+	}
+	floor := min(100*time.Millisecond, s.lease/4)
+	alpha := time.Duration(5) // 1/α
+	if s.fault == "no-smoothing" {
 		alpha = 1
 	}
-	conn, err := net.Dial("tcp", req.Address)
-	if err != nil {
-		fmt.Println(`{"event":"unavailable","reason":"dial"}`)
+	var srtt time.Duration
+	sampled := false
+	for {
+		var a answer
+		select {
+		case a = <-s.answers:
+		case <-s.done:
+			return
+		}
+		rtt := a.at.Sub(a.sent)
+		if !sampled {
+			srtt, sampled = rtt, true
+		} else {
+			srtt += (rtt - srtt) / alpha
+		}
+		interval := min(max(base-2*srtt, floor), base)
+		from := a.sent
+		if s.fault == "interval-after-reply" {
+			from = a.at
+		}
+		select {
+		case <-time.After(time.Until(from.Add(interval))):
+		case <-s.done:
+			return
+		}
+		s.send(protocol.AppendHeartbeat(nil))
+	}
+}
+
+// watch gives up when no answer came within factor × lease of the clock's
+// start.
+func (s *session) watch() {
+	factor := 0.8
+	switch s.fault {
+	case "give-up-0.9":
+		factor = 0.9
+	case "give-up-0.95":
+		factor = 0.95
+	}
+	limit := time.Duration(factor * float64(s.lease))
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		late := time.Since(s.clock) > limit
+		s.mu.Unlock()
+		if late && s.end(`{"event":"lost","reason":"no answer within the give-up time"}`, `{"event":"unavailable","reason":"no answer within the give-up time"}`) {
+			if s.fault == "close-at-give-up" {
+				_ = s.conn.Close() // at once: the work still runs
+			}
+			s.closeAfterWork()
+			return
+		}
+	}
+}
+
+// closeAfterWork stops the work (work_stop_ms after the loss) and closes the
+// connection then, or when the lease has passed since the last send.
+func (s *session) closeAfterWork() {
+	s.mu.Lock()
+	due := time.Until(s.lastSend.Add(s.lease))
+	granted := s.granted
+	s.mu.Unlock()
+	if !granted {
+		_ = s.conn.Close()
 		return
 	}
-	leaseMS, _ := protocol.LeaseMS(lease)
-	var mu sync.Mutex
-	lastSend := time.Now()
-	answeredSend := lastSend // send time of the newest answered request
-	_, _ = conn.Write(protocol.AppendAcquire(nil, leaseMS, string(name)))
-	answers := make(chan time.Time, 16)
-	if *fault == "close-at-give-up" {
-		go func() {
-			for range time.Tick(5 * time.Millisecond) {
-				mu.Lock()
-				late := time.Since(answeredSend) > lease*4/5
-				mu.Unlock()
-				if late {
-					fmt.Println(`{"event":"lost","reason":"no answer within 0.8 x lease"}`)
-					_ = conn.Close() // at once: the work still runs
-					time.Sleep(time.Duration(req.WorkStopMS) * time.Millisecond)
-					fmt.Println(`{"event":"work-stopped"}`)
-					return
-				}
-			}
-		}()
+	if s.req.WorkStopMS < 0 {
+		time.Sleep(due)
+		_ = s.conn.Close()
+		return
 	}
-	go func() {
-		var buf protocol.FrameBuffer
-		var f protocol.Frame
-		r := bufio.NewReader(conn)
-		granted := false
-		for protocol.ReadServerFrame(r, &buf, &f) == nil {
-			if f.Type == protocol.TypeAcquired && !granted {
-				granted = true
-				fmt.Printf("{\"event\":\"acquired\",\"token\":\"%s\"}\n", strconv.FormatUint(f.Token, 10))
-			}
-			at := time.Now()
-			mu.Lock()
-			answeredSend = lastSend
-			mu.Unlock()
-			answers <- at
-		}
-	}()
-	go func() {
-		var srtt time.Duration
-		sampled := false
-		for at := range answers {
-			mu.Lock()
-			sent := lastSend
-			mu.Unlock()
-			rtt := at.Sub(sent)
-			if !sampled {
-				srtt, sampled = rtt, true
-			} else {
-				srtt += (rtt - srtt) / time.Duration(alpha)
-			}
-			interval := min(max(base-2*srtt, floor), base)
-			time.Sleep(time.Until(sent.Add(interval)))
-			mu.Lock()
-			lastSend = time.Now()
-			mu.Unlock()
-			if _, err := conn.Write([]byte{byte(protocol.TypeHeartbeat)}); err != nil {
-				return
-			}
-		}
-	}()
-	for in.Scan() {
-		_ = conn.Close()
-		fmt.Println(`{"event":"released"}`)
-	}
-	_ = conn.Close()
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop := time.Duration(s.req.WorkStopMS) * time.Millisecond
+	time.Sleep(min(stop, due))
+	_ = s.conn.Close()
+	time.Sleep(stop - min(stop, due))
+	s.o.print(`{"event":"work-stopped"}`)
 }

@@ -7,6 +7,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,6 +30,12 @@ type request struct {
 	WaitMS     int64   `json:"wait_ms"`
 	Mode       string  `json:"mode"`
 	WorkStopMS int64   `json:"work_stop_ms"`
+	TLS        *struct {
+		CAFile     string `json:"ca_file"`
+		ServerName string `json:"server_name"`
+		CertFile   string `json:"cert_file"`
+		KeyFile    string `json:"key_file"`
+	} `json:"tls"`
 }
 
 // driver prints events and receives the kit's commands.
@@ -82,7 +90,15 @@ func (d *driver) run() error {
 	}
 	name := string(raw) // Go strings hold any bytes, so invalid UTF-8 reaches the client as is
 	lease := time.Duration(d.req.LeaseUS) * time.Microsecond
-	c := client.New(client.Config{Address: d.req.Address})
+	cfg := client.Config{Address: d.req.Address}
+	if d.req.TLS != nil {
+		tc, err := d.tlsConfig()
+		if err != nil {
+			return err
+		}
+		cfg.Dialer = &tls.Dialer{Config: tc}
+	}
+	c := client.New(cfg)
 	ctx := context.Background()
 	if d.req.WaitMS > 0 {
 		var cancel context.CancelFunc
@@ -98,6 +114,29 @@ func (d *driver) run() error {
 		return fmt.Errorf("unknown mode %q: want acquire or run", d.req.Mode)
 	}
 	return nil
+}
+
+// tlsConfig is the request's TLS files as a user of the client would load
+// them.
+func (d *driver) tlsConfig() (*tls.Config, error) {
+	t := d.req.TLS
+	ca, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("tls ca_file %s: no PEM certificate", t.CAFile)
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls cert_file and key_file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 func (d *driver) acquire(ctx context.Context, c *client.Client, name string, lease time.Duration) {

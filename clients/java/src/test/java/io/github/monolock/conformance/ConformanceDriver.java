@@ -9,10 +9,21 @@ import io.github.monolock.MonolockServerException;
 import io.github.monolock.ServerUnavailableException;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.KeyFactory;
+import java.security.KeyStore;
+import java.security.PrivateKey;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
+import java.security.spec.PKCS8EncodedKeySpec;
 import java.time.Duration;
+import java.util.Base64;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
@@ -20,6 +31,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import javax.net.ssl.KeyManager;
+import javax.net.ssl.KeyManagerFactory;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 
 /**
  * The conformance kit's driver for the Java client (docs/conformance.md in
@@ -49,7 +64,10 @@ public final class ConformanceDriver {
         Thread reader = new Thread(() -> d.readCommands(in), "commands");
         reader.setDaemon(true);
         reader.start();
-        try (MonolockClient client = MonolockClient.builder((String) req.get("address")).build()) {
+        MonolockClient.Builder builder = MonolockClient.builder((String) req.get("address"));
+        Object tls = req.get("tls");
+        if (tls instanceof Map) builder.sslContext(sslContext(castMap(tls)));
+        try (MonolockClient client = builder.build()) {
             String mode = (String) req.get("mode");
             if ("acquire".equals(mode)) d.acquire(client, req);
             else if ("run".equals(mode)) d.run(client, req);
@@ -58,6 +76,54 @@ public final class ConformanceDriver {
                 System.exit(2);
             }
         }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> castMap(Object o) {
+        return (Map<String, Object>) o;
+    }
+
+    /**
+     * The request's TLS files as a user would load them: the CA as the trust
+     * store and, for mutual TLS, the client certificate with its PKCS #8 key
+     * as the key store. The client verifies the server by the host dialled
+     * (an IP address here), so server_name is not needed.
+     */
+    private static SSLContext sslContext(Map<String, Object> tls) throws Exception {
+        CertificateFactory x509 = CertificateFactory.getInstance("X.509");
+        KeyStore trust = KeyStore.getInstance("PKCS12");
+        trust.load(null, null);
+        int n = 0;
+        for (Certificate ca : certificates(x509, (String) tls.get("ca_file"))) trust.setCertificateEntry("ca" + n++, ca);
+        TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+        tmf.init(trust);
+        KeyManager[] keyManagers = null;
+        Object certFile = tls.get("cert_file");
+        if (certFile instanceof String) {
+            char[] password = new char[0];
+            KeyStore keys = KeyStore.getInstance("PKCS12");
+            keys.load(null, null);
+            Certificate[] chain = certificates(x509, (String) certFile).toArray(new Certificate[0]);
+            keys.setKeyEntry("client", privateKey((String) tls.get("key_file"), chain[0].getPublicKey().getAlgorithm()), password, chain);
+            KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+            kmf.init(keys, password);
+            keyManagers = kmf.getKeyManagers();
+        }
+        SSLContext ctx = SSLContext.getInstance("TLS");
+        ctx.init(keyManagers, tmf.getTrustManagers(), null);
+        return ctx;
+    }
+
+    private static Collection<? extends Certificate> certificates(CertificateFactory x509, String path) throws Exception {
+        try (InputStream in = Files.newInputStream(Path.of(path))) {
+            return x509.generateCertificates(in);
+        }
+    }
+
+    private static PrivateKey privateKey(String path, String algorithm) throws Exception {
+        String pem = Files.readString(Path.of(path), StandardCharsets.US_ASCII);
+        String base64 = pem.replaceAll("-----(BEGIN|END) PRIVATE KEY-----", "").replaceAll("\\s", "");
+        return KeyFactory.getInstance(algorithm).generatePrivate(new PKCS8EncodedKeySpec(Base64.getDecoder().decode(base64)));
     }
 
     private void readCommands(BufferedReader in) {
