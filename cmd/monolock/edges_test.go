@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/internal/opshttp"
 	"github.com/monolock/monolock/internal/testsupport/keepalive"
@@ -304,12 +303,8 @@ func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 	p := startServer(t, "-ops-listen", "127.0.0.1:0")
 	ops := p.OpsAddr
 	maxConns := int(p.Started["http_max_conns"].(float64))
-	pid := p.Pid()
 	const headroom = 16
-	limit := openDescriptors(t, pid) + maxConns + headroom
-	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(limit), Max: uint64(limit)}, nil); err != nil {
-		t.Fatalf("lower the server's descriptor limit: %v", err)
-	}
+	limit := limitDescriptors(t, p, maxConns+headroom)
 
 	// The cap full of idle keep-alive connections, then more clients than
 	// descriptors are left, their requests sent: 2,000 HTTP clients in all.
@@ -330,7 +325,7 @@ func TestHTTPClientsCannotStarveTheLockPort(t *testing.T) {
 	if code := keepalive.Dial(t, ops).Get(t, "/healthz"); code != 200 {
 		t.Errorf("/healthz with the cap full: %d", code)
 	}
-	if n := openDescriptors(t, pid); n >= limit {
+	if n := openDescriptors(t, p.Pid()); n >= limit {
 		t.Errorf("the server holds %d descriptors of %d", n, limit)
 	}
 }

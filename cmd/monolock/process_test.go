@@ -91,12 +91,8 @@ func TestDescriptorExhaustionBySilentClients(t *testing.T) {
 
 func evictSilent(t *testing.T, p *proc.Process, o wire.Options) {
 	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
-	pid := p.Pid()
 	const headroom = 16
-	limit := uint64(openDescriptors(t, pid) + headroom)
-	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-		t.Fatalf("lower the server's descriptor limit: %v", err)
-	}
+	limitDescriptors(t, p, headroom)
 	// More silent connections than descriptors: those past the limit wait
 	// in the backlog, and the server evicts older ones to take them.
 	for range 3 * headroom {
@@ -146,12 +142,8 @@ func TestDescriptorExhaustionBySilentWaiters(t *testing.T) {
 
 func evictSilentWaiters(t *testing.T, p *proc.Process, o wire.Options) {
 	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
-	pid := p.Pid()
 	const headroom = 16
-	limit := uint64(openDescriptors(t, pid) + headroom)
-	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-		t.Fatalf("lower the server's descriptor limit: %v", err)
-	}
+	limitDescriptors(t, p, headroom)
 	// More waiters than descriptors, none of which will ever heartbeat:
 	// those past the limit wait in the backlog, their ACQUIRE sent.
 	for range 3 * headroom {
@@ -235,12 +227,8 @@ func (c *queuedClient) acquired(t *testing.T, timeout time.Duration) bool {
 }
 
 func exhaustDescriptors(t *testing.T, p *proc.Process, cfg *tls.Config) {
-	pid := p.Pid()
 	const headroom = 16
-	limit := uint64(openDescriptors(t, pid) + headroom)
-	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-		t.Fatalf("lower the server's descriptor limit: %v", err)
-	}
+	limit := limitDescriptors(t, p, headroom)
 
 	// Twice as many clients as free descriptors, each on its own lock.
 	clients := make([]*queuedClient, 2*headroom)
@@ -361,4 +349,16 @@ func TestSIGTERM(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not exit after SIGTERM")
 	}
+}
+
+// limitDescriptors lowers the running server's descriptor limit to what it
+// has open now plus free, and returns the new limit.
+func limitDescriptors(t *testing.T, p *proc.Process, free int) int {
+	t.Helper()
+	pid := p.Pid()
+	limit := openDescriptors(t, pid) + free
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(limit), Max: uint64(limit)}, nil); err != nil {
+		t.Fatalf("lower the server's descriptor limit: %v", err)
+	}
+	return limit
 }
