@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,7 +41,7 @@ func (c *waiterChild) flags() {
 func (c *waiterChild) run() int {
 	t := target{name: "child", addr: c.addr}
 	if c.ca != "" {
-		cfg, err := childTLS(c.ca, c.cert, c.key)
+		cfg, err := certstest.ClientTLSFromFiles(c.ca, c.cert, c.key)
 		if err != nil {
 			fmt.Printf("error %v\n", err)
 			return 1
@@ -59,22 +57,6 @@ func (c *waiterChild) run() int {
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until EOF
 	closeAll(conns)
 	return 0
-}
-
-func childTLS(ca, cert, key string) (*tls.Config, error) {
-	pem, err := os.ReadFile(ca)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", ca)
-	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: certstest.ServerName, Certificates: []tls.Certificate{pair}}, nil
 }
 
 // startWaiterChild runs a child holding n waiters on t and waits until

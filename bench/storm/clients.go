@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,7 +52,7 @@ func runClients(args []string) error {
 	var base *tls.Config
 	if *ca != "" {
 		var err error
-		if base, err = clientTLS(*ca, *cert, *key); err != nil {
+		if base, err = certstest.ClientTLSFromFiles(*ca, *cert, *key); err != nil {
 			return err
 		}
 	}
@@ -173,22 +172,4 @@ func (d *recordingDialer) DialContext(ctx context.Context, network, addr string)
 		d.resumed = c.(*tls.Conn).ConnectionState().DidResume
 	}
 	return c, err
-}
-
-// clientTLS trusts ca, verifies the server as certstest.ServerName and
-// presents cert.
-func clientTLS(ca, cert, key string) (*tls.Config, error) {
-	pem, err := os.ReadFile(ca)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", ca)
-	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: certstest.ServerName, Certificates: []tls.Certificate{pair}}, nil
 }

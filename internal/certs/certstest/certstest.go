@@ -382,3 +382,22 @@ func writePEM(path, blockType string, der []byte) error {
 	}
 	return nil
 }
+
+// ClientTLSFromFiles is ClientTLS for a process that has only the PKI's
+// files (a child a harness starts): it trusts the CA in ca, verifies the
+// server as ServerName and presents the certificate in cert and key.
+func ClientTLSFromFiles(ca, cert, key string) (*tls.Config, error) {
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", ca)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: ServerName, Certificates: []tls.Certificate{pair}}, nil
+}
