@@ -62,3 +62,10 @@ func (c *fakeConn) Reopen() {
 
 // Written is how many bytes were written to c.
 func (c *fakeConn) Written() int { return c.n }
+
+// What the TLS tests over real sockets (tlschain_test.go) check against:
+// the bound of a client's last flight, and the HelloRetryRequest a server's
+// first record may be.
+const MaxClientFlight = maxClientFlight
+
+var IsHelloRetryRequest = isHelloRetryRequest

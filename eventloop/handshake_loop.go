@@ -21,7 +21,7 @@ import (
 //     (at most maxHelloBuffered). No goroutine, no slot.
 //   - handshake: crypto/tls cannot suspend a handshake and resume it later,
 //     so the rest runs on a goroutine of its own. The loop copies the
-//     client's later flights to it (at most maxHandshakeInput in all) and
+//     client's later flights to it (bounds in handshakeinput.go) and
 //     gnet writes what it sends. The goroutine holds a compute slot only
 //     while it has input to work on: waiting for the client holds none, so
 //     stalled clients never keep a well-behaved one waiting.
@@ -50,10 +50,16 @@ const (
 	// maxHelloBuffered bounds the bytes buffered before the ClientHello is
 	// whole, record headers included (a hello cut into tiny records).
 	maxHelloBuffered = 2 * maxHelloMessage
-	// maxHandshakeInput bounds every byte a client sends before its
-	// handshake is done: the ClientHello, and a client certificate chain
-	// with the rest of its last flight.
-	maxHandshakeInput = 64 << 10
+	// maxClientFlight bounds what a client sends after the server has
+	// answered its ClientHello and before the handshake is done: its last
+	// flight (with mutual TLS, the certificate chain, at most
+	// certs.MaxClientChainBytes of DER, its CertificateVerify and its
+	// Finished, about 3.3 KiB at the chain bound with an RSA-4096 leaf) and
+	// the first requests a client may send with it. crypto/tls parses every
+	// certificate of a chain before anything can refuse it, so this is what
+	// bounds a forged chain's cost: at 8 KiB about a dozen certificates
+	// instead of the hundred that its own 256 KiB limit lets through.
+	maxClientFlight = 8 << 10
 )
 
 // handshakeTurn serves a TLS session whose handshake is not done; it runs

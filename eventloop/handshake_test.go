@@ -2,6 +2,7 @@ package eventloop
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -91,10 +92,10 @@ func TestHelloArrived(t *testing.T) {
 	}
 }
 
-// The handshake's input is bounded in total, however the client spreads it.
-func TestHandshakeInputBound(t *testing.T) {
-	in := newHandshakeInput(newHandshakeSlots(1), nil)
-	chunk := make([]byte, 1000)
+// feedUntilRefused feeds chunks, each read by the handshake as it comes,
+// until in refuses one, and returns the bytes accepted.
+func feedUntilRefused(t *testing.T, in *handshakeInput, chunk []byte) int {
+	t.Helper()
 	fed := 0
 	for in.feed(chunk) {
 		fed += len(chunk)
@@ -103,12 +104,70 @@ func TestHandshakeInputBound(t *testing.T) {
 			t.Fatalf("read %d, %v", n, err)
 		}
 	}
-	if fed > maxHandshakeInput || fed+len(chunk) <= maxHandshakeInput {
-		t.Fatalf("fed %d bytes before the bound of %d", fed, maxHandshakeInput)
+	return fed
+}
+
+// serverRecord is a handshake record of the server's beginning with a
+// message of type typ whose body starts with a legacy version and random.
+func serverRecord(typ byte, random []byte) []byte {
+	body := append([]byte{3, 3}, random...)
+	msg := append([]byte{typ, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+	return append([]byte{recordTypeHandshake, 3, 3, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+}
+
+// The handshake's input is bounded however the client spreads it: a
+// ClientHello's worth while the server waits for one, and the last flight's
+// once the server has answered it.
+func TestHandshakeInputBound(t *testing.T) {
+	const chunk = 1000
+	within := func(t *testing.T, fed, bound int) {
+		t.Helper()
+		if fed > bound || fed+chunk <= bound {
+			t.Fatalf("fed %d bytes before the bound of %d", fed, bound)
+		}
 	}
-	in.finish("", nil)
-	if len(in.slots.slots) != 0 {
-		t.Fatal("a finished handshake still holds a compute slot")
+	t.Run("hello", func(t *testing.T) {
+		in := newHandshakeInput(newHandshakeSlots(1), nil)
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxHelloBuffered)
+		in.finish("", nil)
+		if len(in.slots.slots) != 0 {
+			t.Fatal("a finished handshake still holds a compute slot")
+		}
+	})
+	t.Run("last flight", func(t *testing.T) {
+		in := newHandshakeInput(newHandshakeSlots(1), nil)
+		in.feed(make([]byte, 500)) // the ClientHello
+		in.serverWrote(serverRecord(typeServerHello, make([]byte, 32)))
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxClientFlight)
+	})
+	t.Run("hello retry request", func(t *testing.T) {
+		in := newHandshakeInput(newHandshakeSlots(1), nil)
+		in.feed(make([]byte, 20000)) // a first ClientHello
+		in.serverWrote(serverRecord(typeServerHello, helloRetryRandom[:]))
+		in.serverWrote([]byte{20, 3, 3, 0, 1, 1}) // its change_cipher_spec, a write of its own
+		// The second ClientHello has the first one's bound, afresh.
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxHelloBuffered)
+
+		in = newHandshakeInput(newHandshakeSlots(1), nil)
+		in.feed(make([]byte, 500))
+		in.serverWrote(serverRecord(typeServerHello, helloRetryRandom[:]))
+		in.serverWrote([]byte{20, 3, 3, 0, 1, 1})
+		in.feed(make([]byte, 500)) // the second ClientHello
+		in.serverWrote(serverRecord(typeServerHello, make([]byte, 32)))
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxClientFlight)
+	})
+}
+
+// The HelloRetryRequest's random is SHA-256("HelloRetryRequest").
+func TestHelloRetryRandom(t *testing.T) {
+	if sum := sha256.Sum256([]byte("HelloRetryRequest")); sum != helloRetryRandom {
+		t.Fatalf("helloRetryRandom is %x, want %x", helloRetryRandom, sum)
+	}
+	if isHelloRetryRequest(serverRecord(typeServerHello, make([]byte, 32))) {
+		t.Fatal("a ServerHello with another random taken for a HelloRetryRequest")
+	}
+	if isHelloRetryRequest(serverRecord(typeServerHello, helloRetryRandom[:16])) {
+		t.Fatal("a record cut short taken for a HelloRetryRequest")
 	}
 }
 

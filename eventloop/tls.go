@@ -159,6 +159,7 @@ func (t *tlsTransport) drained() bool {
 // (AsyncWrite; crypto/tls reuses p), and records to gnet directly in the loop.
 func (t *tlsTransport) Write(p []byte) (int, error) {
 	if t.hs != nil {
+		t.hs.serverWrote(p)
 		t.asyncWrites.Add(1)
 		written := func(gc gnet.Conn, _ error) error { // on the loop
 			if t.asyncWrites.Add(-1) == 0 && t.hs != nil {
