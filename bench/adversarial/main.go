@@ -34,7 +34,7 @@
 //     honest clients (5 s each, direct and at 150 ms) and fresh-connection
 //     requests to its ops and admin ports, any failure a violation;
 //  10. the same against a mutual-TLS server (TLS 1.2 and 1.3 at 150 ms);
-//  11. forged client chains: 64 mutual-TLS clients presenting a leaf and 60
+//  11. forged client chains: 64 mutual-TLS clients presenting a leaf and -forged-certs (60)
 //     self-signed P-521 certificates bearing the client CA's name, with the
 //     server's CPU per handshake against honest ones and the honest clients'
 //     dial-to-ACQUIRED p99;
@@ -77,6 +77,7 @@ type config struct {
 	only          map[int]bool
 	waitersNofile int // attacks 9 and 10: the limited server's descriptors
 	churners      int // attacks 9 and 10: silent connections reopened when closed
+	forgedCerts   int // attack 11: the forged certificates above the leaf
 }
 
 func run() int {
@@ -89,6 +90,7 @@ func run() int {
 	var child waiterChild
 	child.flags()
 	flag.IntVar(&cfg.churners, "churners", 2000, "attacks 9 and 10: silent connections reopened as soon as the server closes them")
+	flag.IntVar(&cfg.forgedCerts, "forged-certs", 60, "attack 11: the forged P-521 certificates each client sends above its leaf")
 	flag.Parse()
 	if child.addr != "" {
 		return child.run()

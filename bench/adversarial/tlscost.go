@@ -59,14 +59,14 @@ var forgedChain tls.Certificate
 
 func prepareForgedChain(e *env) ([]*witnesses, func(), error) {
 	var err error
-	forgedChain, err = e.pki.ForgedChain(60, elliptic.P521())
+	forgedChain, err = e.pki.ForgedChain(e.cfg.forgedCerts, elliptic.P521())
 	return nil, nil, err
 }
 
 // runForgedChains calibrates for the first quarter of the attack with 4
 // honest clients taking a lock on a fresh connection over and over (the
 // server's CPU per honest connection, their dial-to-ACQUIRED p99), then
-// adds 64 clients presenting a leaf and 60 self-signed P-521 certificates
+// adds 64 clients presenting a leaf and -forged-certs (60) self-signed P-521 certificates
 // bearing the client CA's name (the server's CPU per forged handshake, the
 // honest clients' p99 under the attack).
 func runForgedChains(ctx context.Context, e *env) string {
@@ -104,8 +104,12 @@ func runForgedChains(ctx context.Context, e *env) string {
 	if n := refused.Load(); n > 0 {
 		forgedCPU = (cpu2 - cpu1 - honestCPU*time.Duration(len(attacked))) / time.Duration(n)
 	}
-	note := fmt.Sprintf("64 clients, leaf + 60 forged P-521 CAs: %d refused, %d let in; server CPU per connection %v forged, %v honest; honest dial-to-ACQUIRED p50/p99 %v/%v over %d under the attack, %v/%v over %d before it (eviction grace %v)",
-		refused.Load(), accepted.Load(), forgedCPU.Round(time.Microsecond), honestCPU.Round(time.Microsecond),
+	chainBytes := 0
+	for _, der := range forgedChain.Certificate {
+		chainBytes += len(der)
+	}
+	note := fmt.Sprintf("64 clients, leaf + %d forged P-521 CAs (%d bytes): %d refused, %d let in; server CPU per connection %v forged, %v honest (%.2f×); honest dial-to-ACQUIRED p50/p99 %v/%v over %d under the attack, %v/%v over %d before it (eviction grace %v)",
+		len(forgedChain.Certificate)-1, chainBytes, refused.Load(), accepted.Load(), forgedCPU.Round(time.Microsecond), honestCPU.Round(time.Microsecond), float64(forgedCPU)/float64(max(honestCPU, 1)),
 		quantile(attacked, 50), quantile(attacked, 99), len(attacked), quantile(calm, 50), quantile(calm, 99), len(calm), evictionGrace)
 	if accepted.Load() > 0 {
 		note += " — " + violation + ": forged chains let in"
