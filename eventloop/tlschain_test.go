@@ -82,21 +82,7 @@ func TestTLSChainPastABoundIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		clientCfg := pki.WithCertificate(forged)
-		clientCfg.MaxVersion = version
-		raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = raw.SetDeadline(time.Now().Add(safety))
-		tc := tls.Client(raw, clientCfg)
-		// In TLS 1.3 the client's handshake ends before the server judges
-		// its chain: the alert comes with the first read.
-		err = tc.Handshake()
-		if err == nil {
-			_, err = tc.Read(make([]byte, 1))
-		}
-		_ = raw.Close()
+		err := handshakeWith(t, ts, pki, forged, version)
 		if err == nil || err == io.EOF || !strings.Contains(err.Error(), "bad certificate") {
 			t.Fatalf("TLS %x: a forged chain of 6 certificates got %v, want the bad-certificate alert", version, err)
 		}
@@ -147,19 +133,7 @@ func TestTLSFlightPastTheBoundIsClosed(t *testing.T) {
 		t.Fatalf("the forged chain is %d bytes, not past the bound of %d", size, eventloop.MaxClientFlight)
 	}
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		clientCfg := pki.WithCertificate(forged)
-		clientCfg.MaxVersion = version
-		raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = raw.SetDeadline(time.Now().Add(safety))
-		tc := tls.Client(raw, clientCfg)
-		err = tc.Handshake()
-		if err == nil {
-			_, err = tc.Read(make([]byte, 1))
-		}
-		_ = raw.Close()
+		err := handshakeWith(t, ts, pki, forged, version)
 		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("TLS %x: a last flight of %d bytes got %v, want the connection ended", version, chainBytes(forged), err)
 		}
@@ -167,6 +141,27 @@ func TestTLSFlightPastTheBoundIsClosed(t *testing.T) {
 	c := dialTLS(t, ts, pki)
 	c.Send(protocol.AppendAcquire(nil, longLease, "after-the-forged-flights"))
 	c.Expect(protocol.TypeAcquired)
+}
+
+// handshakeWith runs a handshake presenting cert at TLS version, then one
+// read, and returns the first error: in TLS 1.3 the client's handshake ends
+// before the server judges its chain, so the alert comes with the read.
+func handshakeWith(t *testing.T, ts *testServer, pki *certstest.PKI, cert tls.Certificate, version uint16) error {
+	t.Helper()
+	clientCfg := pki.WithCertificate(cert)
+	clientCfg.MaxVersion = version
+	raw, err := net.DialTimeout("tcp", ts.Addr().String(), safety)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(safety))
+	tc := tls.Client(raw, clientCfg)
+	err = tc.Handshake()
+	if err == nil {
+		_, err = tc.Read(make([]byte, 1))
+	}
+	return err
 }
 
 func chainBytes(c tls.Certificate) int {
