@@ -24,7 +24,7 @@ func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 
 // TestFrozenRepliesCancelWork: with replies frozen, the work is cancelled and
 // Do reports ErrHeartbeatTimeout. When (0.8 × lease after the newest answered
-// send) is the step scripts' business (testdata/step/giveup.txt); that it comes
+// send) is the step scripts' business (protocol/testdata/step/giveup.txt); that it comes
 // before the server could hand the lock on is checked against the server
 // itself by TestFrozenHolderStopsBeforeHandover.
 func TestFrozenRepliesCancelWork(t *testing.T) {
@@ -144,7 +144,7 @@ func TestRTTShortensTheInterval(t *testing.T) {
 // the client's frames, its close included, still reach the server. The waiter
 // is granted the lock only after the holder's work has returned, because the
 // client closes only then (that it keeps the connection while the work runs,
-// up to the lease after its last write, is tested by testdata/step/giveup.txt).
+// up to the lease after its last write, is tested by protocol/testdata/step/giveup.txt).
 func TestOneWayFreezeStopsBeforeHandover(t *testing.T) {
 	const lease = time.Second
 	addr := startServer(t)

@@ -72,7 +72,7 @@ func answerOnceThenSilence(conn net.Conn) {
 
 // TestGiveUpKeepsConnectionWhileWorkRuns: the work does not stop when told;
 // the session closes the connection on its own (at the lease after the last
-// write: the step scripts in testdata/step test when), and nothing is written
+// write: the step scripts in protocol/testdata/step test when), and nothing is written
 // after the give-up.
 func TestGiveUpKeepsConnectionWhileWorkRuns(t *testing.T) {
 	const lease = 300 * time.Millisecond

@@ -88,7 +88,7 @@ func TestEndOfStreamIsConnectionClosed(t *testing.T) {
 func TestNoReplyToAcquireTimesOut(t *testing.T) {
 	addr, _ := fakeServer(t, drain)
 	// When it gives up (0.8 × lease after the ACQUIRE's send) is the step
-	// scripts' business (testdata/step/acquire-unanswered.txt).
+	// scripts' business (protocol/testdata/step/acquire-unanswered.txt).
 	_, err := New(Config{Address: addr}).Enqueue(testContext(t), "x", 200*time.Millisecond)
 	if !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("err = %v, want ErrHeartbeatTimeout", err)

@@ -1,6 +1,7 @@
 //! Fencing tokens checked where the work lands, in PostgreSQL: the fence
-//! table and the admit statement of docs/fencing.md, byte for byte as the
-//! Go, Python and Node.js helpers send them.
+//! table and the admit statement of docs/fencing.md, byte for byte as every
+//! monolock client sends them (`fence/testdata/sql.txt` of the repository;
+//! `tests/fence_vectors.rs` checks these constants against it).
 //!
 //! Run [`admit`] (tokio-postgres) or [`admit_blocking`] (postgres) inside the
 //! transaction that does the guarded write, before the write. It admits the
