@@ -193,7 +193,7 @@ func (d *daemon) open(f files) (err error) {
 		if err != nil {
 			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
 		}
-		d.ops = d.serveHTTP("ops", ln, nil, opshttp.NewHandler(registry, &d.health))
+		d.ops = d.serveHTTP("ops", ln, nil, opshttp.NewHandler(registry, &d.health, d.hostRule()))
 	}
 	if cfg.tlsTickets != "" {
 		warnIfShared(d.log, cfg.tlsTickets)
