@@ -149,6 +149,31 @@ func (d *daemon) adminHandler() http.Handler {
 	return adminhttp.New(d.srv, info)
 }
 
+// consoleURL is where a browser on this host finds the console of the admin
+// port bound to bound: its address, or loopback for an address that stands
+// for every interface. An IP address, never a name, so that the Host rule
+// answers it.
+func consoleURL(bound string, https bool) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		host, port = bound, ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	scheme := "http"
+	if https {
+		scheme = "https"
+	}
+	if port == "" {
+		return scheme + "://" + host + "/"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
+
 // hostRule is the Host rule of the HTTP ports without client
 // authentication: the ops port, and the admin port without mutual TLS.
 func (d *daemon) hostRule() *hostcheck.Rule {

@@ -142,6 +142,11 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg(startline.Message)
+	if d.admin != nil {
+		// A line of its own, for whoever started the server by hand.
+		u := consoleURL(d.admin.Addr, cfg.adminTLSCert != "")
+		log.Info().Str("console", u).Msg("open the admin console at " + u)
+	}
 	return d, nil
 }
 
