@@ -116,7 +116,6 @@ func TestAllowedHostsSetting(t *testing.T) {
 	}
 }
 
-
 // TestStartPrintsTheConsoleURL: a server with an admin port says where its
 // console is, at an address the Host rule answers: the console is there.
 func TestStartPrintsTheConsoleURL(t *testing.T) {

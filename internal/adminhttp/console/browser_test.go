@@ -174,6 +174,21 @@ func granted(t *testing.T, l *client.Lock) {
 	}
 }
 
+// holding is a client of srv holding name, and the context that bounds the
+// test's client calls; both end with the test.
+func holding(t *testing.T, srv *proc.Process, name string) (*client.Client, context.Context, *client.Lock) {
+	t.Helper()
+	c := client.New(client.Config{Address: srv.Addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
+	t.Cleanup(cancel)
+	holder, err := c.Acquire(ctx, name, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close() })
+	return c, ctx, holder
+}
+
 // TestConsoleInChromium: the page shows a lock a real client holds and its
 // waiter; the operator force-releases it from the page (typing its name),
 // the holder sees ERROR 0x02 and the waiter gets the lock; the same by
@@ -183,16 +198,8 @@ func granted(t *testing.T, l *client.Lock) {
 func TestConsoleInChromium(t *testing.T) {
 	srv := server(t)
 	b := startBrowser(t, "http://"+srv.AdminAddr+"/")
-	c := client.New(client.Config{Address: srv.Addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
-	defer cancel()
-
 	const name = "deploy/prod"
-	holder, err := c.Acquire(ctx, name, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	c, ctx, holder := holding(t, srv, name)
 	waiter, err := c.Enqueue(ctx, name, lease)
 	if err != nil {
 		t.Fatal(err)
@@ -325,15 +332,8 @@ func TestRebindingPageRefusedInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolve := "--host-resolver-rules=MAP rebind.test 127.0.0.1, MAP console.test 127.0.0.1"
-	c := client.New(client.Config{Address: srv.Addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
-	defer cancel()
 	const name = "deploy/prod"
-	holder, err := c.Acquire(ctx, name, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	_, _, holder := holding(t, srv, name)
 
 	attacker := startBrowser(t, "http://rebind.test:"+port+"/", resolve)
 	answer := attacker.do("rebind", name)
