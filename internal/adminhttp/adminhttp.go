@@ -140,7 +140,7 @@ func New(b Backend, info Info) http.Handler {
 		info.Access = OpenAccess()
 	}
 	h := &handler{b: b, info: info, mux: http.NewServeMux(),
-		fullListings: newListingTurns(maxListings(), fullListingsWaiting*maxListings()), pages: newListingTurns(maxListings(), 0),
+		fullListings: newListingTurns(maxListings(), fullListingsWaiting), pages: newListingTurns(maxListings(), 0),
 		refusalLog: newRefusalLog(info.Log), console: console.New(), crossOrigin: http.NewCrossOriginProtection()}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in

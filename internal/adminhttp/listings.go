@@ -17,8 +17,8 @@ import (
 //
 // Full listings (no limit=) and pages (limit=, the console's polls) take
 // turns apart, so that pages, bounded by admin.MaxPageSize, never queue
-// behind listings of every lock. Full listings may also only wait a few at a
-// time: beyond that they are refused at once, so that clients asking for
+// behind listings of every lock. Full listings may also only wait
+// fullListingsWaiting at a time: beyond that they are refused at once, so that clients asking for
 // every lock faster than the server encodes them cannot make their requests
 // pile up and take every connection of the port.
 
@@ -26,8 +26,10 @@ import (
 // cores, and at least one.
 func maxListings() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// fullListingsWaiting bounds the full listings waiting for a turn, per turn.
-const fullListingsWaiting = 2
+// fullListingsWaiting bounds the full listings waiting for a turn: a
+// quarter of the 64 connections an admin port serves at most, so that the
+// port keeps the others for the console, probes and operators.
+const fullListingsWaiting = 16
 
 // errListingsBusy is a listing refused because too many wait for a turn.
 var errListingsBusy = errors.New("too many lock listings are waiting")
