@@ -54,6 +54,7 @@ func prepareLongListing(e *env) ([]*witnesses, func(), error) {
 
 // runNonReader holds one full listing unread while the consoles poll.
 func runNonReader(ctx context.Context, e *env) string {
+	size := fullListingSize(e) // before the non-reader, which may hold the turn
 	d := net.Dialer{Timeout: time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		// A small receive window: the answer stays in the server's buffers.
 		var err error
@@ -68,7 +69,6 @@ func runNonReader(ctx context.Context, e *env) string {
 	if _, err := io.WriteString(c, "GET /api/locks HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
 		return fmt.Sprintf("could not send the non-reading client's request: %v — %s", err, violation)
 	}
-	size := fullListingSize(e)
 	polls := pollConsoles(e)
 	return fmt.Sprintf("one client not reading a full listing (%s): %s", size, polls.verdict())
 }
