@@ -129,7 +129,10 @@ func get(ctx context.Context, hc *http.Client, u string) (string, int64) {
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "", n
+	case err != nil:
 		return "error: " + err.Error(), n
 	}
 	return fmt.Sprint(resp.StatusCode), n
