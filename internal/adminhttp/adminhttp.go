@@ -395,13 +395,17 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := callContext(r)
 	defer cancel()
-	turns, kind := h.fullListings, "lock listings"
+	turns, kind, instead := h.fullListings, "full lock listings", fmt.Sprintf("ask for a page (limit=%d)", admin.MaxPageSize)
 	if page.Limit > 0 {
-		turns, kind = h.pages, "pages of the lock list"
+		turns, kind, instead = h.pages, "pages of the lock list", "ask for a smaller page"
 	}
 	done, err := turns.take(ctx)
+	if errors.Is(err, errListingsBusy) {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d %s are in progress, the most served at once, and %d more wait for their turn, the most that may wait: retry shortly, %s, or name the lock (GET /api/locks/{name})", cap(turns.running), kind, cap(turns.waiting), instead))
+		return
+	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d %s are in progress, the most served at once, and more wait (%v): retry shortly, ask for a page (limit=%d), or name the lock (GET /api/locks/{name})", cap(turns.running), kind, err, admin.MaxPageSize))
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d %s are in progress, the most served at once, and this one found no turn within %v (%v): retry shortly, %s, or name the lock (GET /api/locks/{name})", cap(turns.running), kind, CallTimeout, err, instead))
 		return
 	}
 	// The turn ends once the answer is encoded; writing it is at the
