@@ -19,9 +19,9 @@ help:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-## run: build and start the server on its defaults (0.0.0.0:7070)
+## run: build and start the server on loopback: the protocol on 127.0.0.1:7070, the admin API and its console on 127.0.0.1:7071 (it prints the console's URL)
 run: build
-	./$(BIN)/monolock
+	./$(BIN)/monolock -listen 127.0.0.1:7070 -admin-listen 127.0.0.1:7071
 
 # bench/ is a Go module of its own (the peers' clients stay out of the
 # server's go.mod): every check runs in both modules.

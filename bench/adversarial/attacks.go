@@ -45,6 +45,9 @@ var attacks = []attack{
 	{11, "forged client chains", prepareForgedChain, runForgedChains},
 	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
 	{13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
+	{14, "DNS rebinding", prepareRebinding, runRebinding},
+	{15, "a client not reading a full listing", prepareLongListing, runNonReader},
+	{16, "full listings ten times a second", prepareLongListing, runFullPollers},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }

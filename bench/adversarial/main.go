@@ -42,7 +42,18 @@
 //     sessions with a valid such certificate and holding those let in;
 //  13. a wall of consoles: 10,000 held locks, 50 consoles refreshing on the
 //     same 2 s ticks as the admin port's console does (GET /api/info, then
-//     GET /api/locks?limit=50, each console over a connection of its own).
+//     GET /api/locks?limit=50, each console over a connection of its own);
+//  14. DNS rebinding: the requests of a page whose name rebinds to 127.0.0.1
+//     (Host attacker.example, same-origin) read the lock table, force-release
+//     a lock, kick a waiter and read /metrics: each must get 421, the
+//     holder must keep its lock, and the bound address and localhost must
+//     still be answered;
+//  15. a client not reading a full listing: one GET /api/locks of 10,000
+//     held 250-byte names (4.7 MB) left unread while 12 consoles poll
+//     (GET /api/info, then a page), all 12 answered;
+//  16. full listings ten times a second: 4 clients asking for every one of
+//     those locks every 100 ms, whether their last request was answered or
+//     not, and from 2 s on 12 consoles polling, all 12 answered.
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'

@@ -11,6 +11,7 @@ import (
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/hostcheck"
 )
 
 // The admin port: HTTPS with -admin-tls-cert and -admin-tls-key, mutual TLS
@@ -136,12 +137,47 @@ func (d *daemon) adminHandler() http.Handler {
 		IOTimeout: d.cfg.ioTimeout,
 		Ready:     d.health.Readiness,
 		Access:    d.adminAccess,
+		Hosts:     d.hostRule(),
 		Log:       d.log.With().Str("http_server", "admin").Logger(),
+	}
+	if d.cfg.adminTLSClientCA != "" {
+		info.Hosts = nil // callers present certificates: a rebinding page cannot
 	}
 	if d.adminMetrics != nil {
 		info.Refusals = d.adminMetrics
 	}
 	return adminhttp.New(d.srv, info)
+}
+
+// consoleURL is where a browser on this host finds the console of the admin
+// port bound to bound: its address, or loopback for an address that stands
+// for every interface. An IP address, never a name, so that the Host rule
+// answers it.
+func consoleURL(bound string, https bool) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		host, port = bound, ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	scheme := "http"
+	if https {
+		scheme = "https"
+	}
+	if port == "" {
+		return scheme + "://" + host + "/"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
+
+// hostRule is the Host rule of the HTTP ports without client
+// authentication: the ops port, and the admin port without mutual TLS.
+func (d *daemon) hostRule() *hostcheck.Rule {
+	return hostcheck.New(d.cfg.httpAllowedHosts, "-http-allowed-hosts or "+envOf("http-allowed-hosts")+" (comma-separated names)")
 }
 
 // reloadAdmin applies SIGHUP to the admin port: its certificates and its

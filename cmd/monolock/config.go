@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/hostcheck"
 	"github.com/monolock/monolock/internal/opshttp"
 )
 
@@ -41,6 +42,10 @@ type settings struct {
 	shutdownDelay time.Duration
 	logLevel      zerolog.Level
 	logFormat     string
+	// httpAllowedHosts are the names, beyond IP literals and localhost,
+	// that the ops port and an admin port without mutual TLS answer in
+	// Host (package hostcheck).
+	httpAllowedHosts []string
 
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
@@ -118,6 +123,8 @@ var table = []setting{
 			s.adminAllowUnauthenticated = b
 			return nil
 		}},
+	{"http-allowed-hosts", "MONOLOCK_HTTP_ALLOWED_HOSTS", "", "comma-separated host names that the ops port and an admin port without mutual TLS answer besides IP addresses and localhost (a tunnel's, a service's, an ingress's); any other Host gets 421, against DNS rebinding",
+		func(s *settings, v string) (err error) { s.httpAllowedHosts, err = hostcheck.ParseNames(v); return err }},
 	{"audit-log", "MONOLOCK_AUDIT_LOG", "", "audit stream of ownership changes: a file path, or - for stdout (empty: off)",
 		func(s *settings, v string) error { s.auditLog = v; return nil }},
 	{"tls-cert", "MONOLOCK_TLS_CERT", "", "PEM server certificate; with -tls-key the protocol port speaks TLS only",

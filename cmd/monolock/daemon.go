@@ -142,6 +142,11 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg(startline.Message)
+	if d.admin != nil {
+		// A line of its own, for whoever started the server by hand.
+		u := consoleURL(d.admin.Addr, cfg.adminTLSCert != "")
+		log.Info().Str("console", u).Msg("open the admin console at " + u)
+	}
 	return d, nil
 }
 
@@ -193,7 +198,7 @@ func (d *daemon) open(f files) (err error) {
 		if err != nil {
 			return listenError(cfg.describe("ops-listen"), "127.0.0.1:9090", err)
 		}
-		d.ops = d.serveHTTP("ops", ln, nil, opshttp.NewHandler(registry, &d.health))
+		d.ops = d.serveHTTP("ops", ln, nil, opshttp.NewHandler(registry, &d.health, d.hostRule()))
 	}
 	if cfg.tlsTickets != "" {
 		warnIfShared(d.log, cfg.tlsTickets)

@@ -44,14 +44,13 @@
 package adminhttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +61,7 @@ import (
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/adminhttp/console"
 	"github.com/monolock/monolock/internal/glob"
+	"github.com/monolock/monolock/internal/hostcheck"
 	"github.com/monolock/monolock/protocol"
 	"github.com/monolock/monolock/protocol/admin"
 )
@@ -106,6 +106,11 @@ type Info struct {
 
 	// Access decides each caller's identity and roles; nil is OpenAccess.
 	Access *Access
+	// Hosts is the Host rule of a port without mutual TLS (see package
+	// hostcheck): every route answers only the Host headers it allows, and
+	// 421 to the others. nil answers every Host, as a port whose callers
+	// present client certificates may: a rebinding page cannot.
+	Hosts *hostcheck.Rule
 	// Refusals counts the calls refused for want of a role; nil counts none.
 	Refusals Refusals
 	// Log receives one warning per refused call, sampled; the zero Logger
@@ -134,7 +139,8 @@ func New(b Backend, info Info) http.Handler {
 	if info.Access == nil {
 		info.Access = OpenAccess()
 	}
-	h := &handler{b: b, info: info, mux: http.NewServeMux(), listings: make(chan struct{}, maxListings()),
+	h := &handler{b: b, info: info, mux: http.NewServeMux(),
+		fullListings: newListingTurns(maxListings(), fullListingsWaiting), pages: newListingTurns(maxListings(), 0),
 		refusalLog: newRefusalLog(info.Log), console: console.New(), crossOrigin: http.NewCrossOriginProtection()}
 	// A GET pattern also answers HEAD. The mux matches wildcards against the
 	// escaped path and decodes each segment on its own, so "%2F" stays in
@@ -185,24 +191,24 @@ func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
 }
 
 type handler struct {
-	b          Backend
-	info       Info
-	mux        *http.ServeMux
-	listings   chan struct{}  // a token per lock listing in progress
-	refusalLog zerolog.Logger // refused calls, sampled
-	console    *console.Files
+	b    Backend
+	info Info
+	mux  *http.ServeMux
+	// fullListings and pages bound the lock listings (listings.go).
+	fullListings, pages *listingTurns
+	refusalLog          zerolog.Logger // refused calls, sampled
+	console             *console.Files
 
 	crossOrigin *http.CrossOriginProtection // see sameOrigin
 }
 
-// maxListings bounds the lock listings served at once: matching, sorting
-// and encoding thousands of locks each keep a core busy, and the event loop
-// needs one. Half the cores, and at least one; more wait their turn.
-func maxListings() int { return max(1, runtime.GOMAXPROCS(0)/2) }
-
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, kv := range securityHeaders {
 		w.Header().Set(kv[0], kv[1])
+	}
+	if h.info.Hosts != nil && !h.info.Hosts.Allows(r.Host) {
+		writeError(w, http.StatusMisdirectedRequest, h.info.Hosts.Refusal(r.Host))
+		return
 	}
 	h.mux.ServeHTTP(&muxWriter{ResponseWriter: w, r: r}, r)
 }
@@ -389,26 +395,36 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := callContext(r)
 	defer cancel()
-	select {
-	case h.listings <- struct{}{}:
-		defer func() { <-h.listings }()
-	case <-ctx.Done():
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d lock listings are in progress, the most served at once: retry shortly, or name the lock (GET /api/locks/{name})", cap(h.listings)))
+	turns, kind, instead := h.fullListings, "full lock listings", fmt.Sprintf("ask for a page (limit=%d)", admin.MaxPageSize)
+	if page.Limit > 0 {
+		turns, kind, instead = h.pages, "pages of the lock list", "ask for a smaller page"
+	}
+	done, err := turns.take(ctx)
+	if errors.Is(err, errListingsBusy) {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d %s are in progress, the most served at once, and %d more wait for their turn, the most that may wait: retry shortly, %s, or name the lock (GET /api/locks/{name})", cap(turns.running), kind, cap(turns.waiting), instead))
 		return
 	}
-	got, err := h.b.Locks(ctx, page)
 	if err != nil {
-		backendError(w, err)
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d %s are in progress, the most served at once, and this one found no turn within %v (%v): retry shortly, %s, or name the lock (GET /api/locks/{name})", cap(turns.running), kind, CallTimeout, err, instead))
 		return
 	}
-	if overBudget {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
-		return
-	}
-	if got.Locks == nil {
-		got.Locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
-	}
-	writeJSON(w, http.StatusOK, admin.LockList{Locks: got.Locks, Total: got.Total, Next: got.Next})
+	// The turn ends once the answer is encoded; writing it is at the
+	// client's pace (listings.go).
+	status, body := func() (int, []byte) {
+		defer done()
+		got, err := h.b.Locks(ctx, page)
+		if err != nil {
+			return encodeError(backendFailure(err))
+		}
+		if overBudget {
+			return encodeError(http.StatusBadRequest, fmt.Sprintf("match pattern %s is too costly over %d held locks: it may take %d steps, and a request may take %d; each '?' between two '*' costs a pass over every name: use fewer of them, or start the pattern with a literal prefix (nightly/*)", quote(q.Get("match")), names, cost, MatchBudget))
+		}
+		if got.Locks == nil {
+			got.Locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
+		}
+		return encodeJSON(http.StatusOK, admin.LockList{Locks: got.Locks, Total: got.Total, Next: got.Next})
+	}()
+	writeBody(w, status, body)
 }
 
 // pageQuery reads limit= and after=: at most admin.MaxPageSize locks a
@@ -499,19 +515,38 @@ func callContext(r *http.Request) (context.Context, context.CancelFunc) {
 // backendError reports a failed call to the server's loop: it timed out, the
 // client went away, or the server is stopping.
 func backendError(w http.ResponseWriter, err error) {
+	status, msg := backendFailure(err)
+	writeError(w, status, msg)
+}
+
+// backendFailure is the status and message of a failed call to the
+// server's loop.
+func backendFailure(err error) (int, string) {
 	msg := fmt.Sprintf("the lock server did not answer: %v; it may be shutting down or overloaded, retry shortly", err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = fmt.Sprintf("the lock server did not answer within %v; it may be shutting down or overloaded, retry shortly", CallTimeout)
 	}
-	writeError(w, http.StatusServiceUnavailable, msg)
+	return http.StatusServiceUnavailable, msg
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, admin.ErrorResponse{Error: msg})
+	status, body := encodeError(status, msg)
+	writeBody(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b strings.Builder
+	status, body := encodeJSON(status, v)
+	writeBody(w, status, body)
+}
+
+func encodeError(status int, msg string) (int, []byte) {
+	return encodeJSON(status, admin.ErrorResponse{Error: msg})
+}
+
+// encodeJSON is v's JSON body, or a 500 saying why it could not be
+// encoded.
+func encodeJSON(status int, v any) (int, []byte) {
+	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
@@ -520,9 +555,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		msg, _ := json.Marshal("cannot encode the response: " + err.Error())
 		fmt.Fprintf(&b, "{\"error\":%s}\n", msg)
 	}
+	return status, b.Bytes()
+}
+
+// writeBody sends an encoded JSON body.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, b.String())
+	_, _ = w.Write(body)
 }

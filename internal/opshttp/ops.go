@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/monolock/monolock/internal/hostcheck"
 )
 
 // DefaultLiveTimeout bounds the liveness round trip: a loop that has not run
@@ -84,13 +86,16 @@ func (h *Health) Readiness(ctx context.Context) error {
 	return nil
 }
 
-// NewHandler serves GET /metrics from g, and /healthz and /readyz from h.
-func NewHandler(g prometheus.Gatherer, h *Health) http.Handler {
+// NewHandler serves GET /metrics from g, and /healthz and /readyz from h,
+// each only to the Host headers hosts answers (421 to the others: a page
+// that rebinds its name to this port must not read the metrics); nil
+// answers every Host.
+func NewHandler(g prometheus.Gatherer, h *Health, hosts *hostcheck.Rule) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", probe(h.Alive))
 	mux.HandleFunc("GET /readyz", probe(h.Readiness))
-	return mux
+	return hosts.Guard(mux, hostcheck.PlainText)
 }
 
 func probe(check func(context.Context) error) http.HandlerFunc {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -173,6 +174,21 @@ func granted(t *testing.T, l *client.Lock) {
 	}
 }
 
+// holding is a client of srv holding name, and the context that bounds the
+// test's client calls; both end with the test.
+func holding(t *testing.T, srv *proc.Process, name string) (*client.Client, context.Context, *client.Lock) {
+	t.Helper()
+	c := client.New(client.Config{Address: srv.Addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
+	t.Cleanup(cancel)
+	holder, err := c.Acquire(ctx, name, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close() })
+	return c, ctx, holder
+}
+
 // TestConsoleInChromium: the page shows a lock a real client holds and its
 // waiter; the operator force-releases it from the page (typing its name),
 // the holder sees ERROR 0x02 and the waiter gets the lock; the same by
@@ -182,16 +198,8 @@ func granted(t *testing.T, l *client.Lock) {
 func TestConsoleInChromium(t *testing.T) {
 	srv := server(t)
 	b := startBrowser(t, "http://"+srv.AdminAddr+"/")
-	c := client.New(client.Config{Address: srv.Addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*step)
-	defer cancel()
-
 	const name = "deploy/prod"
-	holder, err := c.Acquire(ctx, name, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	c, ctx, holder := holding(t, srv, name)
 	waiter, err := c.Enqueue(ctx, name, lease)
 	if err != nil {
 		t.Fatal(err)
@@ -308,5 +316,43 @@ func TestConsoleWithoutTheReleaseRole(t *testing.T) {
 	}
 	if !holder.Valid() {
 		t.Fatalf("the holder lost its lock: %v", holder.Err())
+	}
+}
+
+// TestRebindingPageRefusedInChromium: a page whose own origin is a name that
+// resolves to the server (Chromium's --host-resolver-rules stand in for the
+// attacker's DNS) is same-origin with the admin port, yet the page itself,
+// its read of the lock table and its force-release are refused with 421
+// naming -http-allowed-hosts, and the holder keeps its lock. The console
+// works at a name listed in -http-allowed-hosts and at localhost.
+func TestRebindingPageRefusedInChromium(t *testing.T) {
+	srv := server(t, "-http-allowed-hosts", "console.test")
+	_, port, err := net.SplitHostPort(srv.AdminAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := "--host-resolver-rules=MAP rebind.test 127.0.0.1, MAP console.test 127.0.0.1"
+	const name = "deploy/prod"
+	_, _, holder := holding(t, srv, name)
+
+	attacker := startBrowser(t, "http://rebind.test:"+port+"/", resolve)
+	answer := attacker.do("rebind", name)
+	for _, want := range []string{"page 421 ", "GET 421 ", "POST 421 ", "-http-allowed-hosts"} {
+		if !strings.Contains(answer, want) {
+			t.Fatalf("a page on rebind.test (resolving to the server): %s; want %q (every call refused with 421 naming the setting)", answer, want)
+		}
+	}
+	if info := lockInfo(t, srv.AdminAddr, name); !holder.Valid() || info.Holder.Token != holder.Token() {
+		t.Fatalf("after the rebinding page's release the holder has %v (token %d), the API shows token %d; want the lock kept", holder.Err(), holder.Token(), info.Holder.Token)
+	}
+	_ = attacker.child.Send("quit")
+	_ = attacker.child.Close(step)
+
+	holderAddr := lockInfo(t, srv.AdminAddr, name).Holder.RemoteAddr
+	for _, url := range []string{"http://console.test:" + port + "/", "http://localhost:" + port + "/"} {
+		b := startBrowser(t, url, resolve)
+		b.do("holder", name, holderAddr)
+		_ = b.child.Send("quit")
+		_ = b.child.Close(step)
 	}
 }

@@ -5,11 +5,13 @@
 // waits are events (a selector appears, a dialog closes), bounded by
 // STEP_MS.
 //
-//	drive.mjs URL CHROMIUM [CERT KEY]
+//	drive.mjs URL CHROMIUM [--CHROMIUM-FLAG...] [CERT KEY]
 //
-// With CERT and KEY (PEM files) the browser presents that client
-// certificate to URL's origin, and accepts the server's certificate from the
-// test's own CA.
+// Arguments starting with "--" are passed to Chromium (such as
+// --host-resolver-rules, to give the page's origin a name that resolves to
+// the test's server). With CERT and KEY (PEM files) the browser presents that
+// client certificate to URL's origin, and accepts the server's certificate
+// from the test's own CA.
 //
 //	expect NAME HOLDER_ADDR TOKEN WAITER_ADDR   the page shows NAME held by HOLDER_ADDR with TOKEN, WAITER_ADDR queued first
 //	holder NAME ADDR                            the page shows NAME held by ADDR, no waiter
@@ -19,6 +21,7 @@
 //	pages GLOB TOTAL LAST                       filter by GLOB: TOTAL locks, LAST on the second page
 //	read-only NAME                              NAME's row has no working release or remove button
 //	forge-release NAME                          POST NAME's release from the page's script, bypassing the buttons: the status
+//	rebind NAME                                 the status of the page itself, then GET /api/locks and POST NAME's release from the page's script: "page S | GET S ERROR | POST S ERROR"
 //	screenshot PATH WIDTH HEIGHT                a screenshot of the page at that viewport
 //	quit
 import { mkdtempSync, rmSync } from "node:fs";
@@ -28,9 +31,11 @@ import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
 const STEP_MS = 45000;
-const [url, executablePath, certPath, keyPath] = process.argv.slice(2);
+const [url, executablePath, ...rest] = process.argv.slice(2);
+const chromiumFlags = rest.filter((a) => a.startsWith("--"));
+const [certPath, keyPath] = rest.filter((a) => !a.startsWith("--"));
 if (!url || !executablePath) {
-  console.error("usage: drive.mjs URL CHROMIUM [CERT KEY]");
+  console.error("usage: drive.mjs URL CHROMIUM [--CHROMIUM-FLAG...] [CERT KEY]");
   process.exit(2);
 }
 const origin = new URL(url).origin;
@@ -51,6 +56,7 @@ const context = await chromium.launchPersistentContext(profile, {
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    ...chromiumFlags,
   ],
 });
 context.setDefaultTimeout(STEP_MS);
@@ -66,12 +72,15 @@ const problems = [];
 page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
 page.on("console", (msg) => {
   // A server without authentication answers /api/whoami 404, which the
-  // console expects and Chromium logs all the same.
-  if (msg.type() === "error" && !msg.location().url.endsWith("/api/whoami")) {
+  // console expects and Chromium logs all the same. Over plain HTTP at a
+  // name other than localhost (a listed tunnel's or service's), Chromium
+  // ignores the Cross-Origin-Opener-Policy header, and says so.
+  const coopIgnored = msg.text().includes("Cross-Origin-Opener-Policy header has been ignored");
+  if (msg.type() === "error" && !msg.location().url.endsWith("/api/whoami") && !coopIgnored) {
     problems.push(`console error: ${msg.text()} (${msg.location().url})`);
   }
 });
-await page.goto(url);
+const landed = await page.goto(url);
 
 const row = (name) => page.locator(`tr[data-lock="${CSS_escape(name)}"]`);
 
@@ -222,6 +231,28 @@ const commands = {
       }
     }
     return status;
+  },
+
+  async rebind(name) {
+    const calls = await page.evaluate(async (name) => {
+      const out = [];
+      for (const [method, path] of [
+        ["GET", "/api/locks"],
+        ["POST", `/api/locks/${encodeURIComponent(name)}/release`],
+      ]) {
+        const res = await fetch(path, { method });
+        const body = await res.json().catch(() => ({}));
+        out.push(`${method} ${res.status} ${body.error || ""}`);
+      }
+      return out.join(" | ");
+    }, name);
+    // Chromium logs the refusals the page was meant to get.
+    for (let i = problems.length - 1; i >= 0; i--) {
+      if (problems[i].includes("status of 421")) {
+        problems.splice(i, 1);
+      }
+    }
+    return `page ${landed.status()} | ${calls}`;
   },
 
   async screenshot(path, width, height) {
