@@ -195,20 +195,17 @@ def _raise_tooz(e: MonolockError) -> NoReturn:
 
 
 class _AdminConnection(http.client.HTTPConnection):
-    """HTTP or HTTPS to an address already resolved to an IP, so the Host
-    header is the IP:port connected to (the admin port accepts IP literals and
-    localhost in Host), while TLS verifies the certificate against the name
-    the URL gave."""
+    """HTTP, or HTTPS verifying the certificate against the host the URL
+    named (an IP or a DNS name)."""
 
-    def __init__(self, ip: str, port: int, timeout: float, ctx: Optional[ssl.SSLContext], server_hostname: str) -> None:
-        super().__init__(ip, port, timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float, ctx: Optional[ssl.SSLContext]) -> None:
+        super().__init__(host, port, timeout=timeout)
         self._ctx = ctx
-        self._server_hostname = server_hostname
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # every address of host in turn, like socket.create_connection
         if self._ctx is not None:
-            self.sock = self._ctx.wrap_socket(self.sock, server_hostname=self._server_hostname)
+            self.sock = self._ctx.wrap_socket(self.sock, server_hostname=self.host)
 
 
 class AdminAPI:
@@ -230,6 +227,8 @@ class AdminAPI:
         if status == 200:
             return True
         if status == 404 and b"idle" in body:
+            # The idle lock's 404; any other (a wrong path, a server without
+            # the endpoint) is an error below.
             return False
         detail = body.decode("utf-8", "replace").strip()[:500]
         hint = ""
@@ -241,11 +240,13 @@ class AdminAPI:
     def _request(self, method: str, path: str) -> Tuple[int, bytes]:
         host, port = _split(self.addr)
         scheme = "https" if self._ctx is not None else "http"
+        conn = _AdminConnection(host, port, self._timeout, self._ctx)
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            ip = str(infos[0][4][0])
-            conn = _AdminConnection(ip, port, self._timeout, self._ctx, host)
             try:
+                conn.connect()
+                # Host is the IP:port connected to: the admin port accepts an
+                # IP literal or localhost there, whatever name the URL gave.
+                ip = str(conn.sock.getpeername()[0])
                 conn.request(method, path, headers={"Host": _join_host_port(ip, port)})
                 resp = conn.getresponse()
                 return resp.status, resp.read(ADMIN_MAX_BODY)
