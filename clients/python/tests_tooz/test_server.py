@@ -110,6 +110,22 @@ class RealServerTest(unittest.TestCase):
         self.assertTrue(b.release())
         self.assertFalse(c.break_())  # idle now
 
+    def test_a_broken_hold_ends_and_the_object_acquires_anew(self) -> None:
+        lock = self.lock(b"again", b"a")
+        self.assertTrue(lock.acquire())
+        first = lock.token or 0
+        self.assertTrue(self.lock(b"again", b"b").break_())
+        # The client reads the server's ERROR 0x02 on its own thread.
+        deadline = time.monotonic() + 10
+        while lock.is_still_owner():
+            self.assertLess(time.monotonic(), deadline, "is_still_owner() stayed True after the break")
+            time.sleep(0.01)
+        # A new acquire on the same object replaces the lost hold (and closes it).
+        self.assertTrue(lock.acquire(blocking=False))
+        self.assertGreater(lock.token or 0, first)
+        self.assertTrue(lock.is_still_owner())
+        self.assertTrue(lock.release())
+
     def test_names_monolock_cannot_take_are_hashed(self) -> None:
         for raw in (b"\xff\xfe", b"n" * 300, b"."):
             with self.subTest(raw=raw[:8]):
