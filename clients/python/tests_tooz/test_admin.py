@@ -124,5 +124,15 @@ class AdminAPITest(unittest.TestCase):
             AdminAPI(f"127.0.0.1:{f.port}", None).force_release("x")
 
 
+class StartProbeTest(unittest.TestCase):
+    def test_a_stuck_tls_handshake_times_out(self) -> None:
+        f = FakeAdmin([None])  # accepts, never answers the ClientHello
+        self.addCleanup(f.close)
+        c = tooz.coordination.get_coordinator(f"monolock://127.0.0.1:{f.port}?tls=true&connect_timeout=0.2", b"m")
+        with self.assertRaisesRegex(tooz.coordination.ToozConnectionError, "cannot connect to 127.0.0.1:.*timed out"):
+            c.start()
+        self.assertFalse(c.is_started)
+
+
 if __name__ == "__main__":
     unittest.main()
