@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test
 
 all: build
 
@@ -31,7 +31,7 @@ test: vet fmt-check staticcheck model model-variants fence-deps withdb console-d
 	MONOLOCK_TEST_BROWSER=1 $(WITHDB) $(MAKE) --no-print-directory test-suites
 
 # The suites of make test, beside one PostgreSQL and one MariaDB for all.
-test-suites: python-test node-test rust-test java-test
+test-suites: python-test tooz-test node-test rust-test java-test
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
@@ -126,6 +126,38 @@ python-test: build fence-deps withdb
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t . && \
 	$(WITH_DATABASES) $(DEBIAN_PYTHON) -m unittest tests.db_fence
+
+# --- the tooz driver (clients/python/monolock/tooz_driver.py) ---------------
+# tooz 9.1.0, what its tests/test_coordination.py imports and pytest, each
+# pinned exactly by clients/python/tooz-requirements.txt, in a virtualenv of
+# their own (bin/tooz-venv), with the client installed editable so the
+# tooz.backends entry point "monolock" is registered. tooz needs Python 3.11.
+
+TOOZ_VENV := $(abspath $(BIN))/tooz-venv
+
+## tooz-deps: create bin/tooz-venv with tooz 9.1.0 and its suite's needs (pinned by clients/python/tooz-requirements.txt) and pip install -e 'clients/python[tooz]'
+tooz-deps: $(TOOZ_VENV)/.installed
+
+$(TOOZ_VENV)/.installed: $(PYDIR)/tooz-requirements.txt $(PYDIR)/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "tooz-deps: tooz 9.1.0 needs Python 3.11 or later; $(PYTHON) is $$($(PYTHON) -V 2>&1): install a newer python3 or set PYTHON="; exit 1; }
+	rm -rf $(TOOZ_VENV)
+	$(PYTHON) -m venv $(TOOZ_VENV)
+	$(TOOZ_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(PYDIR)/tooz-requirements.txt
+	$(TOOZ_VENV)/bin/pip check --disable-pip-version-check
+	$(TOOZ_VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation -e '$(PYDIR)[tooz]'
+	touch $@
+
+## tooz-test: the tooz driver: pyright, its unit and real-server tests, and tooz's own tooz/tests/test_coordination.py unchanged against bin/monolock (prints passed, failed, skipped)
+tooz-test: build
+	@if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+		echo "SKIP tooz-test: tooz 9.1.0 needs Python 3.11 or later; install it and set PYTHON="; exit 0; fi; \
+	$(MAKE) --no-print-directory tooz-deps && \
+	if command -v npm >/dev/null; then \
+		$(MAKE) --no-print-directory python-tools && (cd $(PYDIR) && ./node_modules/.bin/pyright -p pyrightconfig.tooz.json); \
+	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m unittest discover -s tests_tooz -t . && \
+	MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m tests_tooz.suite
 
 # --- the Node.js client (clients/node) ---------------------------------------
 # No runtime dependencies; TypeScript and @types/node are pinned by
