@@ -23,10 +23,12 @@ build:
 run: build
 	./$(BIN)/monolock -listen 127.0.0.1:7070 -admin-listen 127.0.0.1:7071
 
-# bench/ is a Go module of its own (the peers' clients stay out of the
-# server's go.mod): every check runs in both modules.
+# bench/ and integrations/gocronlock/ are Go modules of their own (the
+# peers' clients and gocron stay out of the server's go.mod): every check
+# runs in each module.
+GOCRONLOCK := integrations/gocronlock
 
-## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (both modules, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (every module, the gocron integration's five-scheduler judge included, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts
 test: vet fmt-check staticcheck model model-variants fence-deps withdb console-deps
 	MONOLOCK_TEST_BROWSER=1 $(WITHDB) $(MAKE) --no-print-directory test-suites
 
@@ -34,6 +36,7 @@ test: vet fmt-check staticcheck model model-variants fence-deps withdb console-d
 test-suites: python-test tooz-test node-test rust-test java-test
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 8m ./...
+	cd $(GOCRONLOCK) && $(GO) test -race -count=1 -timeout 5m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 # --- the fence tests' databases ----------------------------------------------
@@ -67,6 +70,7 @@ withdb:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd $(GOCRONLOCK) && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -75,6 +79,7 @@ fmt-check:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	cd $(GOCRONLOCK) && $(GO) run $(STATICCHECK) ./...
 
 # --- the console's browser test (internal/adminhttp/console) ----------------
 # Debian's Chromium, driven by playwright-core pinned in the test's
