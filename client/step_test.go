@@ -305,12 +305,17 @@ func (r *stepRunner) print(rd ready) string {
 	}
 	if rd.send != nil {
 		what := "ACQUIRE"
-		if len(rd.send) == protocol.HeartbeatLen && rd.send[0] == byte(protocol.TypeHeartbeat) {
+		switch {
+		case len(rd.send) == protocol.HeartbeatLen && rd.send[0] == byte(protocol.TypeHeartbeat):
 			what = "HEARTBEAT"
+		case len(rd.send) == protocol.ReleaseLen && rd.send[0] == byte(protocol.TypeRelease):
+			what = "RELEASE"
 		}
 		fmt.Fprintf(&b, "send %s\n", what)
 	}
 	switch {
+	case rd.close && rd.abort:
+		b.WriteString("abort\n")
 	case rd.close:
 		b.WriteString("close\n")
 	case rd.timer.IsZero():
