@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // PostgreSQL: session-level advisory locks, pg_advisory_lock(hashtext(name))
@@ -50,7 +52,7 @@ func postgresBinDir() (string, error) {
 	return best, nil
 }
 
-func startPostgres(tmp, logPath string) (*pgPeer, error) {
+func startPostgres(procs *proc.Group, tmp, logPath string) (*pgPeer, error) {
 	bindir, err := postgresBinDir()
 	if err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func startPostgres(tmp, logPath string) (*pgPeer, error) {
 		}
 	}
 	initLog := logPath + ".initdb"
-	initdb, err := startPeerProc("initdb", filepath.Join(bindir, "initdb"),
+	initdb, err := startPeerProc(procs, "initdb", filepath.Join(bindir, "initdb"),
 		[]string{"-D", data, "-U", "bench", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"},
 		initLog, cred, syscall.SIGTERM, "")
 	if err != nil {
@@ -102,7 +104,7 @@ func startPostgres(tmp, logPath string) (*pgPeer, error) {
 		return nil, err
 	}
 	// SIGINT is the "fast" shutdown: it does not wait for clients.
-	proc, err := startPeerProc("postgres", filepath.Join(bindir, "postgres"), []string{
+	proc, err := startPeerProc(procs, "postgres", filepath.Join(bindir, "postgres"), []string{
 		"-D", data, "-p", strconv.Itoa(port), "-k", sock,
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",

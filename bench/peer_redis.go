@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
 // Redis, single instance, the documented recipe: SET name token NX PX lease
@@ -36,7 +38,7 @@ type redisPeer struct {
 	retry   time.Duration // a waiter sleeps a random time in [retry, 2·retry)
 }
 
-func startRedis(tmp, logPath string, retry time.Duration) (*redisPeer, error) {
+func startRedis(procs *proc.Group, tmp, logPath string, retry time.Duration) (*redisPeer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errSkip("redis-server is not installed (make bench-peers)")
@@ -49,7 +51,7 @@ func startRedis(tmp, logPath string, retry time.Duration) (*redisPeer, error) {
 	if err := mkdirAll(dir); err != nil {
 		return nil, err
 	}
-	proc, err := startPeerProc("redis", bin, []string{
+	proc, err := startPeerProc(procs, "redis", bin, []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning",
 		"--maxclients", "10000",

@@ -60,17 +60,16 @@ type waitersAttack struct {
 	done     sync.WaitGroup
 }
 
-var silentWaiters *waitersAttack
-
-func prepareSilentWaitersPlain(e *env) ([]*witnesses, func(), error) {
+func prepareSilentWaitersPlain(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareSilentWaiters(e, false)
 }
 
-func prepareSilentWaitersMTLS(e *env) ([]*witnesses, func(), error) {
+func prepareSilentWaitersMTLS(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareSilentWaiters(e, true)
 }
 
-func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), err error) {
+// prepareSilentWaiters returns the limited server and its attackers.
+func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witnesses, stop func(), err error) {
 	a := &waitersAttack{}
 	defer func() {
 		if err != nil {
@@ -87,17 +86,17 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	}
 	a.srv, err = proc.Start("/bin/sh", proc.Options{
 		Name: fmt.Sprintf("monolock (%s, nofile %d)", name, e.cfg.waitersNofile), Args: args, StartLine: proc.StartedMessage,
-		LogFile: filepath.Join(e.dir, "waiters-"+name+".log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second,
+		LogFile: filepath.Join(e.dir, "waiters-"+name+".log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second, Group: e.procs,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", e.cfg.waitersNofile, err)
+		return nil, nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", e.cfg.waitersNofile, err)
 	}
 	a.direct = target{name: name + "-limited", addr: a.srv.Addr, ops: a.srv.OpsAddr, pid: a.srv.Pid()}
 	if mtls {
 		a.direct.tls = e.clientTLS()
 	}
 	if a.proxy, err = faultproxy.New(a.srv.Addr); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a.proxy.SetDelay(slowOneWay)
 	a.slow = a.direct
@@ -112,11 +111,11 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	// rest in child processes.
 	open, err := openDescriptors(a.srv.Pid())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	n := e.cfg.waitersNofile - open - evictableSlots - 1
 	if a.waiters, err = holders(a.direct, 1, func(int) string { return silentQueue }, protocol.TypeAcquired); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// The margin leaves room for the witnesses, the honest clients and
 	// the proxy's two descriptors a connection: at this process's limit
@@ -124,14 +123,14 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	here := min(n, max(0, fdRoom(1<<30)-e.cfg.churners-harnessMargin))
 	more, err := holders(a.direct, here, func(int) string { return silentQueue }, protocol.TypeWaiting)
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
+		return nil, nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
 	}
 	a.waiters = append(a.waiters, more...)
 	a.queued = 1 + here
 	for left := n - here; left > 0; left -= childWaiters {
 		ch, err := startWaiterChild(e, a.direct, min(left, childWaiters))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		a.children = append(a.children, ch)
 		a.queued += min(left, childWaiters)
@@ -154,9 +153,8 @@ func prepareSilentWaiters(e *env, mtls bool) (extra []*witnesses, stop func(), e
 	// The window starts once the waiters have been silent past the limit
 	// and the churners fill the rest.
 	pause(context.Background(), waiterSilence+time.Second)
-	silentWaiters = a
 	a.watched = []*witnesses{watch(a.direct), watch(a.slow)}
-	return a.watched, a.close, nil
+	return a, a.watched, a.close, nil
 }
 
 func (a *waitersAttack) close() {
@@ -249,8 +247,7 @@ func honestTake(t target, name string) (time.Duration, error) {
 // ports, each on a fresh connection, over and over during the attack.
 const httpProbeLoops = 4
 
-func runSilentWaiters(ctx context.Context, e *env) string {
-	a := silentWaiters
+func runSilentWaiters(ctx context.Context, e *env, a *waitersAttack) string {
 	var direct, slow honestTally
 	var ops, admin probeTally
 	var seq atomic.Int64
