@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // etcd, one member: clientv3/concurrency Session + Mutex, each worker with
@@ -220,7 +222,7 @@ func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int,
 	}()
 
 	// Two keep-alive periods under the session's own refresh, then silence.
-	if err := sleepCtx(ctx, ttl/2); err != nil {
+	if err := poll.Sleep(ctx, ttl/2); err != nil {
 		return 0, 0, err
 	}
 	hs.Orphan()

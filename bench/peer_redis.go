@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // Redis, single instance, the documented recipe: SET name token NX PX lease
@@ -118,7 +120,7 @@ func (c *redisClient) Lock(ctx context.Context, name string) (uint64, bool, erro
 		if ok {
 			return 0, false, nil
 		}
-		if err := sleepCtx(ctx, c.p.retry+time.Duration(c.rng.Int64N(int64(c.p.retry)))); err != nil {
+		if err := poll.Sleep(ctx, c.p.retry+time.Duration(c.rng.Int64N(int64(c.p.retry)))); err != nil {
 			return 0, false, err
 		}
 	}
@@ -136,17 +138,6 @@ func (c *redisClient) Unlock(ctx context.Context, name string) error {
 }
 
 func (c *redisClient) Close() { _ = c.c.Close() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Expiry: the holder takes the lock with PX lease and extends it twice, a
 // lease/4 apart, with a compare-and-PEXPIRE script; then it goes silent. The
@@ -197,7 +188,7 @@ func (p *redisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int
 	chk.Grant(name, 0, mono(), 0, false)
 	last := t0
 	for range holderBeats {
-		if err := sleepCtx(ctx, time.Duration(last+int64(lease/4)-mono())); err != nil {
+		if err := poll.Sleep(ctx, time.Duration(last+int64(lease/4)-mono())); err != nil {
 			return 0, err
 		}
 		t := mono()

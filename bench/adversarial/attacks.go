@@ -19,6 +19,8 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/tlsrecord"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // An attack prepares what it needs (connections that take a while to open,
@@ -101,14 +103,7 @@ func closeWith(ctx context.Context, c io.Closer) func() bool {
 }
 
 // pause sleeps d or until ctx ends; it reports whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
+func pause(ctx context.Context, d time.Duration) bool { return poll.Sleep(ctx, d) == nil }
 
 // awaitClose reads c until the server closes it or ctx ends.
 func awaitClose(ctx context.Context, c net.Conn) {
