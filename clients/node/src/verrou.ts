@@ -3,6 +3,9 @@
 // imports this entry point loads it. Built on the client's public API only.
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import type tls from 'node:tls';
 
 import { E_LOCK_NOT_OWNED } from '@verrou/core';
 import type { LockStore } from '@verrou/core/types';
@@ -56,6 +59,14 @@ export interface MonolockStoreOptions {
   connectTimeoutMs?: number;
   /** A Client to take locks from instead of a new one (address, tls and connectTimeoutMs are then ignored). */
   client?: LockSource;
+  /**
+   * HTTPS for the admin API, and mutual TLS with an operator certificate
+   * (`ca`, `cert`, `key`) where the admin port asks for one: `exists` needs
+   * the admin role `read`, `forceDelete` the role `release`. `true` is HTTPS
+   * with the system's CAs. The certificate is checked against the host name
+   * given in `admin` (`servername` here overrides it).
+   */
+  adminTls?: tls.ConnectionOptions | true;
   /** How long one admin API call may take (10 s). */
   adminTimeoutMs?: number;
   /** The TTL timers' clock; the real one unless a test gives a fake. */
@@ -95,6 +106,7 @@ export class MonolockStore implements LockStore {
   readonly #source: LockSource;
   readonly #leaseMs: number;
   readonly #admin: string | undefined;
+  readonly #adminTls: tls.ConnectionOptions | undefined;
   readonly #adminTimeoutMs: number;
   readonly #clock: StoreClock;
   readonly #holds = new Map<string, Hold>();
@@ -105,6 +117,7 @@ export class MonolockStore implements LockStore {
   constructor(options: MonolockStoreOptions = {}) {
     this.#leaseMs = options.leaseMs ?? DEFAULT_STORE_LEASE_MS;
     this.#admin = options.admin;
+    this.#adminTls = options.adminTls === true ? {} : options.adminTls;
     this.#adminTimeoutMs = options.adminTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
     this.#clock = options.clock ?? realClock;
     if (options.client) this.#source = options.client;
@@ -261,25 +274,26 @@ export class MonolockStore implements LockStore {
       throw new Error(`monolock/verrou: ${what}(${JSON.stringify(key)}) asks the admin API about a lock this store does not hold: give the server's -admin-listen address as the store's admin option`);
     }
     const { host, port } = splitHostPort(this.#admin);
-    const ip = await lookup(host);
+    const ip = net.isIP(host) ? { address: host, family: net.isIP(host) } : await withDeadline(lookup(host), this.#adminTimeoutMs, `resolving ${host}`);
     const hostHeader = ip.family === 6 ? `[${ip.address}]:${port}` : `${ip.address}:${port}`;
     const path = `/api/locks/${encodeName(key)}${suffix}`;
-    const where = `${method} http://${hostHeader}${path}`;
+    const where = `${method} ${this.#adminTls ? 'https' : 'http'}://${hostHeader}${path}`;
+    const options: https.RequestOptions = { host: ip.address, family: ip.family, port, method, path, headers: { Host: hostHeader }, timeout: this.#adminTimeoutMs, agent: false };
     const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(
-        { host: ip.address, family: ip.family, port, method, path, headers: { Host: hostHeader }, timeout: this.#adminTimeoutMs, agent: false },
-        (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on('data', (c: Buffer) => {
-            size += c.length;
-            if (size > MAX_ADMIN_BODY_BYTES) req.destroy(new Error(`the answer is larger than ${MAX_ADMIN_BODY_BYTES} bytes`));
-            else chunks.push(c);
-          });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-          res.on('error', reject);
-        },
-      );
+      const onResponse = (res: http.IncomingMessage): void => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ADMIN_BODY_BYTES) req.destroy(new Error(`the answer is larger than ${MAX_ADMIN_BODY_BYTES} bytes`));
+          else chunks.push(c);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      };
+      const req = this.#adminTls
+        ? https.request({ ...options, ...(net.isIP(host) ? {} : { servername: host }), ...this.#adminTls }, onResponse)
+        : http.request(options, onResponse);
       const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${this.#adminTimeoutMs} ms`)), this.#adminTimeoutMs);
       deadline.unref();
       req.on('close', () => clearTimeout(deadline));
@@ -287,7 +301,7 @@ export class MonolockStore implements LockStore {
       req.on('error', reject);
       req.end();
     }).catch((err: unknown) => {
-      throw new Error(`monolock/verrou: ${what}(${JSON.stringify(key)}): ${where} failed: ${(err as Error).message}; check that the admin option names the server's -admin-listen address`, { cause: err });
+      throw new Error(`monolock/verrou: ${what}(${JSON.stringify(key)}): ${where} failed: ${(err as Error).message.trim()}; check that the admin option names the server's -admin-listen address${this.#adminTls ? ' and that adminTls holds the CA of its certificate and an operator certificate it trusts' : ''}`, { cause: err });
     });
     if (status === 200) return body;
     if (status === 404) return undefined;
@@ -300,6 +314,16 @@ export class MonolockStore implements LockStore {
     const hint = status === 403 ? ` (${method === 'GET' ? 'exists needs the admin role read' : 'forceDelete needs the admin role release'})` : '';
     throw new Error(`monolock/verrou: ${what}(${JSON.stringify(key)}): ${where} answered ${status}${hint}: ${reason}`);
   }
+}
+
+/** p, or a rejection once ms have passed: for what has no timeout of its own (a name's resolution). */
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`monolock/verrou: ${what} took longer than ${ms} ms: check the admin option and the resolver`)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** "host:port" or "[v6]:port" → its parts; an error saying what to write otherwise. */
