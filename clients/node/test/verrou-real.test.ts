@@ -3,13 +3,17 @@
 // force-release through the admin API reaches the holder, the fencing token
 // is the grant's, close() hands locks on.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
 
 import { Verrou } from '@verrou/core';
 import { Client, type Lock } from 'monolock';
 import { MonolockStore } from 'monolock/verrou';
 
-import { RealServer } from './helpers.js';
+import { RealServer, packageDir, repoRoot } from './helpers.js';
 
 let server: RealServer;
 before(async () => {
@@ -77,5 +81,21 @@ test('a Verrou lock on this store: the task reads the fencing token of its grant
     await next.release();
   } finally {
     await Promise.all([store.close(), other.close()]);
+  }
+});
+
+test("docs/integrations.md's Verrou example runs as written against the server", async () => {
+  const doc = readFileSync(path.join(repoRoot, 'docs', 'integrations.md'), 'utf8');
+  const block = /<!-- verrou-example[^>]*-->\n```ts\n([\s\S]*?)\n```/.exec(doc)?.[1];
+  assert.ok(block, 'the example block (marked verrou-example) is missing from docs/integrations.md');
+  const code = block.replaceAll('127.0.0.1:7070', server.address).replaceAll('127.0.0.1:7071', server.adminAddress!);
+  // Inside the package, so that 'monolock/verrou' and '@verrou/core' resolve as in a project that installed them.
+  const file = path.join(packageDir, 'dist-test', `verrou-example-${process.pid}.mjs`);
+  writeFileSync(file, code);
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [file], { timeout: 30_000 });
+    assert.match(stdout, /^step 0 written with token [1-9]\d*n\nstep 1 written with token [1-9]\d*n\nstep 2 written with token [1-9]\d*n\ndone\nlocked after run: false\n$/);
+  } finally {
+    rmSync(file, { force: true });
   }
 });
