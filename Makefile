@@ -182,6 +182,11 @@ $(NODEDIR)/node_modules/.package-lock.json: $(NODEDIR)/package-lock.json
 node-build: node-deps
 	cd $(NODEDIR) && rm -rf dist dist-test && npm run --silent build
 
+## verrou-test: @verrou/core's registerStoreTestSuite (pinned by clients/node/package-lock.json), unchanged, on monolock/verrou against a real server; npm test, and so node-test, runs it too
+.PHONY: verrou-test
+verrou-test: build node-build
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm run --silent verrou-suite
+
 ## node-test: the Node.js client's tests with node --test: fakes, the real server, the fence helper on PostgreSQL and MariaDB, the npm pack contents
 node-test: build fence-deps withdb
 	@if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then \
