@@ -32,8 +32,8 @@ const safety = 30 * time.Second
 type disk struct {
 	mu      sync.Mutex
 	full    bool
-	cutLine int // > 0: the disk fills in the middle of this line, counted from 1 over every write
-	lines   int // lines written whole before cutLine
+	cutLine int           // > 0: the disk fills in the middle of this line, counted from 1 over every write
+	lines   int           // lines written whole before cutLine
 	enospc  chan struct{} // receives (without blocking) at each failed write
 	wrote   chan struct{} // receives (without blocking) at each write that succeeds
 }
@@ -142,7 +142,7 @@ func (c diagnostics) await(t *testing.T, substr string) map[string]any {
 // clock is the reporter's clock, moved by the test.
 type clock struct{ ns atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // record writes n audit events, lock names from first on, one per Write.
