@@ -41,6 +41,9 @@ type reloadServer struct {
 
 func startReloadServer(e *env, name string) (*reloadServer, error) {
 	dir := filepath.Join(e.dir, "reloads-"+name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	pki, err := certstest.Generate(dir)
 	if err != nil {
 		return nil, err
