@@ -2,8 +2,21 @@ package audit
 
 import (
 	"io"
+	"testing"
 	"time"
 )
+
+// LogLines captures a Log's diagnostics for the external tests.
+type LogLines = logLines
+
+// NewLogLines returns an empty capture.
+func NewLogLines() LogLines { return newLogLines() }
+
+// Await returns the next line whose message contains substr.
+func (c logLines) Await(t *testing.T, substr string) map[string]any {
+	t.Helper()
+	return c.await(t, substr)
+}
 
 // WithFaults lets the external tests put a failing disk between the writer
 // and its files, retry at once, and drive the reporter's clock.

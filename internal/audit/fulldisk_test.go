@@ -2,13 +2,11 @@ package audit_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,33 +110,6 @@ func (d *disk) fill(full bool) {
 	d.full = full
 }
 
-// diagnostics captures the Log's own lines.
-type diagnostics chan map[string]any
-
-func (c diagnostics) Write(p []byte) (int, error) {
-	var line map[string]any
-	if err := json.Unmarshal(p, &line); err != nil {
-		return 0, err
-	}
-	c <- line
-	return len(p), nil
-}
-
-func (c diagnostics) await(t *testing.T, substr string) map[string]any {
-	t.Helper()
-	timeout := time.After(safety)
-	for {
-		select {
-		case line := <-c:
-			if msg, _ := line["message"].(string); strings.Contains(msg, substr) {
-				return line
-			}
-		case <-timeout:
-			t.Fatalf("no log line containing %q", substr)
-		}
-	}
-}
-
 // clock is the reporter's clock, moved by the test.
 type clock struct{ ns atomic.Int64 }
 
@@ -240,7 +211,7 @@ func TestEveryEpisodeIsLogged(t *testing.T) {
 	d := newDisk(0)
 	var clk clock
 	clk.advance(time.Hour)
-	diag := make(diagnostics, 1000)
+	diag := audit.NewLogLines()
 	const limit = 4096 // bytes of events waiting before they are dropped
 	l, err := audit.Open(path, audit.WithLogger(zerolog.New(diag)), audit.WithFaults(d.wrap, limit, 10*time.Second, clk.now))
 	if err != nil {
@@ -251,9 +222,9 @@ func TestEveryEpisodeIsLogged(t *testing.T) {
 	d.fill(true)
 	record(l, 1, 1)
 	d.awaitFailures(t, 1)
-	diag.await(t, "audit log failing")
+	diag.Await(t, "audit log failing")
 	d.fill(false)
-	if line := diag.await(t, "audit log writes succeed again"); line["write_errors"] == float64(0) {
+	if line := diag.Await(t, "audit log writes succeed again"); line["write_errors"] == float64(0) {
 		t.Errorf("first recovery line %v: want its write errors", line)
 	}
 
@@ -276,7 +247,7 @@ func TestEveryEpisodeIsLogged(t *testing.T) {
 		}
 	}
 	clk.advance(10 * time.Second)
-	line := diag.await(t, "audit log writes succeed again")
+	line := diag.Await(t, "audit log writes succeed again")
 	if line["dropped_events"] != float64(dropped) || line["episodes"] != float64(1) || line["level"] != "warn" {
 		t.Errorf("the second episode's line %v: want dropped_events %d, episodes 1, level warn", line, dropped)
 	}
