@@ -211,15 +211,16 @@ func TestSupervise(t *testing.T) {
 // reload that never returns (a file on a hung mount) runs, a SIGTERM comes,
 // and the stop sequence runs and the supervisor returns its status while the
 // reload is still stuck. SIGHUPs meanwhile coalesce: no second reload starts
-// while the first runs.
+// while the first runs, and one line (not one per SIGHUP) says why.
 func TestStuckReloadDoesNotDelayShutdown(t *testing.T) {
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
 	defer close(release)
 	stopped := make(chan struct{})
 	failed := make(chan error)
+	var logs syncBuffer
 	s := supervisor{
-		log:    zerolog.Nop(),
+		log:    zerolog.New(&logs),
 		failed: failed,
 		reload: func() {
 			entered <- struct{}{}
@@ -268,5 +269,8 @@ func TestStuckReloadDoesNotDelayShutdown(t *testing.T) {
 	case <-entered:
 		t.Fatal("a second reload started while the first was stuck")
 	default:
+	}
+	if n := strings.Count(logs.String(), "SIGHUP while the previous reload still runs"); n != 1 {
+		t.Errorf("%d lines about SIGHUPs during the stuck reload, want 1:\n%s", n, logs.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,7 +83,10 @@ func (s supervisor) run(sig signals) int {
 		ev := nextEvent(sig, delay, s.failed, stopped)
 		a := m.step(ev)
 		if a.reload {
-			reloads.request()
+			if since, first := reloads.request(); first {
+				s.log.Warn().Dur("running_for", time.Since(since)).
+					Msg("SIGHUP while the previous reload still runs: one more reload follows when it ends; if this lasts, a file it reads is on a hung mount (the reload's own line names the file when it ends); SIGTERM is not held up")
+			}
 		}
 		if a.drain {
 			s.drain()
@@ -123,6 +127,10 @@ func (s supervisor) run(sig signals) int {
 type reloads struct {
 	pending chan struct{} // cap 1: a reload is asked for
 	done    chan struct{} // closed when the supervisor returns
+
+	mu      sync.Mutex
+	running time.Time // when the reload in progress began; zero when none runs
+	told    bool      // a request during this reload was reported
 }
 
 func startReloads(reload func()) *reloads {
@@ -131,7 +139,9 @@ func startReloads(reload func()) *reloads {
 		for {
 			select {
 			case <-r.pending:
+				r.mark(time.Now())
 				reload()
+				r.mark(time.Time{})
 			case <-r.done:
 				return
 			}
@@ -140,13 +150,28 @@ func startReloads(reload func()) *reloads {
 	return r
 }
 
+func (r *reloads) mark(began time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running, r.told = began, false
+}
+
 // request asks for a reload without waiting: when one is already pending,
-// this one is the same.
-func (r *reloads) request() {
+// this one is the same. first is true for the first request made while a
+// reload runs, with when that reload began, so that the supervisor says once
+// per reload why this SIGHUP's reload waits.
+func (r *reloads) request() (since time.Time, first bool) {
 	select {
 	case r.pending <- struct{}{}:
 	default:
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running.IsZero() || r.told {
+		return time.Time{}, false
+	}
+	r.told = true
+	return r.running, true
 }
 
 // close lets the goroutine end once no reload runs.
