@@ -202,7 +202,7 @@ func (l *Log) Write(p []byte) (int, error) {
 		if !l.dropping {
 			l.dropping = true
 			if l.failing == nil {
-				l.episodes++ // dropping without a failing write: a stuck one
+				l.episodes++ // from healthy to dropping (behind a stuck or a first write)
 			}
 			l.poke(l.notify)
 		}
@@ -239,8 +239,11 @@ func (l *Log) writeLoop() {
 			l.mu.Unlock()
 			if len(batch) == 0 {
 				// A Reopen with nothing to write: switch now, so that the
-				// old file is closed at once.
-				_, _ = l.switchIfChanged(nil, 0)
+				// old file is closed at once. (A deleted file is created
+				// again only when there is an event for it.)
+				if next := l.takeNext(); next != nil {
+					l.switchTo(next, nil, 0)
+				}
 				if closed {
 					return
 				}
@@ -272,8 +275,8 @@ func (l *Log) writeAll(batch []byte) {
 		l.inFlight = len(batch) - off
 		if err != nil {
 			l.writeErrors++
-			if l.failing == nil {
-				l.episodes++
+			if l.failing == nil && !l.dropping {
+				l.episodes++ // from healthy to failing
 			}
 		}
 		if (err == nil) != (l.failing == nil) || (err == nil && l.dropping) {
@@ -307,10 +310,7 @@ func (l *Log) writeAll(batch []byte) {
 // much of batch the current file has taken; the result is how much of it
 // counts as written once the switch is made.
 func (l *Log) switchIfChanged(batch []byte, off int) (int, error) {
-	l.mu.Lock()
-	next := l.next
-	l.next = nil
-	l.mu.Unlock()
+	next := l.takeNext()
 	if next == nil {
 		if !l.deleted() {
 			return off, nil
@@ -324,6 +324,16 @@ func (l *Log) switchIfChanged(batch []byte, off int) (int, error) {
 		next = f
 	}
 	return l.switchTo(next, batch, off), nil
+}
+
+// takeNext returns the file Reopen opened, if any, for the writer to
+// switch to.
+func (l *Log) takeNext() *os.File {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := l.next
+	l.next = nil
+	return next
 }
 
 // deleted reports whether the open file has no name left.
