@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test
 
 all: build
 
@@ -131,6 +131,12 @@ python-test: build fence-deps withdb
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t . && \
 	$(WITH_DATABASES) $(DEBIAN_PYTHON) -m unittest tests.db_fence
+
+## python-dist: build the Python client's wheel (pip wheel; setuptools from PyPI, as pyproject.toml pins it) in a temporary directory and check that it ships the LICENSE with its metadata
+python-dist:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd $(PYDIR) && \
+	$(PYTHON) -m pip wheel --no-deps --quiet --wheel-dir "$$tmp" . && rm -rf build monolock.egg-info && \
+	$(PYTHON) check_dist.py "$$tmp"/monolock-*.whl
 
 # --- the tooz driver (clients/python/monolock/tooz_driver.py) ---------------
 # tooz 9.1.0, what its tests/test_coordination.py imports and pytest, each

@@ -310,7 +310,7 @@ func startPeers(names []string, tmp, logDir string, redisRetry time.Duration) ([
 				}
 			case "postgres":
 				var pp *pgPeer
-				if pp, err = startPostgres(tmp, logPath); err == nil {
+				if pp, err = startPostgres(logPath); err == nil {
 					p = pp
 				}
 			default:

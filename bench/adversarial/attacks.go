@@ -48,6 +48,7 @@ var attacks = []attack{
 	{14, "DNS rebinding", prepareRebinding, runRebinding},
 	{15, "a client not reading a full listing", prepareLongListing, runNonReader},
 	{16, "full listings ten times a second", prepareLongListing, runFullPollers},
+	{17, "FIFOs and 256 MiB files at reloaded paths", nothing, runReloads},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }
