@@ -173,5 +173,14 @@ export async function runHeld<T>(lock: Lock, fn: (lock: Lock) => T | Promise<T>)
  */
 function secureOptions(options: tls.ConnectionOptions | undefined): tls.ConnectionOptions | undefined {
   if (options === undefined || options.secureContext !== undefined) return options;
-  return { ...options, secureContext: tls.createSecureContext(options) };
+  let secureContext: tls.SecureContext;
+  try {
+    secureContext = tls.createSecureContext(options);
+  } catch (err) {
+    throw new InvalidArgumentError(
+      'tls',
+      `monolock: the tls options do not make a TLS context (${(err as Error).message}): check that ca, cert and key are PEM and that the key matches the certificate`,
+    );
+  }
+  return { ...options, secureContext };
 }

@@ -318,11 +318,18 @@ export function tcpEntries(): TcpEntry[] {
   return out;
 }
 
-/** The client's local port of its one established connection to serverPort (fails if there is not exactly one). */
-export function onlyConnectionTo(serverPort: number): number {
-  const mine = tcpEntries().filter((e) => e.remotePort === serverPort && e.state === '01');
-  if (mine.length !== 1) throw new Error(`expected one connection to port ${serverPort}, found ${mine.length}`);
-  return mine[0]!.localPort;
+/** The local ports of this host's connections to serverPort, in any state (an old one may still be closing). */
+export function portsTo(serverPort: number): Set<number> {
+  return new Set(tcpEntries().filter((e) => e.remotePort === serverPort).map((e) => e.localPort));
+}
+
+/** The local port of the one connection to serverPort that connect made (fails if it made not exactly one). */
+export async function portOf<T>(serverPort: number, connect: () => Promise<T>): Promise<[T, number]> {
+  const before = portsTo(serverPort);
+  const result = await connect();
+  const made = [...portsTo(serverPort)].filter((p) => !before.has(p));
+  if (made.length !== 1) throw new Error(`expected one new connection to port ${serverPort}, found ${made.length}`);
+  return [result, made[0]!];
 }
 
 /**

@@ -8,7 +8,7 @@ import { BusyError, Client, LockLostError, ServerError, UnavailableError, type L
 import { Session } from '../dist/session.js';
 import { FrameDecoder, encodeAcquire, type ServerFrame } from '../dist/frames.js';
 import net from 'node:net';
-import { RealServer, aborted, onlyConnectionTo, timeWaitFrom } from './helpers.js';
+import { RealServer, aborted, portOf, timeWaitFrom } from './helpers.js';
 
 let server: RealServer;
 let client: Client;
@@ -56,8 +56,7 @@ test('a free lock is granted, and heartbeats keep it past several leases', async
 
 test('release: the server closes first, no TIME_WAIT on the client\'s port; the next waiter is promoted; one that leaves the queue releases too', async () => {
   const serverPort = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
-  const holder = await client.acquire('real-release', { leaseMs: 10_000 });
-  const port = onlyConnectionTo(serverPort);
+  const [holder, port] = await portOf(serverPort, () => client.acquire('real-release', { leaseMs: 10_000 }));
   const waiter = client.acquire('real-release', { leaseMs: 10_000 });
   await queued('real-release', 1);
   await holder.release();

@@ -8,8 +8,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import tls from 'node:tls';
 
-import { Client, ServerError, UnavailableError } from 'monolock';
-import { RealServer, onlyConnectionTo, timeWaitFrom } from './helpers.js';
+import { Client, InvalidArgumentError, ServerError, UnavailableError } from 'monolock';
+import { RealServer, portOf, timeWaitFrom } from './helpers.js';
 
 function hasOpenssl(): boolean {
   try {
@@ -151,6 +151,10 @@ test('one TLS secure context per Client, not one per connection', { skip }, asyn
     assert.equal(created, 1, 'a context made per connection');
     new Client({ address: server.address, tls: mtls() });
     assert.equal(created, 2, 'each Client has its own');
+    assert.throws(
+      () => new Client({ address: server.address, tls: { ...mtls(), key: pem('ca.pem') } }),
+      (e: unknown) => e instanceof InvalidArgumentError && e.field === 'tls' && /key matches/.test(e.message),
+    );
   } finally {
     tls.createSecureContext = original;
   }
@@ -159,8 +163,7 @@ test('one TLS secure context per Client, not one per connection', { skip }, asyn
 test('release over TLS: the server closes first, no TIME_WAIT on the client\'s port, the next waiter is promoted', { skip }, async () => {
   const client = new Client({ address: server.address, tls: mtls() });
   const serverPort = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
-  const holder = await client.acquire('cn-release', { leaseMs: 10_000 });
-  const port = onlyConnectionTo(serverPort);
+  const [holder, port] = await portOf(serverPort, () => client.acquire('cn-release', { leaseMs: 10_000 }));
   const waiter = client.acquire('cn-release', { leaseMs: 10_000 });
   await holder.release();
   assert.equal(holder.lostError, undefined);
