@@ -302,15 +302,20 @@ clean:
 
 # --- benchmarks (bench/, its own module: run from there) -------------------
 
-.PHONY: bench bench-quick bench-peers
+.PHONY: bench bench-quick bench-peers bench-netns-deps
 
 ## bench: the full benchmark run (several minutes): tables on stdout, JSON and charts in bench/out
-bench: build
+bench: build bench-netns-deps
 	cd bench && $(GO) run . -monolock $(abspath $(BIN))/monolock -wait-quiet 60s -json out/results.json -out out
 
 ## bench-quick: every scenario and every installed peer at small sizes (well under a minute)
 bench-quick: build
 	cd bench && $(GO) run . -monolock $(abspath $(BIN))/monolock -quick -json out/results-quick.json -out out
+
+## bench-netns-deps: install ip (iproute2) and iptables from Debian's packages for S9's network namespaces (root)
+bench-netns-deps:
+	@command -v ip >/dev/null && command -v iptables >/dev/null || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y iproute2 iptables; }
 
 ## bench-peers: install the peers the harness compares with (Redis, etcd, PostgreSQL); needs root
 bench-peers:

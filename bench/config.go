@@ -37,6 +37,10 @@ type sizes struct {
 
 	s8Rounds int // alternating rounds of S8's two variants
 	s8Txns   int // transactions per variant and round
+
+	s9Dur     time.Duration // each S9 loop's length
+	s9Workers int           // S9's concurrent lock cycles
+	s9Trials  int           // S9's loss-case rounds per way of closing
 }
 
 // coreSessions is the session count of the core-server figures.
@@ -57,6 +61,7 @@ func fullSizes(maxSessions int) sizes {
 		s6Lease: 2 * time.Second, s6Warm: 2 * time.Second, s6Window: 5 * time.Second,
 		s7Sessions: min(coreSessions, maxSessions), s7Runs: 3,
 		s8Rounds: 10, s8Txns: 500,
+		s9Dur: 100 * time.Second, s9Workers: 32, s9Trials: 3,
 	}
 }
 
@@ -75,6 +80,7 @@ func quickSizes(maxSessions int) sizes {
 		s6Lease: 2 * time.Second, s6Warm: 600 * time.Millisecond, s6Window: time.Second,
 		s7Sessions: min(1_000, maxSessions), s7Runs: 1,
 		s8Rounds: 4, s8Txns: 100,
+		s9Dur: 3 * time.Second, s9Workers: 32, s9Trials: 1,
 	}
 }
 

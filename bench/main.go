@@ -28,6 +28,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
 		os.Exit(floorServerMain(os.Args[2:], os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "release-loop" {
+		os.Exit(releaseLoopMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -58,7 +61,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
 	fs.DurationVar(&o.waitQuiet, "wait-quiet", 0, "before starting, wait up to this long for other load on the machine to drop under 15% of a core")
 	fs.Usage = func() {
-		_, _ = fmt.Fprintln(stderr, "usage: go run . [flags]   (in bench/)\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn,\nS6 tls (a TLS session against a plain one), S7 bookkeeping (metrics and audit log on the grant and heartbeat paths).\n\nFlags:")
+		_, _ = fmt.Fprintln(stderr, "usage: go run . [flags]   (in bench/)\n\nScenarios S0 floor, S1 cycle, S2 handover, S3 sessions, S4 expiry, S5 queue churn,\nS6 tls (a TLS session against a plain one), S7 bookkeeping (metrics and audit log on the grant and heartbeat paths),\nS8 fence, S9 release ports (lock cycles from one client network namespace: TIME_WAIT, connect failures; root).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -251,10 +254,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, p := range b.peers {
 		p.Stop()
 	}
-	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8})
+	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8}, scenarioRun{"S9", b.s9})
 	b.prog.finish()
 
-	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"} {
+	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9"} {
 		if sc, ok := scs[id]; ok {
 			rep.Scenarios = append(rep.Scenarios, sc)
 		}
@@ -304,6 +307,9 @@ func (b *bench) countSteps(peers int) int {
 	}
 	if b.want("S8") {
 		n += 2 // one database at a time
+	}
+	if b.want("S9") {
+		n += len(s9Loops) + 1 // the loops, then the loss case
 	}
 	for _, id := range []string{"S1", "S2", "S4"} {
 		if b.want(id) {

@@ -38,6 +38,9 @@
 #ifndef CLOSE_AT_GIVEUP
 #define CLOSE_AT_GIVEUP 0 /* 1: close the connection at the give-up (the bug that was fixed) */
 #endif
+#ifndef FIN_RELEASE
+#define FIN_RELEASE 0     /* 1: the caller's release closes the connection (a client from before RELEASE) */
+#endif
 #ifndef CLOCK_STEP_BACK
 #define CLOCK_STEP_BACK 0 /* 1: the standby's wall clock reads a second earlier than the old primary's */
 #endif
@@ -81,7 +84,7 @@
 #define SEC (2 * FRAC)
 #define WALL_MAX (1 + GRANTS + FAILOVERS)
 
-mtype = { ACQ, HB, FIN, WAITING, ACQUIRED, ERR, EOF };
+mtype = { ACQ, HB, REL, FIN, WAITING, ACQUIRED, ERR, EOF };
 
 /* the network: one TCP connection per client at a time, a FIFO each way;
    a frame carries the ticks it may still take to arrive */
@@ -183,7 +186,7 @@ inline drainDown(i) {
 	:: empty(down[i]) -> break
 	od
 }
-#define DUE_UP(i) (up[i]?[ACQ, 0] || up[i]?[HB, 0] || up[i]?[FIN, 0])
+#define DUE_UP(i) (up[i]?[ACQ, 0] || up[i]?[HB, 0] || up[i]?[REL, 0] || up[i]?[FIN, 0])
 #define DUE_DOWN(i) (down[i]?[WAITING, _, 0] || down[i]?[ACQUIRED, _, 0] || down[i]?[ERR, _, 0] || down[i]?[EOF, _, 0])
 
 /* An action that must happen x_now: time cannot pass until it has. */
@@ -287,7 +290,9 @@ inline receive(x_c) {
 		:: srvSess[x_c] == S_HOLD -> sendDown(x_c, ACQUIRED, srvTok[x_c])
 		:: else -> sendDown(x_c, WAITING, 0)
 		fi
-	:: srvSess[x_c] != S_NONE && x_m == FIN -> release(x_c) /* graceful */
+	:: srvSess[x_c] != S_NONE && x_m == FIN -> release(x_c) /* graceful: a FIN or an RST */
+	:: srvSess[x_c] != S_NONE && x_m == REL -> /* RELEASE: released, and the server closes first */
+		release(x_c); sendDown(x_c, EOF, 0); downDead[x_c] = 1
 	:: else -> skip /* a frame of a connection the server has closed */
 	fi
 }
@@ -417,6 +422,21 @@ inline closeConn() {
 	cst[i] = C_IDLE
 }
 
+/* releaseConn: the caller's release, RELEASE (client.Lock.Close). The
+   frames before it are answered in order, and the server frees the lock when
+   it reads it; it is data, so TCP retransmits it, and only a frozen link
+   loses it, after which the server's expiry frees the lock. The client takes
+   nothing more from this connection: the server's close, which it awaits
+   (bounded by the lease, then an RST), changes nothing the rules read. */
+inline releaseConn() {
+	printf("t=%d client %d: RELEASE\n", x_now, i);
+	sendUp(i, REL);
+	upDead[i] = 1;
+	downDead[i] = 1;
+	drainDown(i);
+	cst[i] = C_IDLE
+}
+
 /* giveUp: no answer for GIVEUP_T after the send of the newest answered request. */
 inline giveUp() {
 	printf("t=%d client %d: give up\n", x_now, i);
@@ -513,7 +533,12 @@ end:
 	/* the work ends and the caller closes the lock: a release */
 	:: atomic { cst[i] == C_HELD && work[i] != W_STOPPING ->
 		work[i] = W_DONE;
-		closeConn() }
+#if FIN_RELEASE
+		closeConn() /* a client from before RELEASE */
+#else
+		releaseConn()
+#endif
+	}
 	/* told to stop, the work stops within STOP ticks */
 	:: atomic { work[i] == W_STOPPING -> work[i] = W_DONE;
 		printf("t=%d client %d: work stopped\n", x_now, i) }
