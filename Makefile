@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test node-tls-rss rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb
 
 all: build
 
@@ -151,6 +151,8 @@ node-test: build fence-deps withdb
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITH_DATABASES) npm test --silent
+
+.PHONY: node-tls-rss
 
 ## node-tls-rss: the Node.js client's resident set size over 6,000 mutual-TLS locks of one Client against the built server (tens of seconds; needs openssl)
 node-tls-rss: build node-build
