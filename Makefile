@@ -200,6 +200,12 @@ node-test: build fence-deps withdb
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITH_DATABASES) npm test --silent
 
+.PHONY: node-tls-rss
+
+## node-tls-rss: the Node.js client's resident set size over 6,000 mutual-TLS locks of one Client against the built server (tens of seconds; needs openssl)
+node-tls-rss: build node-build
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock node bench/tls-rss.mjs
+
 # --- the Rust client (clients/rust) -----------------------------------------
 # The crate monolock; its dependencies are pinned by clients/rust/Cargo.lock
 # (every cargo command runs with --locked). All feature combinations share
