@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -131,12 +132,36 @@ func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 		s.enrollAtLimit(d, conn)
 	case refused:
 		s.refuse(d, conn, evicted)
+	case tied:
+		if sentSomething(d.waiting) && !sentSomething(conn) {
+			s.refuse(d, conn, evicted)
+			return
+		}
+		fallthrough
 	default:
 		if d.waiting != nil {
 			s.refuse(d, d.take(), evicted)
 		}
 		d.wait(conn, from, wait)
 	}
+}
+
+// sentSomething reports whether the client of conn, not yet enrolled, has
+// sent anything: its input waits unread in the kernel.
+func sentSomething(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }) != nil {
+		return false
+	}
+	return n > 0
 }
 
 // decideWaiting decides again the newcomer waiting at the door: it is

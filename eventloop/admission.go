@@ -38,11 +38,13 @@ import (
 //     one waits there, so the accept loop goes on taking newcomers through
 //     a second door: the next one is decided by the same rules, and if
 //     none admits it either, of the two the one whose source has more is
-//     refused (closed before it is a session), the one that waited on a
-//     tie: of one source the latest waits (a client that gave up waiting
-//     has usually dialled again). Every newcomer is decided as soon as it reaches the front of
-//     the backlog, and a source can keep at most one waiting, so a newcomer
-//     from another source is never behind more than the one waiting.
+//     refused (closed before it is a session). On a tie (one source) the
+//     one that has sent something (a ClientHello, an ACQUIRE) waits and a
+//     silent one is refused, as the eviction rules close the silent first;
+//     if neither or both have, the newer waits (a client that gave up
+//     waiting has usually dialled again). Every newcomer is decided as
+//     soon as it reaches the front of the backlog, so a newcomer from
+//     another source is never behind more than the one waiting.
 
 // verdict is what happens to a newcomer at the descriptor limit.
 type verdict uint8
@@ -53,8 +55,11 @@ const (
 	// waits: nothing may be closed for it yet; it waits at the door, and
 	// the one that waited there before it, if any, is refused.
 	waits
-	// refused: the one waiting at the door has the better claim.
+	// refused: the one waiting at the door comes from a source with fewer.
 	refused
+	// tied: as waits or refused, the two come from sources with as many;
+	// the accept loop chooses (rule 3).
+	tied
 )
 
 // admit decides a newcomer from source from at the descriptor limit, by
@@ -77,8 +82,13 @@ func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v ver
 		}
 		wait = 0 // it may never be: look again at the back-off's pace
 	}
-	if hasWaiting && have > t.count(waiting) {
-		return refused, wait
+	if hasWaiting {
+		switch waitingHas := t.count(waiting); {
+		case have > waitingHas:
+			return refused, wait
+		case have == waitingHas:
+			return tied, wait
+		}
 	}
 	return waits, wait
 }

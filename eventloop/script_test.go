@@ -303,10 +303,14 @@ func (sc *script) run(td *datadriven.TestData) string {
 		case refused:
 			return "=> refused"
 		}
-		if wait == 0 {
-			return "=> waits, for the back-off"
+		word := "waits"
+		if v == tied {
+			word = "tied: the one that sent something, else the newer, waits"
 		}
-		return "=> waits, for " + wait.String()
+		if wait == 0 {
+			return "=> " + word + ", for the back-off"
+		}
+		return "=> " + word + ", for " + wait.String()
 	case "sources":
 		return sc.sources()
 	case "shutdown":

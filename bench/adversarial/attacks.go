@@ -45,6 +45,10 @@ var attacks = []attack{
 	{11, "forged client chains", prepareForgedChain, runForgedChains},
 	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
 	{13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
+	{17, "young silent waiters and churners at the limit, plain", prepareYoungWaitersPlain, runSilentWaiters},
+	{18, "young silent waiters and churners at the limit, mTLS", prepareYoungWaitersMTLS, runSilentWaiters},
+	{19, "slow heartbeaters and churners at the limit, plain", prepareSlowHeartbeatersPlain, runSilentWaiters},
+	{20, "slow heartbeaters and churners at the limit, mTLS", prepareSlowHeartbeatersMTLS, runSilentWaiters},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }
@@ -98,7 +102,7 @@ func holders(t target, n int, name func(i int) string, want protocol.Type) ([]*w
 				if i >= n {
 					return
 				}
-				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second})
+				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second, From: t.from})
 				if err == nil {
 					var f wire.Frame
 					if f, err = c.RequestErr(protocol.AppendAcquire(nil, 600_000, name(i))); err == nil && f.Type != want {

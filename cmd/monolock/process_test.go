@@ -162,6 +162,53 @@ func evictSilentWaiters(t *testing.T, p *proc.Process, o wire.Options) {
 	}
 }
 
+// TestDescriptorExhaustionByOneSource fills the server's descriptors with
+// waiters from one address (127.0.0.2) that are far younger than
+// -waiter-silence-limit and never heartbeat, with more of them queued
+// behind: a client from another address (127.0.0.1) is served all the same,
+// from the first second, because the source with the most sessions that
+// are not holders gives up its newest, while the holder keeps its lock.
+// Without the per-source rule none of the waiters is evictable for a
+// minute, and the client waits in the backlog behind the others.
+func TestDescriptorExhaustionByOneSource(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		p := startServer(t, "-ops-listen", "127.0.0.1:0")
+		crowdOut(t, p, wire.Options{})
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		_, pki, _ := labFiles(t)
+		p := startServer(t, "-ops-listen", "127.0.0.1:0",
+			"-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
+		crowdOut(t, p, wire.Options{TLS: pki.ClientTLS(certstest.ClientURI)})
+	})
+}
+
+// crowdSource is the one address the crowd in crowdOut comes from.
+const crowdSource = "127.0.0.2"
+
+func crowdOut(t *testing.T, p *proc.Process, o wire.Options) {
+	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
+	const headroom = 16
+	limitDescriptors(t, p, headroom)
+	crowd := make([]*queuedClient, 3*headroom)
+	for i := range crowd {
+		crowd[i] = connectQueuedFrom(t, crowdSource, p.Addr, o.TLS, "held")
+	}
+	waitForLimit(t, p)
+
+	if !connectQueued(t, p.Addr, o.TLS, "fresh").acquired(t, 30*time.Second) {
+		t.Fatal("a client from another address was not served while one address held every descriptor with young waiters")
+	}
+	holder.SendHeartbeat()
+	holder.ExpectToken(token)
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_share_evictions_total"); n == 0 {
+		t.Fatal("monolock_share_evictions_total is 0 after the crowd gave up a session for another address")
+	}
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_silent_waiters_evicted_total"); n != 0 {
+		t.Fatalf("monolock_silent_waiters_evicted_total is %v: no waiter was silent for -waiter-silence-limit", n)
+	}
+}
+
 // queuedClient connects, sends ACQUIRE for lock and reads the first answer
 // in the background: a client beyond the server's descriptor limit waits in
 // the kernel's backlog, and over TLS its handshake waits with it.
@@ -173,7 +220,17 @@ type queuedClient struct {
 }
 
 func connectQueued(t *testing.T, addr string, cfg *tls.Config, lock string) *queuedClient {
-	raw, err := net.Dial("tcp", addr)
+	return connectQueuedFrom(t, "", addr, cfg, lock)
+}
+
+// connectQueuedFrom is connectQueued from local address from ("" for the
+// system's choice).
+func connectQueuedFrom(t *testing.T, from, addr string, cfg *tls.Config, lock string) *queuedClient {
+	d, err := wire.Options{From: from}.Dialer(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
