@@ -124,6 +124,10 @@ func (s *Server) yieldToProbes() {
 // descriptor's place, by the owner's verdict (admission.go).
 func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 	from := sourceOf(conn.RemoteAddr())
+	if d.waiting != nil && d.settled && from == d.from {
+		s.settleTie(d, conn, evicted) // rule 3's tie, without asking the owner
+		return
+	}
 	v, wait := s.admitCall(from, d.from, d.waiting != nil)
 	switch v {
 	case admitted:
@@ -133,17 +137,28 @@ func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 	case refused:
 		s.refuse(d, conn, evicted)
 	case tied:
-		if sentSomething(d.waiting) && !sentSomething(conn) {
-			s.refuse(d, conn, evicted)
-			return
-		}
-		fallthrough
+		d.settled = true
+		s.settleTie(d, conn, evicted)
 	default:
 		if d.waiting != nil {
 			s.refuse(d, d.take(), evicted)
 		}
 		d.wait(conn, from, wait)
+		d.settled = v == waits
 	}
+}
+
+// settleTie keeps at the door, of the one waiting and conn, from sources
+// with as many sessions, the one that has sent something, else conn, and
+// refuses the other. The one kept is decided again when the one waiting
+// was to be.
+func (s *Server) settleTie(d *door, conn net.Conn, evicted *evictionLog) {
+	if sentSomething(d.waiting) && !sentSomething(conn) {
+		s.refuse(d, conn, evicted)
+		return
+	}
+	s.refuse(d, d.waiting, evicted)
+	d.waiting = conn
 }
 
 // sentSomething reports whether the client of conn, not yet enrolled, has
@@ -175,6 +190,7 @@ func (s *Server) decideWaiting(d *door, evicted *evictionLog) {
 	v, wait := s.admitCall(d.from, sourceKey{}, false)
 	if v != admitted {
 		d.wait(d.waiting, d.from, wait)
+		d.settled = v == waits
 		return
 	}
 	evicted.note(s.log)
@@ -212,6 +228,7 @@ type door struct {
 	ways    [2]spareDescriptor
 	waiting net.Conn  // nil when none
 	from    sourceKey // its source
+	settled bool      // the owner found nothing to close for it (not a call that timed out)
 	retry   time.Time // when it is decided again
 	backoff time.Duration
 	armed   time.Time // the listener's deadline now

@@ -44,7 +44,12 @@ import (
 //     if neither or both have, the newer waits (a client that gave up
 //     waiting has usually dialled again). Every newcomer is decided as
 //     soon as it reaches the front of the backlog, so a newcomer from
-//     another source is never behind more than the one waiting.
+//     another source is never behind more than the one waiting. A
+//     newcomer from the same source as the one waiting, which the owner
+//     found could take nothing, is such a tie: the accept loop settles it
+//     without asking the owner, so that a source's newcomers beyond its
+//     share cost an accept and a close each, and a newcomer from another
+//     source behind thousands of them reaches the door in milliseconds.
 
 // verdict is what happens to a newcomer at the descriptor limit.
 type verdict uint8
@@ -94,13 +99,13 @@ func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v ver
 }
 
 // admitCall asks the owner to decide a newcomer (see admit). A loop that
-// does not answer within evictCallTimeout admits no one: the newcomer
-// waits.
+// does not answer within evictCallTimeout gives no verdict (0): the
+// newcomer waits, to be decided again.
 func (s *Server) admitCall(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), evictCallTimeout)
 	defer cancel()
 	if s.call(ctx, func(o *owner) { v, wait = o.admit(from, waiting, hasWaiting) }) != nil {
-		return waits, 0
+		return 0, 0
 	}
 	return v, wait
 }
