@@ -425,7 +425,15 @@ type spareDescriptor struct {
 
 // enroll hands an accepted socket to the event loop; ctx becomes the
 // connection's context (nil for plain TCP, the *tlsConn for TLS).
+//
+// The spare may be missing: an HTTP listener's accept, in its own
+// goroutine, can take the descriptor a close freed before the spare took
+// it back. Then a door descriptor becomes the spare, rather than the dup
+// failing, which would close the connection just accepted.
 func (s *Server) enroll(conn net.Conn, ctx any) error {
+	if s.spare.reserve(); s.spare.fd < 0 && s.door.release() {
+		s.spare.reserve()
+	}
 	s.spare.release()
 	_, err := s.engine.EnrollContext(conn, ctx)
 	s.spare.reserve()
