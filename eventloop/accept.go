@@ -69,6 +69,18 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.metrics.AcceptError()
+		if outOfDescriptors(err) && d.waiting != nil && d.fifo {
+			// One source alone: the backlog keeps its order behind the
+			// one waiting (admission.go, rule 3).
+			errs.failed(s.log, err, time.Now())
+			select {
+			case <-time.After(time.Until(d.retry)):
+			case <-s.stopAccept:
+				return
+			}
+			s.decideWaiting(d, &evicted)
+			continue
+		}
 		if outOfDescriptors(err) && d.release() {
 			errs.failed(s.log, err, time.Now())
 			continue // the next accept takes the newcomer into the door's descriptor
@@ -124,16 +136,30 @@ func (s *Server) yieldToProbes() {
 // descriptor's place, by the owner's verdict (admission.go).
 func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 	from := sourceOf(conn.RemoteAddr())
-	if d.waiting != nil && d.settled && from == d.from {
+	if d.waiting != nil && d.settled && !d.fifo && from == d.from {
 		s.settleTie(d, conn, evicted) // rule 3's tie, without asking the owner
 		return
 	}
-	v, wait := s.admitCall(from, d.from, d.waiting != nil)
-	switch v {
-	case admitted:
+	v, wait, alone := s.admitCall(from, d.from, d.waiting != nil)
+	switch {
+	case v == admitted:
 		evicted.note(s.log)
 		s.yieldToProbes()
 		s.enrollAtLimit(d, conn)
+		return
+	case alone:
+		// Its source is the only one: first come, first served. One
+		// waiting already came first, so it goes in on the door's
+		// descriptor, which comes back when a descriptor frees up.
+		if d.waiting != nil {
+			s.enrollAtLimit(d, d.take())
+		}
+		d.wait(conn, from, wait)
+		d.settled, d.fifo = v == waits || v == tied, true
+		return
+	}
+	d.fifo = false
+	switch v {
 	case refused:
 		s.refuse(d, conn, evicted)
 	case tied:
@@ -187,10 +213,10 @@ func (s *Server) decideWaiting(d *door, evicted *evictionLog) {
 		s.enrollAtLimit(d, d.take())
 		return
 	}
-	v, wait := s.admitCall(d.from, sourceKey{}, false)
+	v, wait, alone := s.admitCall(d.from, sourceKey{}, false)
 	if v != admitted {
 		d.wait(d.waiting, d.from, wait)
-		d.settled = v == waits
+		d.settled, d.fifo = v == waits, alone
 		return
 	}
 	evicted.note(s.log)
@@ -229,6 +255,7 @@ type door struct {
 	waiting net.Conn  // nil when none
 	from    sourceKey // its source
 	settled bool      // the owner found nothing to close for it (not a call that timed out)
+	fifo    bool      // its source was alone: take no other newcomer until it is let in
 	retry   time.Time // when it is decided again
 	backoff time.Duration
 	armed   time.Time // the listener's deadline now

@@ -34,22 +34,26 @@ import (
 //     only ever takes the place of its own sessions or of those of a
 //     source at least as large.
 //  3. Else nothing is closed for it, and the newcomer waits at the door
-//     for a descriptor or for rule 2, instead of the kernel's backlog. Only
-//     one waits there, so the accept loop goes on taking newcomers through
-//     a second door: the next one is decided by the same rules, and if
-//     none admits it either, of the two the one whose source has more is
-//     refused (closed before it is a session). On a tie (one source) the
-//     one that has sent something (a ClientHello, an ACQUIRE) waits and a
-//     silent one is refused, as the eviction rules close the silent first;
-//     if neither or both have, the newer waits (a client that gave up
-//     waiting has usually dialled again). Every newcomer is decided as
-//     soon as it reaches the front of the backlog, so a newcomer from
-//     another source is never behind more than the one waiting. A
-//     newcomer from the same source as the one waiting, which the owner
-//     found could take nothing, is such a tie: the accept loop settles it
-//     without asking the owner, so that a source's newcomers beyond its
-//     share cost an accept and a close each, and a newcomer from another
-//     source behind thousands of them reaches the door in milliseconds.
+//     for a descriptor or for rule 2, instead of the kernel's backlog.
+//     While its source is the only one with sessions (holders included),
+//     the accept loop takes no other newcomer until it is let in, so the
+//     backlog keeps its order, as it did before the door: one source's
+//     clients get in first come, first served, at the pace rule 2 frees
+//     room. Otherwise it goes on taking newcomers through the second door:
+//     the next one is decided by the same rules, and if none admits it
+//     either, of the two the one whose source has more is refused (closed
+//     before it is a session). On a tie the one that has sent something (a
+//     ClientHello, an ACQUIRE) waits and a silent one is refused, as the
+//     eviction rules close the silent first; if neither or both have, the
+//     newer waits (a client that gave up waiting has usually dialled
+//     again). So once another source is there, every newcomer is decided
+//     as soon as it reaches the front of the backlog, and a newcomer from
+//     another source is never behind more than the one waiting. A newcomer
+//     from the source of the one waiting, which the owner found could take
+//     nothing, is such a tie: the accept loop settles it without asking the
+//     owner, so that a source's newcomers beyond its share cost an accept
+//     and a close each, and a newcomer from another source behind
+//     thousands of them reaches the door in milliseconds.
 
 // verdict is what happens to a newcomer at the descriptor limit.
 type verdict uint8
@@ -70,42 +74,45 @@ const (
 // admit decides a newcomer from source from at the descriptor limit, by
 // the rules above; waiting is the source of the newcomer already waiting
 // at the door, if hasWaiting. When it admits none, wait is how long until
-// rule 2 may admit one (0: none will by itself).
-func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration) {
+// rule 2 may admit one (0: none will by itself). alone says that no other
+// source has a session, holders included: the accept loop then leaves the
+// backlog in its order (see rule 3).
+func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration, alone bool) {
 	t := &o.sessions.sources
+	alone = t.alone(from)
 	have := t.count(from)
 	if top := t.top(); top != nil && top.count >= have+2 {
 		o.metrics.ShareEvicted()
 		o.closeSession(top.tail, ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and a newcomer from a source with fewer is waiting")
-		return admitted, 0
+		return admitted, 0, alone
 	}
 	victim, wait := o.evictable()
 	if victim != nil {
 		if victim.src.count >= have {
 			o.evictSilent(victim)
-			return admitted, 0
+			return admitted, 0, alone
 		}
 		wait = 0 // it may never be: look again at the back-off's pace
 	}
 	if hasWaiting {
 		switch waitingHas := t.count(waiting); {
 		case have > waitingHas:
-			return refused, wait
+			return refused, wait, alone
 		case have == waitingHas:
-			return tied, wait
+			return tied, wait, alone
 		}
 	}
-	return waits, wait
+	return waits, wait, alone
 }
 
 // admitCall asks the owner to decide a newcomer (see admit). A loop that
 // does not answer within evictCallTimeout gives no verdict (0): the
 // newcomer waits, to be decided again.
-func (s *Server) admitCall(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration) {
+func (s *Server) admitCall(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration, alone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), evictCallTimeout)
 	defer cancel()
-	if s.call(ctx, func(o *owner) { v, wait = o.admit(from, waiting, hasWaiting) }) != nil {
-		return 0, 0
+	if s.call(ctx, func(o *owner) { v, wait, alone = o.admit(from, waiting, hasWaiting) }) != nil {
+		return 0, 0, false
 	}
-	return v, wait
+	return v, wait, alone
 }

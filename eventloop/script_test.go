@@ -292,9 +292,10 @@ func (sc *script) run(td *datadriven.TestData) string {
 	case "newcomer":
 		var v verdict
 		var wait time.Duration
+		var alone bool
 		waiting := sc.kv(a, "waiting", "")
 		sc.admin(td, func() error {
-			v, wait = sc.r.srv.admitCall(sc.source(sc.kv(a, "from", "")), sc.source(waiting), waiting != "")
+			v, wait, alone = sc.r.srv.admitCall(sc.source(sc.kv(a, "from", "")), sc.source(waiting), waiting != "")
 			return nil
 		})
 		switch v {
@@ -306,6 +307,9 @@ func (sc *script) run(td *datadriven.TestData) string {
 		word := "waits"
 		if v == tied {
 			word = "tied: the one that sent something, else the newer, waits"
+		}
+		if alone {
+			word += " (its source alone: the backlog keeps its order)"
 		}
 		if wait == 0 {
 			return "=> " + word + ", for the back-off"
@@ -443,9 +447,9 @@ func (sc *script) source(addr string) sourceKey {
 	return sourceOf(&net.TCPAddr{IP: sc.ip(addr)})
 }
 
-// sources lists the sources with sessions that are not holders, with how
-// many each has, the most first (ties by address), then the count the
-// table keeps as the largest.
+// sources lists the sources with sessions, with how many of them are not
+// holders, the most first (ties by address), then the count the table
+// keeps as the largest.
 func (sc *script) sources() string {
 	t := &sc.r.o.sessions.sources
 	type row struct {
@@ -454,8 +458,8 @@ func (sc *script) sources() string {
 	}
 	var rows []row
 	for k, src := range t.byKey {
-		if src.count != t.count(k) || src.tail == nil || src.tail.src != src {
-			sc.fatalf("source %v: count %d, newest %v", netip.AddrFrom16(k).Unmap(), src.count, src.tail)
+		if src.count != t.count(k) || src.sessions < src.count || (src.count > 0 && src.tail.src != src) {
+			sc.fatalf("source %v: count %d of %d sessions, newest %v", netip.AddrFrom16(k).Unmap(), src.count, src.sessions, src.tail)
 		}
 		n := 0
 		for s := src.head; s != nil; s = s.at[bySource].next {

@@ -25,13 +25,14 @@ type session struct {
 	acked        uint32        // low 32 bits of the bytes the peer had acknowledged at that look (see lookAtKernel)
 	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
+	holds        bool          // it has been granted its lock: its source no longer counts it (sources.go)
 
 	closing     bool          // the server decided to close it; ignore further input
 	closeReason ReleaseReason // why it ended; graceful when the client closed
 	closed      bool          // OnClose has run: never touch conn again
 
 	at  [2]links // its places in the owner's list of open sessions and in its source's
-	src *source  // its source while it is not a holder (sources.go); nil once it holds
+	src *source  // its source (sources.go)
 }
 
 // links are a session's place in one list of sessions.
@@ -189,7 +190,7 @@ func (l *sessionList) heardBeforeAcquire(s *session) {
 
 // promoted moves s, granted its lock, to the holders.
 func (l *sessionList) promoted(s *session) {
-	l.sources.leave(s)
+	l.sources.holds(s)
 	l.detach(s)
 	l.link(s, nil, everySession)
 }

@@ -38,17 +38,19 @@ func sourceOf(addr net.Addr) sourceKey {
 
 // source counts one source's sessions that are not holders (waiters, and
 // connections that have not sent ACQUIRE) and links them, oldest first, so
-// that its newest is found at once. It exists while it has any.
+// that its newest is found at once. It exists while it has any session,
+// holders included.
 type source struct {
 	chain      // its non-holders, oldest first: the newest is its tail
 	key        sourceKey
 	count      int     // its sessions that are not holders
+	sessions   int     // all its sessions
 	prev, next *source // the other sources with the same count (sourceTable.byCount)
 }
 
-// sourceTable is every source with a session that is not a holder, kept by
-// how many each has, so that the one with the most is found at once. A
-// count moves by one at a time, so every change costs the same whatever
+// sourceTable is every source with a session, kept by how many sessions
+// that are not holders each has, so that the one with the most is found
+// at once. A count moves by one at a time, so every change costs the same whatever
 // the number of sources or sessions: a map lookup when a session opens,
 // and a few pointers when it is granted its lock or closes. Freed entries
 // are reused, so a source coming and going allocates nothing after the
@@ -78,24 +80,45 @@ func (t *sourceTable) join(s *session, key sourceKey) {
 		t.byKey[key] = src
 	}
 	s.src = src
+	src.sessions++
 	src.link(s, src.tail, bySource)
+	s.holds = false
 	t.move(src, src.count+1)
 }
 
-// leave stops counting s, which is granted its lock or closed, if it was
-// counted.
+// holds stops counting s, granted its lock, as a non-holder.
+func (t *sourceTable) holds(s *session) {
+	if s.holds || s.src == nil {
+		return
+	}
+	s.holds = true
+	s.src.unlink(s, bySource)
+	t.move(s.src, s.src.count-1)
+}
+
+// leave forgets s, closed.
 func (t *sourceTable) leave(s *session) {
 	src := s.src
 	if src == nil {
 		return
 	}
-	src.unlink(s, bySource)
+	t.holds(s)
 	s.src = nil
-	t.move(src, src.count-1)
-	if src.count == 0 {
+	if src.sessions--; src.sessions == 0 {
 		delete(t.byKey, src.key)
 		src.next, t.free = t.free, src
 	}
+}
+
+// alone reports whether no source but key has a session.
+func (t *sourceTable) alone(key sourceKey) bool {
+	switch len(t.byKey) {
+	case 0:
+		return true
+	case 1:
+		return t.byKey[key] != nil
+	}
+	return false
 }
 
 // count returns how many non-holders key has.

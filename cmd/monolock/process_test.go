@@ -307,9 +307,7 @@ func exhaustDescriptors(t *testing.T, p *proc.Process, cfg *tls.Config) {
 	// have been closed to accept a queued one: the eviction rule of
 	// TestDescriptorExhaustionBySilentClients. That is the server's choice,
 	// which its log must show; such a client dials again once descriptors
-	// free up, and is served then. So is a client refused at the limit:
-	// one newcomer waits there at a time, and one from the same source
-	// that comes after it takes its place (eventloop/admission.go).
+	// free up, and is served then.
 	first := make(chan struct{}, len(clients))
 	for _, c := range clients {
 		go func() { <-c.answered; first <- struct{}{} }()
