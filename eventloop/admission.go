@@ -6,7 +6,7 @@ import (
 )
 
 // At the descriptor limit the accept loop takes the newcomer through a
-// door (accept.go): a descriptor kept free for the accept, so that the
+// door (accept.go): two descriptors kept free for the accept, so that the
 // server sees where the newcomer comes from before deciding whom it
 // replaces. A newcomer stuck in the kernel's backlog behind thousands of
 // connections from one source would otherwise wait for each of them to be
