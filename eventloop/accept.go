@@ -147,7 +147,7 @@ func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 		s.yieldToProbes()
 		s.enrollAtLimit(d, conn)
 		return
-	case alone:
+	case alone && !s.crowded():
 		// Its source is the only one: first come, first served. One
 		// waiting already came first, so it goes in on the door's
 		// descriptor, which comes back when a descriptor frees up.
@@ -187,6 +187,38 @@ func (s *Server) settleTie(d *door, conn net.Conn, evicted *evictionLog) {
 	d.waiting = conn
 }
 
+// crowdBacklog is the length of the kernel's accept queue from which the
+// door decides every newcomer at once even while one source is alone
+// (admission.go, rule 3). Below it, one source's newcomers keep their
+// order, and a newcomer from a source that has none yet waits behind at
+// most that many turns of the eviction rules; above it, the backlog is a
+// crowd, most likely one source's, that a first newcomer from another
+// source must not wait behind.
+const crowdBacklog = 256
+
+// crowded reports whether the listener's accept queue holds crowdBacklog
+// connections or more (for a listening socket, TCP_INFO's unacked is its
+// accept queue's length). Unknown is not crowded.
+func (s *Server) crowded() bool {
+	sc, ok := s.ln.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	queued := 0
+	if raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			queued = int(info.Unacked)
+		}
+	}) != nil {
+		return false
+	}
+	return queued >= crowdBacklog
+}
+
 // sentSomething reports whether the client of conn, not yet enrolled, has
 // sent anything: its input waits unread in the kernel.
 func sentSomething(conn net.Conn) bool {
@@ -216,7 +248,7 @@ func (s *Server) decideWaiting(d *door, evicted *evictionLog) {
 	v, wait, alone := s.admitCall(d.from, sourceKey{}, false)
 	if v != admitted {
 		d.wait(d.waiting, d.from, wait)
-		d.settled, d.fifo = v == waits, alone
+		d.settled, d.fifo = v == waits, alone && !s.crowded()
 		return
 	}
 	evicted.note(s.log)

@@ -107,3 +107,31 @@ func TestSentSomething(t *testing.T) {
 		t.Fatal("a connection without a descriptor has sent something")
 	}
 }
+
+// The door leaves one source's backlog in order only while it is short:
+// crowded reads the listener's accept queue from the kernel.
+func TestCrowdedBacklog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := &Server{ln: ln}
+	dial := func(n int) {
+		for range n {
+			c, err := net.Dial("tcp", ln.Addr().String()) // queued by the kernel once connected
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}
+	dial(crowdBacklog - 1)
+	if s.crowded() {
+		t.Fatalf("%d queued connections are a crowd", crowdBacklog-1)
+	}
+	dial(1)
+	if !s.crowded() {
+		t.Fatalf("%d queued connections are not a crowd", crowdBacklog)
+	}
+}
