@@ -35,11 +35,14 @@ import (
 //     source at least as large.
 //  3. Else nothing is closed for it, and the newcomer waits at the door
 //     for a descriptor or for rule 2, instead of the kernel's backlog.
-//     While its source is the only one with sessions (holders included),
-//     the accept loop takes no other newcomer until it is let in, so the
+//     While its source is the only one with sessions (holders included)
+//     and the kernel's accept queue is shorter than crowdBacklog, the
+//     accept loop takes no other newcomer until it is let in, so the
 //     backlog keeps its order, as it did before the door: one source's
 //     clients get in first come, first served, at the pace rule 2 frees
-//     room. Otherwise it goes on taking newcomers through the second door:
+//     room. Otherwise (another source is there, or the backlog is a crowd
+//     that a first newcomer from another source must not be paced
+//     behind) it goes on taking newcomers through the second door:
 //     the next one is decided by the same rules, and if none admits it
 //     either, of the two the one whose source has more is refused (closed
 //     before it is a session). On a tie the one that has sent something (a
