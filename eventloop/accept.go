@@ -154,8 +154,9 @@ func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 		if d.waiting != nil {
 			s.enrollAtLimit(d, d.take())
 		}
+		d.fifo = true
 		d.wait(conn, from, wait)
-		d.settled, d.fifo = v == waits || v == tied, true
+		d.settled = v == waits || v == tied
 		return
 	}
 	d.fifo = false
@@ -165,12 +166,18 @@ func (s *Server) decide(d *door, conn net.Conn, evicted *evictionLog) {
 	case tied:
 		d.settled = true
 		s.settleTie(d, conn, evicted)
-	default:
+	case waits:
 		if d.waiting != nil {
 			s.refuse(d, d.take(), evicted)
 		}
 		d.wait(conn, from, wait)
-		d.settled = v == waits
+		d.settled = true
+	default: // no verdict: refuse no one on a loop too slow to say
+		if d.waiting != nil {
+			s.enrollAtLimit(d, d.take()) // on the door's descriptor, as for one source alone
+		}
+		d.wait(conn, from, 0)
+		d.settled = false
 	}
 }
 
@@ -247,8 +254,9 @@ func (s *Server) decideWaiting(d *door, evicted *evictionLog) {
 	}
 	v, wait, alone := s.admitCall(d.from, sourceKey{}, false)
 	if v != admitted {
+		d.fifo = alone && !s.crowded()
 		d.wait(d.waiting, d.from, wait)
-		d.settled, d.fifo = v == waits, alone && !s.crowded()
+		d.settled = v == waits
 		return
 	}
 	evicted.note(s.log)
@@ -348,6 +356,12 @@ func (d *door) release() bool {
 // wait keeps conn, from source from, waiting at the door; it is decided
 // again after wait, or after the back-off when nothing will become
 // closable by itself.
+//
+// Beside other sources (not d.fifo) it is decided again at most once per
+// evictGrace: a newcomer that rule 1 does not let in comes from a source
+// with about the most, whose own silent sessions rule 2 would have it
+// replace, over and over while its crowd lasts; each time costs a call
+// into the loop, while newcomers from other sources wait behind.
 func (d *door) wait(conn net.Conn, from sourceKey, wait time.Duration) {
 	if d.waiting != conn {
 		d.backoff = 0
@@ -357,6 +371,9 @@ func (d *door) wait(conn net.Conn, from sourceKey, wait time.Duration) {
 	if wait == 0 {
 		d.backoff = min(max(2*d.backoff, minAcceptBackoff), maxAcceptBackoff)
 		pause = d.backoff
+	}
+	if !d.fifo {
+		pause = max(pause, evictGrace)
 	}
 	d.retry = time.Now().Add(max(pause, minEvictWait))
 }

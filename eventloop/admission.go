@@ -108,11 +108,17 @@ func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v ver
 	return waits, wait, alone
 }
 
+// admitCallTimeout bounds the accept loop's wait for a verdict. It is
+// longer than evictCallTimeout: a newcomer from another source gets in by
+// the verdict, so on a loop slowed by load it is better had late than
+// not at all, and at the limit nobody gets in without the loop anyway.
+const admitCallTimeout = time.Second
+
 // admitCall asks the owner to decide a newcomer (see admit). A loop that
-// does not answer within evictCallTimeout gives no verdict (0): the
-// newcomer waits, to be decided again.
+// does not answer within admitCallTimeout gives no verdict (0): the
+// newcomer waits, to be decided again, and no one is refused for it.
 func (s *Server) admitCall(from sourceKey, waiting sourceKey, hasWaiting bool) (v verdict, wait time.Duration, alone bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), evictCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), admitCallTimeout)
 	defer cancel()
 	if s.call(ctx, func(o *owner) { v, wait, alone = o.admit(from, waiting, hasWaiting) }) != nil {
 		return 0, 0, false

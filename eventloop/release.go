@@ -132,10 +132,26 @@ const evictGrace = 250 * time.Millisecond
 // evictPending closes a silent waiter or a connection silent too long
 // before its ACQUIRE, by the rules above. When it closes none, wait is how
 // long until one of them will be closable, or 0 when there is none at all.
+//
+// Without a door descriptor the accept loop cannot see the newcomer's
+// source (admission.go), so this asks what is fair whoever it is: a source
+// that leads every other by two or more gives up its newest (rule 1 for a
+// newcomer from any other source; one from the source itself gets the
+// place back), and the rules above never take from a source with fewer
+// than the most. With one source, only the rules above.
 func (o *owner) evictPending() (evicted bool, wait time.Duration) {
+	t := &o.sessions.sources
+	if top := t.top(); top != nil && t.leads(top) {
+		o.metrics.ShareEvicted()
+		o.closeSession(top.tail, ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and it leads every other source by two or more")
+		return true, 0
+	}
 	victim, wait := o.evictable()
 	if victim == nil {
 		return false, wait
+	}
+	if victim.src.count < t.most {
+		return false, 0
 	}
 	o.evictSilent(victim)
 	return true, 0

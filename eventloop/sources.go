@@ -137,6 +137,15 @@ func (t *sourceTable) top() *source {
 	return t.byCount[t.most]
 }
 
+// leads reports whether top, a source with the most, has two or more
+// than every other source, and there is another.
+func (t *sourceTable) leads(top *source) bool {
+	if len(t.byKey) < 2 || top.count < 2 || top.prev != nil || top.next != nil { // another has as many
+		return false
+	}
+	return t.byCount[top.count-1] == nil // none has one less; the rest, with none, count too
+}
+
 // move changes src's count to n (one more or one less than it was).
 func (t *sourceTable) move(src *source, n int) {
 	if src.count > 0 {
