@@ -49,6 +49,10 @@ var attacks = []attack{
 	{15, "a client not reading a full listing", prepareLongListing, runNonReader},
 	{16, "full listings ten times a second", prepareLongListing, runFullPollers},
 	{17, "FIFOs and 256 MiB files at reloaded paths", nothing, runReloads},
+	{18, "young silent waiters and churners at the limit, plain", prepareYoungWaitersPlain, runSilentWaiters},
+	{19, "young silent waiters and churners at the limit, mTLS", prepareYoungWaitersMTLS, runSilentWaiters},
+	{20, "slow heartbeaters and churners at the limit, plain", prepareSlowHeartbeatersPlain, runSilentWaiters},
+	{21, "slow heartbeaters and churners at the limit, mTLS", prepareSlowHeartbeatersMTLS, runSilentWaiters},
 }
 
 func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }
@@ -102,7 +106,7 @@ func holders(t target, n int, name func(i int) string, want protocol.Type) ([]*w
 				if i >= n {
 					return
 				}
-				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second})
+				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second, From: t.from})
 				if err == nil {
 					var f wire.Frame
 					if f, err = c.RequestErr(protocol.AppendAcquire(nil, 600_000, name(i))); err == nil && f.Type != want {

@@ -35,6 +35,7 @@ type target struct {
 	ops  string      // ops port
 	tls  *tls.Config // nil: plain
 	pid  int         // the server process, for its RSS
+	from string      // the local address to connect from; "" for the system's choice
 }
 
 // window is what the witnesses saw during one attack.
