@@ -38,7 +38,7 @@ import time
 import unittest
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tooz.coordination
 
@@ -67,7 +67,7 @@ def postgres_url(env_url: str) -> str:
     return f"postgresql://{user}{u.hostname}:{u.port}{u.path or '/postgres'}"
 
 
-def percentile(sorted_values: List[float], p: float) -> float:
+def percentile(sorted_values: Sequence[float], p: float) -> float:
     """The nearest-rank percentile p (0..100) of a sorted list."""
     k = max(0, min(len(sorted_values) - 1, int(round(p / 100 * len(sorted_values) + 0.5)) - 1))
     return sorted_values[k]
@@ -222,7 +222,7 @@ def postgres_queued(env_url: str) -> Callable[[], bool]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description="tooz acquire+release: the monolock driver vs tooz's PostgreSQL driver")
     ap.add_argument("--cycles", type=int, default=4000, help="uncontended cycles per backend (default 4000)")
     ap.add_argument("--rounds", type=int, default=20, help="rounds the uncontended cycles are split into, alternating the backends (default 20)")
     ap.add_argument("--warmup", type=int, default=200, help="uncontended cycles per backend before measuring (default 200)")
