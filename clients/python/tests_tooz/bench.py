@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import tooz.coordination
 
 from tests.support import Server
+from tests_tooz.suite import terminate
 
 LOCK = b"tooz-bench"
 MONOLOCK_LEASE = 2.0  # seconds: the driver's default
@@ -230,6 +231,8 @@ def main() -> int:
     ap.add_argument("--failover", type=int, default=3, help="rounds of each failover case per backend (default 3; 0: skip)")
     ap.add_argument("--failover-limit", type=float, default=10.0, help="seconds to wait for the waiter after the signal (default 10)")
     args = ap.parse_args()
+    # withdb passes a termination on: stop the server and the children on the way out.
+    signal.signal(signal.SIGTERM, terminate)
     env_pg = os.environ.get("MONOLOCK_TEST_POSTGRES")
     if not env_pg:
         print("tooz-bench: MONOLOCK_TEST_POSTGRES is not set: run under bin/withdb (make tooz-bench does)", file=sys.stderr)
