@@ -184,7 +184,7 @@ $(TOOZ_BENCH_VENV)/.installed: $(PYDIR)/tooz-requirements.txt $(PYDIR)/tooz-benc
 	$(TOOZ_BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation -e '$(PYDIR)[tooz]'
 	touch $@
 
-## tooz-bench: tooz's acquire+release through the monolock driver vs tooz's PostgreSQL driver in one run: uncontended, two contending processes, a killed and a frozen holder (bin/monolock and a throwaway PostgreSQL; about 2 minutes)
+## tooz-bench: tooz's acquire+release through the monolock driver vs tooz's PostgreSQL driver in one run: uncontended, two contending processes, a killed and a frozen holder (bin/monolock and a throwaway PostgreSQL; 2 to 5 minutes)
 tooz-bench: build withdb fence-deps tooz-bench-deps
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITHDB) $(TOOZ_BENCH_VENV)/bin/python -m tests_tooz.bench $(TOOZ_BENCH_ARGS)
 
