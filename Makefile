@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench
 
 all: build
 
@@ -169,6 +169,30 @@ tooz-test: build
 	else echo "SKIP pyright: npm is missing; install it with: apt-get install -y npm, then make python-tools"; fi && \
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m unittest discover -s tests_tooz -t . && \
 	MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m tests_tooz.suite
+
+# tooz-bench compares the driver with tooz's own postgresql:// driver, which
+# needs psycopg2: a virtualenv of its own (bin/tooz-bench-venv), the same
+# pinned set as tooz-deps plus clients/python/tooz-bench-requirements.txt, so
+# make test's bin/tooz-venv stays exactly what tooz's suite is judged in.
+
+TOOZ_BENCH_VENV := $(abspath $(BIN))/tooz-bench-venv
+
+## tooz-bench-deps: create bin/tooz-bench-venv: tooz-deps' pinned set plus psycopg2-binary (clients/python/tooz-bench-requirements.txt) and the client, editable
+tooz-bench-deps: $(TOOZ_BENCH_VENV)/.installed
+
+$(TOOZ_BENCH_VENV)/.installed: $(PYDIR)/tooz-requirements.txt $(PYDIR)/tooz-bench-requirements.txt $(PYDIR)/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "tooz-bench-deps: tooz 9.1.0 needs Python 3.11 or later; $(PYTHON) is $$($(PYTHON) -V 2>&1): install a newer python3 or set PYTHON="; exit 1; }
+	rm -rf $(TOOZ_BENCH_VENV)
+	$(PYTHON) -m venv $(TOOZ_BENCH_VENV)
+	$(TOOZ_BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(PYDIR)/tooz-requirements.txt -r $(PYDIR)/tooz-bench-requirements.txt
+	$(TOOZ_BENCH_VENV)/bin/pip check --disable-pip-version-check
+	$(TOOZ_BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation -e '$(PYDIR)[tooz]'
+	touch $@
+
+## tooz-bench: tooz's acquire+release through the monolock driver vs tooz's PostgreSQL driver in one run: uncontended, two contending processes, a killed and a frozen holder (bin/monolock and a throwaway PostgreSQL; 2 to 5 minutes)
+tooz-bench: build withdb fence-deps tooz-bench-deps
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITHDB) $(TOOZ_BENCH_VENV)/bin/python -m tests_tooz.bench $(TOOZ_BENCH_ARGS)
 
 # --- the Node.js client (clients/node) ---------------------------------------
 # No runtime dependencies; TypeScript and @types/node are pinned by
