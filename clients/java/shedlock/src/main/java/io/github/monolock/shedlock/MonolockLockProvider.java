@@ -92,7 +92,11 @@ public final class MonolockLockProvider implements ExtensibleLockProvider, AutoC
         return lease;
     }
 
-    /** The lease the provider asks the server for. @return the lease */
+    /**
+     * The lease the provider asks the server for.
+     *
+     * @return the lease
+     */
     public Duration lease() {
         return lease;
     }
