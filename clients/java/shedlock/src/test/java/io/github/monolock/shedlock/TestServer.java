@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -44,6 +45,9 @@ final class TestServer implements AutoCloseable {
         BufferedReader log = new BufferedReader(new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8));
         String a = null;
         String m = null;
+        // A server that neither starts nor exits is killed after 20 s, which ends the read below.
+        CompletableFuture<Void> startedOrKilled = new CompletableFuture<>();
+        startedOrKilled.completeOnTimeout(null, 20, TimeUnit.SECONDS).thenRun(process::destroyForcibly); // not after cancel
         for (String line; (line = log.readLine()) != null; ) {
             if (!line.contains("\"monolock started\"")) continue;
             Matcher l = LISTEN.matcher(line);
@@ -52,9 +56,10 @@ final class TestServer implements AutoCloseable {
             if (d.find()) m = d.group(1);
             break;
         }
+        startedOrKilled.cancel(false);
         if (a == null || m == null) {
             process.destroyForcibly();
-            throw new IOException("monolock exited before it logged \"monolock started\": " + cmd);
+            throw new IOException("monolock did not log \"monolock started\" (it exited, or was killed after 20 s): " + cmd);
         }
         address = a;
         admin = m;
