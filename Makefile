@@ -230,7 +230,7 @@ java-test: build
 	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
 	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata" && \
-	$(MAKE) --no-print-directory java-shedlock-test
+	$(MAKE) --no-print-directory -C $(CURDIR) java-shedlock-test
 
 ## java-shedlock-test: the ShedLock provider (clients/java/shedlock, its own artifact): ShedLock's own provider suite and the timer rules, against bin/monolock; installs the client into the local Maven repository first
 java-shedlock-test: build
