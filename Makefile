@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench java-shedlock-test shedlock-bench
 
 all: build
 
@@ -307,7 +307,19 @@ java-test: build
 	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify' && cd $(JAVADIR) && \
 	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
-	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
+	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata" && \
+	$(MAKE) --no-print-directory -C $(CURDIR) java-shedlock-test
+
+## java-shedlock-test: the ShedLock provider (clients/java/shedlock, its own artifact): ShedLock's own provider suite and the timer rules, against bin/monolock; installs the client into the local Maven repository first
+java-shedlock-test: build
+	cd $(JAVADIR) && $(MVN) -q install -DskipTests -Dmaven.javadoc.skip=true
+	cd $(JAVADIR)/shedlock && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify
+
+## shedlock-bench: lock+unlock cycles through the ShedLock provider (bin/monolock) and ShedLock's JDBC provider (a throwaway PostgreSQL from bin/withdb), and a dead node's lock freed after the lease against lockAtMostFor (about a minute)
+shedlock-bench: build withdb
+	cd $(JAVADIR) && $(MVN) -q install -DskipTests -Dmaven.javadoc.skip=true
+	cd $(JAVADIR)/shedlock && $(MVN) -q test-compile dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile=target/test.classpath
+	$(BIN)/withdb -- sh -c 'cd $(JAVADIR)/shedlock && java -cp target/classes:target/test-classes:$$(cat target/test.classpath) io.github.monolock.shedlock.ShedLockBench -server $(abspath $(BIN))/monolock -cycles 2000'
 
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build
