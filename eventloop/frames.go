@@ -112,6 +112,17 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 		}
 		o.armBy(s, s.expiresAt())
 		o.sendState(s)
+	case protocol.TypeRelease:
+		if !s.registered() {
+			o.rejectWith(s, protocol.ErrFirstMessageNotAcquire, "first message must be ACQUIRE: got RELEASE; send ACQUIRE once, then heartbeats, then RELEASE")
+			return
+		}
+		// The session ends as a close would: a holder's lock passes on in
+		// the turn after this one (forget), a waiter leaves its queue. The
+		// server answers nothing, reads nothing more and closes first, so
+		// the TIME_WAIT lands on its own fixed port, not on one of the
+		// client's ephemeral ones.
+		o.closeSession(s, ReleaseFrame, "")
 	}
 }
 
@@ -145,7 +156,7 @@ func (o *owner) reject(s *session, err error) {
 	var reason string
 	switch pe {
 	case protocol.ErrUnknownMessageType:
-		reason = fmt.Sprintf("unknown message type: 0x%02x; a client sends only ACQUIRE (0x01) and HEARTBEAT (0x02)", uint8(f.Type))
+		reason = fmt.Sprintf("unknown message type: 0x%02x; a client sends only ACQUIRE (0x01), HEARTBEAT (0x02) and RELEASE (0x03)", uint8(f.Type))
 	case protocol.ErrUnsupportedVersion:
 		reason = fmt.Sprintf("unsupported protocol version: got %d, this server speaks %d", f.Version, protocol.Version)
 	case protocol.ErrInvalidLease:

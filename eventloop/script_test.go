@@ -456,7 +456,7 @@ func (sc *script) num(s string) int {
 }
 
 // frame encodes what a client sends in one segment: frames joined by "+",
-// each "heartbeat", "heartbeat*N", "acquire lock=NAME lease=DUR|far" or
+// each "heartbeat", "heartbeat*N", "release", "acquire lock=NAME lease=DUR|far" or
 // "raw=HEX", and optionally cut to bytes=FROM:TO (either end may be left
 // out).
 func (sc *script) frame(a []string) []byte {
@@ -471,6 +471,8 @@ func (sc *script) frame(a []string) []byte {
 			count = sc.num(n)
 		}
 		b = heartbeats(count)
+	case what == "release":
+		b = protocol.AppendRelease(nil)
 	case what == "acquire":
 		lease := uint32(farLeaseMS)
 		if l := sc.kv(a, "lease", "far"); l != "far" {

@@ -44,6 +44,7 @@ func TestConformance4ErrorCodes(t *testing.T) {
 
 		{"HEARTBEAT first", fresh, wire.Heartbeat, protocol.CodeFirstMessageNotAcquire, ""},
 		{"HEARTBEATs first", fresh, bytes.Repeat(wire.Heartbeat, 3), protocol.CodeFirstMessageNotAcquire, ""},
+		{"RELEASE first", fresh, wire.Release, protocol.CodeFirstMessageNotAcquire, ""},
 
 		{"second ACQUIRE while holding, same lock", holding, nil, protocol.CodeDuplicateAcquire, ""},
 		{"second ACQUIRE while holding, other lock", holding, wire.Acquire("case-4-other", 1000), protocol.CodeDuplicateAcquire, ""},
@@ -69,8 +70,8 @@ func TestConformance4ErrorCodes(t *testing.T) {
 		{"order: name_len 0 with garbage after it", fresh, wire.RawAcquire(1, 1000, 0, []byte{0xff, 0xfe, 0x7f, 0x00}), protocol.CodeEmptyName, ""},
 		{"order: name_len 300 of invalid UTF-8", fresh, wire.RawAcquire(1, 1000, 300, bytes.Repeat([]byte{0xff}, 300)), protocol.CodeNameTooLong, ""},
 	}
-	// 0x13 for a first byte that is neither 0x01 nor 0x02, at any point.
-	for _, b := range []byte{0x00, 0x03, 0x11, 0x12, 0x13, 0x7f, 0x80, 0xff} {
+	// 0x13 for a first byte that is not a client frame (0x01, 0x02, 0x03), at any point.
+	for _, b := range []byte{0x00, 0x04, 0x11, 0x12, 0x13, 0x7f, 0x80, 0xff} {
 		cases = append(cases, struct {
 			name   string
 			before state

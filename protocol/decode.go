@@ -30,6 +30,8 @@ func DecodeClient(b []byte, f *Frame) (n int, err error) {
 	switch f.Type {
 	case TypeHeartbeat:
 		return HeartbeatLen, nil
+	case TypeRelease:
+		return ReleaseLen, nil
 	case TypeAcquire:
 		return decodeAcquire(b, f)
 	default:

@@ -17,6 +17,7 @@ func TestFrameSizes(t *testing.T) {
 	}{
 		{"AcquireHeaderLen", protocol.AcquireHeaderLen, 1 + 1 + 4 + 2},
 		{"HeartbeatLen", protocol.HeartbeatLen, 1},
+		{"ReleaseLen", protocol.ReleaseLen, 1},
 		{"WaitingLen", protocol.WaitingLen, 1},
 		{"AcquiredLen", protocol.AcquiredLen, 1 + 8},
 		{"ErrorHeaderLen", protocol.ErrorHeaderLen, 1 + 1 + 1},
@@ -26,6 +27,7 @@ func TestFrameSizes(t *testing.T) {
 		{"len(FrameBuffer)", len(protocol.FrameBuffer{}), 3 + 255},
 		{"len(AppendAcquire(name of 5))", len(protocol.AppendAcquire(nil, 1, "abcde")), 8 + 5},
 		{"len(AppendHeartbeat)", len(protocol.AppendHeartbeat(nil)), 1},
+		{"len(AppendRelease)", len(protocol.AppendRelease(nil)), 1},
 		{"len(AppendWaiting)", len(protocol.AppendWaiting(nil)), 1},
 		{"len(AppendAcquired)", len(protocol.AppendAcquired(nil, 7)), 9},
 		{"len(AppendError(reason of 4))", len(protocol.AppendError(nil, 0x10, "abcd")), 3 + 4},
@@ -39,7 +41,7 @@ func TestFrameSizes(t *testing.T) {
 		t.Errorf("Version = %d, want 1", protocol.Version)
 	}
 	types := map[protocol.Type]byte{
-		protocol.TypeAcquire: 0x01, protocol.TypeHeartbeat: 0x02,
+		protocol.TypeAcquire: 0x01, protocol.TypeHeartbeat: 0x02, protocol.TypeRelease: 0x03,
 		protocol.TypeWaiting: 0x11, protocol.TypeAcquired: 0x12, protocol.TypeError: 0x13,
 	}
 	for typ, want := range types {
@@ -81,6 +83,8 @@ func TestDecodeClient(t *testing.T) {
 		// HEARTBEAT
 		{name: "heartbeat", in: "02", wantN: 1, want: protocol.Frame{Type: protocol.TypeHeartbeat}},
 		{name: "heartbeat then more", in: "02 02 01 01", wantN: 1, want: protocol.Frame{Type: protocol.TypeHeartbeat}},
+		{name: "release", in: "03", wantN: 1, want: protocol.Frame{Type: protocol.TypeRelease}},
+		{name: "release then more", in: "03 02 7f", wantN: 1, want: protocol.Frame{Type: protocol.TypeRelease}},
 
 		// ACQUIRE, valid
 		{name: "acquire", in: acq(1, 2000, 14, "nightly-import") + " 02", wantN: len(nightly),
@@ -148,7 +152,7 @@ func TestDecodeClient(t *testing.T) {
 
 		// Unknown first byte: reported at once, with the byte in f.Type.
 		{name: "type 0x00", in: "00", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0x00)},
-		{name: "type 0x03", in: "03", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0x03)},
+		{name: "type 0x04", in: "04", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0x04)},
 		{name: "type 0x7f", in: "7f 01 01", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0x7f)},
 		{name: "type 0xff", in: "ff", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0xff)},
 		{name: "server type WAITING", in: "11", wantErr: protocol.ErrUnknownMessageType, check: typeIs(0x11)},
@@ -191,6 +195,7 @@ func TestDecodeClientPrefixes(t *testing.T) {
 		"acquire-255":  protocol.AppendAcquire(nil, 1, name255),
 		"acquire-utf8": protocol.AppendAcquire(nil, 30000, nameUTF),
 		"heartbeat":    protocol.AppendHeartbeat(nil),
+		"release":      protocol.AppendRelease(nil),
 	}
 	for name, frame := range frames {
 		t.Run(name, func(t *testing.T) {
@@ -234,6 +239,7 @@ func clientStream() ([]byte, []streamFrame) {
 		{protocol.AppendAcquire(nil, 1, name255),
 			protocol.Frame{Type: protocol.TypeAcquire, Version: 1, LeaseMS: 1, Name: []byte(name255)}},
 		{protocol.AppendHeartbeat(nil), protocol.Frame{Type: protocol.TypeHeartbeat}},
+		{protocol.AppendRelease(nil), protocol.Frame{Type: protocol.TypeRelease}},
 	}
 	var stream []byte
 	var frames []streamFrame
@@ -465,6 +471,8 @@ func TestDecodeClearsEarlierFrame(t *testing.T) {
 	}{
 		{"DecodeClient", client, protocol.AppendHeartbeat(nil), nil,
 			protocol.Frame{Type: protocol.TypeHeartbeat}},
+		{"DecodeClient", client, protocol.AppendRelease(nil), nil,
+			protocol.Frame{Type: protocol.TypeRelease}},
 		{"DecodeClient", client, protocol.AppendAcquire(nil, 5, "n"), nil,
 			protocol.Frame{Type: protocol.TypeAcquire, Version: 1, LeaseMS: 5, Name: []byte("n")}},
 		{"DecodeClient", client, []byte{0x01, 0x01, 0, 0, 0, 0}, protocol.ErrInvalidLease,

@@ -14,6 +14,7 @@
 //
 //	ACQUIRE    0x01 · version u8 · lease_ms u32 · name_len u16 · name
 //	HEARTBEAT  0x02
+//	RELEASE    0x03
 //
 // Server to client:
 //

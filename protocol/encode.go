@@ -16,6 +16,9 @@ func AppendAcquire(dst []byte, leaseMS uint32, name string) []byte {
 // AppendHeartbeat appends a HEARTBEAT frame.
 func AppendHeartbeat(dst []byte) []byte { return append(dst, byte(TypeHeartbeat)) }
 
+// AppendRelease appends a RELEASE frame.
+func AppendRelease(dst []byte) []byte { return append(dst, byte(TypeRelease)) }
+
 // AppendWaiting appends a WAITING frame.
 func AppendWaiting(dst []byte) []byte { return append(dst, byte(TypeWaiting)) }
 

@@ -6,20 +6,25 @@ const Version = 1
 // Type is a frame's first byte.
 type Type uint8
 
-// Frame types. Client to server: Acquire, Heartbeat. Server to client: Waiting,
-// Acquired, Error.
+// Frame types. Client to server: Acquire, Heartbeat, Release. Server to
+// client: Waiting, Acquired, Error.
 const (
 	TypeAcquire   Type = 0x01
 	TypeHeartbeat Type = 0x02
-	TypeWaiting   Type = 0x11
-	TypeAcquired  Type = 0x12
-	TypeError     Type = 0x13
+	// TypeRelease ends the session: the server answers nothing and closes the
+	// connection first, so the TIME_WAIT state stays on the server's fixed
+	// port instead of costing the client an ephemeral port per release.
+	TypeRelease  Type = 0x03
+	TypeWaiting  Type = 0x11
+	TypeAcquired Type = 0x12
+	TypeError    Type = 0x13
 )
 
 // Frame sizes in bytes.
 const (
 	AcquireHeaderLen = 8 // type, version, lease_ms, name_len; the name follows
 	HeartbeatLen     = 1
+	ReleaseLen       = 1
 	WaitingLen       = 1
 	AcquiredLen      = 9 // type, token
 	ErrorHeaderLen   = 3 // type, code, reason_len; the reason follows

@@ -25,11 +25,13 @@ func addSeeds(f *testing.F) {
 		protocol.AppendAcquire(nil, 1, name255),
 		protocol.AppendAcquire(nil, 30000, nameUTF),
 		protocol.AppendHeartbeat(nil),
+		protocol.AppendRelease(nil),
 		protocol.AppendWaiting(nil),
 		protocol.AppendAcquired(nil, 0x0000000100000002),
 		protocol.AppendError(nil, protocol.CodeShuttingDown, "server shutting down"),
 		protocol.AppendError(nil, protocol.CodeShuttingDown, reasonLong),
 		cat(protocol.AppendAcquire(nil, 5, "x"), protocol.AppendHeartbeat(nil)),
+		cat(protocol.AppendAcquire(nil, 5, "x"), protocol.AppendHeartbeat(nil), protocol.AppendRelease(nil)),
 		cat(protocol.AppendAcquired(nil, 5), protocol.AppendWaiting(nil)),
 	}
 	for _, s := range seeds {

@@ -142,6 +142,17 @@ func goldenVectors() []goldenVector {
 			want:   protocol.Frame{Type: protocol.TypeHeartbeat},
 		},
 		{
+			name:   "release",
+			client: true,
+			doc: []string{
+				"RELEASE, client to server",
+				"  Ends the session. The server answers nothing and closes first; a",
+				"  server from before RELEASE answers ERROR 0x13 and closes, which ends it too.",
+			},
+			encode: protocol.AppendRelease,
+			want:   protocol.Frame{Type: protocol.TypeRelease},
+		},
+		{
 			name:   "waiting",
 			doc:    []string{"WAITING, server to client"},
 			encode: protocol.AppendWaiting,
@@ -192,6 +203,7 @@ const goldenHeader = `# monolock wire protocol v1: golden byte vectors
 #   client to server
 #     ACQUIRE    01 | version u8 | lease_ms u32 | name_len u16 | name
 #     HEARTBEAT  02
+#     RELEASE    03
 #   server to client
 #     WAITING    11
 #     ACQUIRED   12 | token u64

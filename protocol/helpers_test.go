@@ -68,6 +68,8 @@ func reencode(f *protocol.Frame) ([]byte, bool) {
 		return protocol.AppendAcquire(nil, f.LeaseMS, string(f.Name)), true
 	case protocol.TypeHeartbeat:
 		return protocol.AppendHeartbeat(nil), true
+	case protocol.TypeRelease:
+		return protocol.AppendRelease(nil), true
 	case protocol.TypeWaiting:
 		return protocol.AppendWaiting(nil), true
 	case protocol.TypeAcquired:

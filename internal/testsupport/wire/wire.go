@@ -189,6 +189,9 @@ func RawAcquire(version uint8, leaseMS uint32, nameLen uint16, name []byte) []by
 // Heartbeat is the HEARTBEAT frame. Do not modify it.
 var Heartbeat = []byte{byte(protocol.TypeHeartbeat)}
 
+// Release is the RELEASE frame. Do not modify it.
+var Release = []byte{byte(protocol.TypeRelease)}
+
 // --- frames received ---
 
 // Frame is a decoded server frame, its reason copied out of the read buffer.
@@ -324,6 +327,12 @@ func (c *Conn) SendAcquire(name string, leaseMS uint32) {
 func (c *Conn) SendHeartbeat() {
 	c.tb().Helper()
 	c.Send(Heartbeat)
+}
+
+// SendRelease writes a RELEASE.
+func (c *Conn) SendRelease() {
+	c.tb().Helper()
+	c.Send(Release)
 }
 
 // SendBytewise writes b one byte per write, pausing between writes so that
