@@ -151,12 +151,18 @@ pub fn client_port_towards(server_port: u16) -> Option<u16> {
         .map(|e| e.local_port)
 }
 
+/// The port in `addr` (`host:port`).
+pub fn port_of(addr: &str) -> u16 {
+    addr.rsplit(':').next().unwrap().parse().unwrap()
+}
+
 /// Whether /proc/net/tcp or tcp6 has a TIME_WAIT entry whose local port is
-/// `port`.
-pub fn time_wait_on(port: u16) -> bool {
+/// `port` and remote port `server_port` (the same local port may be in use
+/// towards another server).
+pub fn time_wait_on(port: u16, server_port: u16) -> bool {
     tcp_table()
         .into_iter()
-        .any(|e| e.local_port == port && e.state == 0x06)
+        .any(|e| e.local_port == port && e.remote_port == server_port && e.state == 0x06)
 }
 
 struct TcpEntry {
