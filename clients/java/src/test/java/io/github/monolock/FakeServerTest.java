@@ -74,7 +74,10 @@ class FakeServerTest {
         return all;
     }
 
-    /** Reads heartbeats until none arrives within ms; returns the first thing that is not a heartbeat: -1 EOF, -2 silence. */
+    /** What drainHeartbeats returns for the client's reset (an abortive close, SO_LINGER 0). */
+    private static final int RESET = -3;
+
+    /** Reads heartbeats until none arrives within ms; returns the first thing that is not a heartbeat: -1 EOF, -2 silence, RESET. */
     private static int drainHeartbeats(Socket s, int ms, OutputStream answer, byte[] reply) throws IOException {
         s.setSoTimeout(ms);
         InputStream in = s.getInputStream();
@@ -84,10 +87,23 @@ class FakeServerTest {
                 b = in.read();
             } catch (SocketTimeoutException e) {
                 return -2;
+            } catch (java.net.SocketException e) {
+                if (String.valueOf(e.getMessage()).contains("reset")) return RESET;
+                throw e;
             }
             if (b != 0x02) return b;
             if (answer != null) answer.write(reply);
         }
+    }
+
+    /**
+     * Expects RELEASE (after heartbeats, answered with reply), closes first as
+     * the server does, and checks that the client's close follows, orderly.
+     */
+    private static void releaseAndClose(Socket s, byte[] reply) throws IOException {
+        assertEquals(0x03, drainHeartbeats(s, 10_000, reply == null ? null : s.getOutputStream(), reply), "RELEASE");
+        s.shutdownOutput();
+        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "the client's orderly close after the server's");
     }
 
     /** Grants the next connection token 42, then hands its socket back to the test (next()). */
@@ -124,7 +140,7 @@ class FakeServerTest {
         t.start();
         Socket s = next();
         assertArrayEquals(Wire.acquire(400, Validate.name("x")), readAcquire(s));
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "nothing after ACQUIRE, then the close");
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "nothing after ACQUIRE, then the reset of a give-up");
         t.join(10_000);
         assertTrue(got.get().getMessage().contains("0.8 × lease"), got.get().getMessage());
     }
@@ -140,7 +156,7 @@ class FakeServerTest {
         // the loss the connection must still be open, with nothing more sent.
         assertEquals(-2, drainHeartbeats(s, 100, null, null), "open and silent after the give-up");
         l.close();
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "closed once the work stopped");
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "reset once the work stopped, no RELEASE");
     }
 
     @Test
@@ -154,7 +170,7 @@ class FakeServerTest {
         assertEquals(LockLostException.Why.PROTOCOL, lost.why());
         assertEquals(-2, drainHeartbeats(s, 200, null, null), "kept open while the work may run");
         l.close();
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null));
     }
 
     @Test
@@ -240,6 +256,86 @@ class FakeServerTest {
         waiter.interrupt();
         waiter.join(10_000);
         assertFalse(waiter.isAlive());
-        assertEquals(-1, drainHeartbeats(s, 10_000, s.getOutputStream(), new byte[] {0x11}), "the connection closed: out of the queue");
+        releaseAndClose(s, new byte[] {0x11}); // out of the queue
+    }
+
+    @Test
+    void releaseWaitsForTheServersClose() throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock("r", Duration.ofSeconds(2));
+        grant.join();
+        Socket s = next();
+        Thread server = new Thread(() -> {
+            try {
+                releaseAndClose(s, SessionStepTest.acquired(42));
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+        });
+        server.start();
+        l.close();
+        server.join(10_000);
+        assertFalse(server.isAlive());
+        assertFalse(l.isValid());
+    }
+
+    @Test
+    void releaseResetsAServerThatNeverCloses() throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock("n", Duration.ofMillis(400));
+        grant.join();
+        Socket s = next();
+        l.close(); // returns at the bound, min(lease, 2 s)
+        assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "RELEASE, then the reset at the bound");
+    }
+
+    @Test
+    void anOldServersErrorAfterReleaseIsTheEnd() throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock("o", Duration.ofSeconds(2));
+        grant.join();
+        Socket s = next();
+        Thread server = new Thread(() -> {
+            try {
+                assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
+                s.getOutputStream().write(SessionStepTest.error(0x13, "unknown message type 0x03"));
+                s.shutdownOutput();
+                assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+        });
+        server.start();
+        l.close();
+        server.join(10_000);
+        assertFalse(server.isAlive());
+        assertTrue(l.lost().getNow(null) == null, "a release, not a loss");
+    }
+
+    @Test
+    void thePushInTheReadOfALateAnswerGrantsTheLock() throws Exception {
+        Thread script = new Thread(() -> {
+            try {
+                Socket s = next();
+                readAcquire(s);
+                s.getOutputStream().write(0x11);
+                assertEquals(0x02, s.getInputStream().read());
+                Thread.sleep(700); // the answer is late on purpose: past the interval
+                byte[] both = new byte[10];
+                both[0] = 0x11;
+                System.arraycopy(SessionStepTest.acquired(9), 0, both, 1, 9);
+                s.getOutputStream().write(both);
+                releaseAndClose(s, SessionStepTest.acquired(9));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        script.start();
+        try (Lease l = client.lock("p", Duration.ofSeconds(2))) {
+            assertEquals("9", l.token().toString());
+        }
+        script.join(10_000);
+        assertFalse(script.isAlive());
     }
 }
