@@ -122,6 +122,11 @@ public final class Lease implements AutoCloseable {
         return connection.tls != null && connection.tls.resumed();
     }
 
+    /** The connection, for the tests of this package. */
+    Connection connection() {
+        return connection;
+    }
+
     /**
      * Releases the lock: sends RELEASE and returns once the server has closed
      * the connection (the server, closing first, keeps its TIME_WAIT), or,

@@ -8,6 +8,7 @@ import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLEngineResult;
 import javax.net.ssl.SSLEngineResult.HandshakeStatus;
 import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLSession;
 
 /**
  * TLS on a non-blocking channel through an {@link SSLEngine}. The engine is
@@ -106,6 +107,17 @@ final class TlsLayer {
         if (r.getHandshakeStatus() == HandshakeStatus.FINISHED) {
             done = true;
             resumed = createdBefore != null && engine.getSession().getCreationTime() < createdBefore;
+            // JSSE (TLS 1.3) links each session issued by a ticket to the
+            // session the ticket came from, and keeps the session of a full
+            // handshake in the context's cache by its ID for the cache's
+            // timeout (a day): every later resumed session of this client
+            // then stays reachable from it, one per lock. Taking the full
+            // handshake's session out of the cache now, before its ticket
+            // arrives (so that nothing derived from it yet is invalidated
+            // with it), leaves only the newest ticket's session cached; the
+            // ticket still arrives and the next connection resumes with it.
+            SSLSession s = engine.getSession();
+            if (!resumed && "TLSv1.3".equals(s.getProtocol())) s.invalidate();
         }
     }
 
