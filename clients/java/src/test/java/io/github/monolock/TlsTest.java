@@ -83,7 +83,9 @@ class TlsTest {
             server.awaitWaiters("tls", 1);
             Thread.sleep(2500); // longer than the lease: heartbeats over TLS keep it
             assertTrue(first.isValid());
+            int port = RealServer.localPort(first);
             first.close();
+            assertFalse(RealServer.timeWait(port, server.port()), "RELEASE inside TLS: the server closes first");
             FencingToken last = first.token();
             try (Lease l = RealServer.await(waiting)) {
                 assertTrue(l.isTlsResumed(), "a later connection resumes the session of an earlier one");
