@@ -118,7 +118,16 @@ func (e *dialError) Error() string {
 	}
 	return fmt.Sprintf("monolock: dial %s: %v", e.address, cause)
 }
-func (e *dialError) Unwrap() error { return e.err }
+
+// Unwrap returns the dial's cause, or ErrConnectTimeout when the connect
+// timeout ended it: the net package reports that as a timeout that matches
+// context.DeadlineExceeded, which belongs to the caller's ctx.
+func (e *dialError) Unwrap() error {
+	if e.timeout > 0 {
+		return ErrConnectTimeout
+	}
+	return e.err
+}
 
 // retryable reports whether another dial may succeed: not for a malformed
 // address or a TLS setup that the peer rejects or cannot verify.

@@ -60,8 +60,10 @@ func stalledTLSPeer(t *testing.T) (string, <-chan []byte) {
 
 // TestConnectTimeoutStalledHandshake: a TLS peer that reads the ClientHello
 // and never answers ends Acquire with a context that has no deadline: the
-// dial fails with the connect timeout, named, as a transient error that
-// wraps context.DeadlineExceeded.
+// dial fails with the connect timeout, named, as a transient error that is
+// ErrConnectTimeout and not context.DeadlineExceeded (the caller's deadline
+// did not pass: a caller that reads DeadlineExceeded as "busy" must not
+// take an unreachable server for a held lock).
 func TestConnectTimeoutStalledHandshake(t *testing.T) {
 	addr, hellos := stalledTLSPeer(t)
 	c := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{ServerName: "monolock.test"}}, ConnectTimeout: 200 * ms})
@@ -74,8 +76,11 @@ func TestConnectTimeoutStalledHandshake(t *testing.T) {
 		t.Fatalf("the peer read %x, want a TLS handshake record", hello)
 	}
 	err := await(t, done, "Acquire to give up on the stalled handshake")
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "200ms") || !strings.Contains(err.Error(), "ConnectTimeout") {
-		t.Fatalf("Acquire = %v; want the connect timeout (200ms, Config.ConnectTimeout) as context.DeadlineExceeded", err)
+	if !errors.Is(err, ErrConnectTimeout) || !strings.Contains(err.Error(), "200ms") || !strings.Contains(err.Error(), "ConnectTimeout") {
+		t.Fatalf("Acquire = %v; want the connect timeout (200ms, Config.ConnectTimeout) as ErrConnectTimeout", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire = %v: matches context.DeadlineExceeded, but the caller's ctx has no deadline", err)
 	}
 	if !transient(err) {
 		t.Errorf("a connect timeout is not retried by DoRetry: %v", err)

@@ -30,6 +30,14 @@ var (
 	ErrTLSRefused = errors.New("monolock: the server refused the TLS connection")
 )
 
+// ErrConnectTimeout: the TCP connect (and TLS handshake) did not finish
+// within Config.ConnectTimeout while the caller's ctx was still live. It is
+// the client's own deadline, not the caller's: it does not match
+// context.DeadlineExceeded, so code that reads that as "my deadline passed"
+// (busy, gave up waiting) does not take an unreachable or stalled server for
+// it. The server is unavailable; DoRetry retries it.
+var ErrConnectTimeout = errors.New("monolock: connect timeout")
+
 // ErrBusy is returned by TryAcquire when the server queued the request because
 // someone else holds the lock.
 var ErrBusy = errors.New("monolock: lock is busy")

@@ -142,11 +142,13 @@ func readAcquire(conn net.Conn) error {
 	return err
 }
 
-// answerHeartbeats replies with reply to every heartbeat until the client closes.
+// answerHeartbeats replies with reply to every heartbeat until the client
+// releases or closes; fakeServer then closes, first after a RELEASE, as a
+// real server does.
 func answerHeartbeats(conn net.Conn, reply []byte) {
 	var b [1]byte
 	for {
-		if _, err := io.ReadFull(conn, b[:]); err != nil {
+		if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] == byte(protocol.TypeRelease) {
 			return
 		}
 		if _, err := conn.Write(reply); err != nil {
@@ -155,8 +157,15 @@ func answerHeartbeats(conn net.Conn, reply []byte) {
 	}
 }
 
-// drain reads until the client closes.
-func drain(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) }
+// drain reads until the client releases or closes.
+func drain(conn net.Conn) {
+	var b [1]byte
+	for {
+		if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] == byte(protocol.TypeRelease) {
+			return
+		}
+	}
+}
 
 func acquired(token uint64) []byte { return protocol.AppendAcquired(nil, token) }
 func waiting() []byte              { return protocol.AppendWaiting(nil) }

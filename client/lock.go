@@ -72,8 +72,10 @@ func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, 
 	s := newSession(l, conn, frames, name, lease, leaseMS, observe)
 	go func() {
 		s.run()
-		// Closing the connection is the release; it also ends the reader's Read.
-		_ = conn.Close()
+		// The rules are done: the server has closed first (after RELEASE,
+		// an ERROR or on its own) or the session is abandoned. Closing also
+		// ends the reader's Read.
+		_ = closeConn(conn, s.abort)
 		close(stop)
 		<-readerDone
 		close(l.done)
@@ -200,10 +202,20 @@ func (l *Lock) Err() error {
 	return context.Cause(l.ctx)
 }
 
-// Close releases the lock (or leaves the queue) by closing the connection, and
-// returns once the connection is closed. It returns the loss cause when the
-// lock had been lost before Close, nil otherwise. It is safe to call more than
-// once and from several goroutines.
+// Close releases the lock (or leaves the queue) and returns once the
+// connection is closed. It returns the loss cause when the lock had been lost
+// before Close, nil otherwise. It is safe to call more than once and from
+// several goroutines.
+//
+// The release is a RELEASE frame, after which the server frees the lock as
+// soon as it reads it and closes the connection first; Close waits for that
+// close, at most min(lease, 2 s), so that the TIME_WAIT entry of the
+// connection stays on the server and the client host keeps no ephemeral port
+// for it. If the server has not closed by then, or the write or a read
+// fails, Close resets the connection (an RST, no TIME_WAIT either); should
+// the RST be lost, the server frees the lock when the lease runs out. A
+// server from before RELEASE answers it with ERROR 0x13 and closes: that is
+// a release too, and not an error.
 //
 // After a loss by silence or by a protocol violation while the lock was held,
 // the connection stays open until Close (the work has stopped) or until the

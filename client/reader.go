@@ -12,12 +12,16 @@ import (
 )
 
 // inbound is one event from the reader: a WAITING or ACQUIRED frame, or the
-// error that ended the connection (an ERROR frame becomes a *ServerError).
+// error that ended the session (an ERROR frame becomes a *ServerError).
 type inbound struct {
 	typ   protocol.Type
 	token uint64
 	at    time.Time // when the frame was read, for the RTT
-	err   error     // terminal; the reader stops after sending it
+	err   error     // the session's end
+	// final: the reader has stopped. After an ERROR it goes on reading to the
+	// server's close, so that a client that released sees that close and
+	// closes second (no TIME_WAIT on its side).
+	final bool
 }
 
 // readBufferSize holds several server frames, so a burst costs one read call.
@@ -35,7 +39,7 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 	for {
 		in := inbound{}
 		if err := protocol.ReadServerFrame(r, &buf, &f); err != nil {
-			in.err = readError(err)
+			in.err, in.final = readError(err), true
 		} else if f.Type == protocol.TypeError {
 			in.err = &ServerError{Code: f.Code, Reason: string(f.Reason)}
 		} else {
@@ -46,11 +50,14 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 		case <-stop:
 			return
 		}
-		if in.err != nil {
+		if in.final {
 			return
 		}
 	}
 }
+
+// errServerClosed is the server's end of stream: it closed first.
+var errServerClosed = errors.New("closed by the server")
 
 // readError classifies a failed read: garbage from the server is a protocol
 // violation, a TLS alert from the server a refusal, anything else a lost
@@ -63,7 +70,7 @@ func readError(err error) error {
 		return refused
 	}
 	if err == io.EOF {
-		return fmt.Errorf("%w: closed by the server", ErrConnectionClosed)
+		return fmt.Errorf("%w: %w", ErrConnectionClosed, errServerClosed)
 	}
 	return fmt.Errorf("%w: %v", ErrConnectionClosed, err)
 }

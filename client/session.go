@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"net"
 	"time"
 )
@@ -36,6 +37,7 @@ type session struct {
 	timer   *time.Timer
 	armed   time.Time // the timer's deadline; zero when stopped
 	expired bool      // Valid's expiry has been stepped
+	abort   bool      // the rules' last word: close abortively
 }
 
 func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, lease time.Duration, leaseMS uint32, observe func(ackEvent)) *session {
@@ -43,7 +45,7 @@ func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, leas
 }
 
 // run sends ACQUIRE, then steps every event until the rules close the
-// connection. The caller closes it.
+// connection. The caller closes it, abortively when s.abort says so.
 func (s *session) run() {
 	s.timer = time.NewTimer(time.Hour)
 	s.timer.Stop()
@@ -56,7 +58,7 @@ func (s *session) run() {
 		var r ready
 		select {
 		case in := <-frames:
-			if in.err != nil {
+			if in.final {
 				frames = nil // the reader has stopped
 			}
 			r = s.inbound(in)
@@ -66,7 +68,7 @@ func (s *session) run() {
 			// counts from its request's send time), so it goes first.
 			select {
 			case in := <-frames:
-				if in.err != nil {
+				if in.final {
 					frames = nil
 				}
 				if s.apply(s.inbound(in)) {
@@ -92,7 +94,7 @@ func (s *session) inbound(in inbound) ready {
 	if !s.expired && s.lock.expired.Load() {
 		s.expired = true
 		if r := s.m.step(event{kind: evExpired, at: time.Now()}); s.apply(r) {
-			return ready{close: true}
+			return ready{close: true, abort: s.abort}
 		}
 	}
 	if in.err != nil {
@@ -133,6 +135,7 @@ func (s *session) apply(r ready) bool {
 			l.end(r.err)
 		}
 		if r.close {
+			s.abort = r.abort
 			return true
 		}
 		if r.send == nil {
@@ -155,4 +158,23 @@ func (s *session) arm(t time.Time) {
 	if !t.IsZero() {
 		s.timer.Reset(time.Until(t))
 	}
+}
+
+// closeConn closes the connection when the rules are done with it. A normal
+// close follows the server's: the server closed first, so the TIME_WAIT
+// entry is on its side. An abortive close (SO_LINGER {on, 0}) sends an RST
+// instead of a FIN, which leaves no TIME_WAIT entry either; over TLS it
+// closes the TCP connection under the records, without close_notify.
+func closeConn(conn net.Conn, abort bool) error {
+	if !abort {
+		return conn.Close()
+	}
+	raw := conn
+	if tc, ok := conn.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tcp, ok := raw.(interface{ SetLinger(sec int) error }); ok { // *net.TCPConn
+		_ = tcp.SetLinger(0)
+	}
+	return raw.Close()
 }

@@ -55,16 +55,29 @@ type ready struct {
 	writeBy    time.Time // the write's deadline: the give-up deadline
 	timer      time.Time // when to step evTimer; zero: no timer
 	close      bool      // close the connection; the machine takes no more events
+	abort      bool      // with close: abortively (SO_LINGER 0: an RST, no TIME_WAIT)
 }
 
 // phase is where the session is in its life.
 type phase uint8
 
 const (
-	phaseLive   phase = iota // requests and answers flow
-	phaseLinger              // given up while held: the connection stays open, nothing is sent
-	phaseClosed              // the connection is to be closed; no more events
+	phaseLive      phase = iota // requests and answers flow
+	phaseLinger                 // given up while held: the connection stays open, nothing is sent
+	phaseReleasing              // RELEASE sent: waiting, up to the release bound, for the server to close first
+	phaseClosed                 // the connection is to be closed; no more events
 )
+
+// maxReleaseBound caps how long Close waits for the server to close after
+// RELEASE: the release bound is min(lease, maxReleaseBound).
+const maxReleaseBound = 2 * time.Second
+
+// releaseBound is how long, after RELEASE is handed out, the client waits
+// for the server's close before it closes abortively itself. A server that
+// is alive closes half a round trip after RELEASE arrives; one that is not
+// frees the lock by the lease anyway, so waiting longer than the lease buys
+// nothing.
+func releaseBound(lease time.Duration) time.Duration { return min(lease, maxReleaseBound) }
 
 // machine holds one connection's protocol state and applies the client rules
 // (numbered in docs/protocol.md, "Writing a client in another language").
@@ -74,6 +87,7 @@ type machine struct {
 	schedule  heartbeatSchedule
 	acquire   []byte
 	heartbeat [protocol.HeartbeatLen]byte
+	release   [protocol.ReleaseLen]byte
 
 	phase        phase
 	state        sessionState
@@ -84,7 +98,7 @@ type machine struct {
 	deadline     time.Time // send of the newest acknowledged request + timeout
 	heartbeatDue time.Time // when the next heartbeat goes out; zero while one is in flight
 	heartbeats   int       // heartbeats sent so far
-	closeBy      time.Time // while lingering: the latest close
+	closeBy      time.Time // while lingering: the latest close; while releasing: the release bound
 }
 
 func newMachine(name string, lease time.Duration, leaseMS uint32) machine {
@@ -95,6 +109,7 @@ func newMachine(name string, lease time.Duration, leaseMS uint32) machine {
 		acquire:  protocol.AppendAcquire(make([]byte, 0, protocol.AcquireHeaderLen+len(name)), leaseMS, name),
 	}
 	protocol.AppendHeartbeat(m.heartbeat[:0])
+	protocol.AppendRelease(m.release[:0])
 	return m
 }
 
@@ -106,6 +121,8 @@ func (m *machine) step(ev event) ready {
 		m.live(ev, &r)
 	case phaseLinger:
 		m.linger(ev, &r)
+	case phaseReleasing:
+		m.releasing(ev, &r)
 	case phaseClosed:
 		return r
 	}
@@ -144,9 +161,50 @@ func (m *machine) live(ev event, r *ready) {
 			m.sendHeartbeat(ev.at, r)
 		}
 	case evWorkStopped:
-		r.end, r.close = true, true
+		r.end = true
+		m.startRelease(ev.at, r)
 	case evExpired:
 		m.lose(m.timedOut(), ev.at, r)
+	}
+}
+
+// startRelease ends a live session the way that leaves no TIME_WAIT on the
+// client: RELEASE, after which the server, which reads it in order after
+// every earlier request, frees the lock (or the place in the queue) and
+// closes first. Whoever sends the first FIN keeps the TIME_WAIT entry; on
+// the server it costs nothing (its port is fixed), on the client it costs
+// an ephemeral port for 60 s. The write may take up to the release bound.
+func (m *machine) startRelease(at time.Time, r *ready) {
+	m.phase, m.closeBy = phaseReleasing, at.Add(releaseBound(m.lease))
+	m.heartbeatDue = time.Time{}
+	r.send, r.writeBy = m.release[:], m.closeBy
+}
+
+// releasing waits for the server to close after RELEASE. Whatever it sends
+// meanwhile is the end of the session, never an error: answers to requests
+// in flight, a promotion, an ERROR 0x13 from a server that predates RELEASE
+// (which closes after it, and so releases too). The server's end of stream
+// is the one outcome that closes normally, second; a failed write or read,
+// or the release bound passing, closes abortively (an RST), and if that RST
+// is lost the server frees the lock when the lease runs out, as for a
+// crashed client.
+func (m *machine) releasing(ev event, r *ready) {
+	switch ev.kind {
+	case evWritten:
+		r.close, r.abort = ev.err != nil, ev.err != nil
+	case evReaderEnd:
+		var se *ServerError
+		switch {
+		case errors.Is(ev.err, errServerClosed):
+			r.close = true
+		case errors.As(ev.err, &se):
+			// The reader goes on to the end of stream that follows an ERROR.
+		default:
+			r.close, r.abort = true, true
+		}
+	case evTimer:
+		r.close = !ev.at.Before(m.closeBy)
+		r.abort = r.close
 	}
 }
 
@@ -248,8 +306,13 @@ func (m *machine) timedOut() error {
 // happens at once, as it does when the lock was not held.
 func (m *machine) lose(err error, at time.Time, r *ready) {
 	r.end, r.err = true, err
-	if m.state != stateHeld || !(errors.Is(err, ErrHeartbeatTimeout) || errors.Is(err, ErrProtocolViolation)) {
-		r.close = true
+	gaveUp := errors.Is(err, ErrHeartbeatTimeout) || errors.Is(err, ErrProtocolViolation)
+	if m.state != stateHeld || !gaveUp {
+		// The server has let go already (ERROR, end of stream, a broken
+		// connection): a normal close. A session given up on (silence, a
+		// server breaking the protocol) is closed abortively: the server is
+		// unreachable or not to be trusted, and an RST leaves no TIME_WAIT.
+		r.close, r.abort = true, gaveUp
 		return
 	}
 	last := m.lastSent
@@ -259,12 +322,15 @@ func (m *machine) lose(err error, at time.Time, r *ready) {
 	}
 	m.phase, m.closeBy = phaseLinger, last.Add(m.lease)
 	if !at.Before(m.closeBy) {
-		r.close = true
+		r.close, r.abort = true, true
 	}
 }
 
 // linger waits for the end of the work or of the lease. No heartbeat is sent
-// meanwhile, and nothing the server sends revives the lock.
+// meanwhile, and nothing the server sends revives the lock. The session was
+// given up on, so its end is abortive (an RST: no TIME_WAIT, and nothing
+// more to say to a server that did not answer in time), unless the server
+// has closed first.
 func (m *machine) linger(ev event, r *ready) {
 	switch ev.kind {
 	case evReaderEnd:
@@ -274,8 +340,9 @@ func (m *machine) linger(ev event, r *ready) {
 		r.close = !errors.Is(ev.err, ErrProtocolViolation)
 	case evTimer:
 		r.close = !ev.at.Before(m.closeBy)
+		r.abort = r.close
 	case evWorkStopped:
-		r.close = true
+		r.close, r.abort = true, true
 	}
 }
 
@@ -288,7 +355,7 @@ func (m *machine) nextTimer() time.Time {
 			return m.heartbeatDue
 		}
 		return m.deadline
-	case phaseLinger:
+	case phaseLinger, phaseReleasing:
 		return m.closeBy
 	}
 	return time.Time{}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 //	start lease=D                  a new session; ACQUIRE goes out at 0
 //	written at=T [err=deadline|broken]
 //	frame at=T type=ACQUIRED|WAITING|0xNN [token=N]
-//	reader-end at=T err=server|eof|garbage
+//	reader-end at=T err=server|unknown-type|eof|reset|garbage
 //	timer at=T                     the armed timer fired
 //	close at=T                     Close: the work has stopped
 //	expired at=T                   Valid saw the deadline pass
@@ -70,9 +71,11 @@ func TestStep(t *testing.T) {
 			case "reader-end":
 				ev.kind = evReaderEnd
 				ev.err = scanError(t, d, map[string]error{
-					"server":  &ServerError{Code: protocol.CodeClosedByAdmin, Reason: "released by an operator"},
-					"eof":     readError(io.EOF),
-					"garbage": readError(fmt.Errorf("%w: 0x7f", protocol.ErrUnexpectedFrame)),
+					"server":       &ServerError{Code: protocol.CodeClosedByAdmin, Reason: "released by an operator"},
+					"unknown-type": &ServerError{Code: protocol.CodeUnknownMessageType, Reason: "unknown message type: 0x03"},
+					"eof":          readError(io.EOF),
+					"reset":        readError(syscall.ECONNRESET),
+					"garbage":      readError(fmt.Errorf("%w: 0x7f", protocol.ErrUnexpectedFrame)),
 				})
 			case "timer":
 				ev.kind = evTimer
@@ -116,12 +119,17 @@ func printReady(m *machine, base time.Time, r ready) string {
 	}
 	if r.send != nil {
 		what := "ACQUIRE"
-		if len(r.send) == protocol.HeartbeatLen && r.send[0] == byte(protocol.TypeHeartbeat) {
+		switch {
+		case len(r.send) == protocol.HeartbeatLen && r.send[0] == byte(protocol.TypeHeartbeat):
 			what = "HEARTBEAT"
+		case len(r.send) == protocol.ReleaseLen && r.send[0] == byte(protocol.TypeRelease):
+			what = "RELEASE"
 		}
 		fmt.Fprintf(&b, "send %s write-by=%s\n", what, ts(r.writeBy))
 	}
 	switch {
+	case r.close && r.abort:
+		b.WriteString("close abort\n")
 	case r.close:
 		b.WriteString("close\n")
 	case r.timer.IsZero():

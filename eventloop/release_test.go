@@ -1,38 +1,23 @@
 package eventloop_test
 
 import (
-	"fmt"
-	"net"
 	"testing"
 
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/tcpstate"
-	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
 )
 
 // timeWaitAfterClose closes c and returns how many TIME_WAIT entries its
-// connection leaves on the client's side: entries whose local port is the
-// client's and whose remote port is the server's, once the connection has
-// finished closing (the last ACK may still be in flight when Close returns).
+// connection leaves on the client's side once it has finished closing.
 func timeWaitAfterClose(t *testing.T, c *wire.Conn) int {
 	t.Helper()
-	local := c.NC.LocalAddr().(*net.TCPAddr).Port
-	remote := c.NC.RemoteAddr().(*net.TCPAddr).Port
 	_ = c.NC.Close()
-	var n int
-	poll.Eventually(t, safety, func() error {
-		tw, settled, err := tcpstate.Settled(local, remote)
-		if err != nil {
-			return poll.Abort(err)
-		}
-		if !settled {
-			return fmt.Errorf("%s: the connection from port %d has not finished closing", c.Label, local)
-		}
-		n = tw
-		return nil
-	})
+	n, err := tcpstate.ConnTimeWait(c.NC, safety)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Label, err)
+	}
 	return n
 }
 

@@ -25,6 +25,13 @@ var mutants = []struct {
 	{"no-jitter", "error-0x01-random-wait", "rule 6 (a random wait, uniform in [0, min(1 s, lease/4)], after 0x01)"},
 	{"waiting-after-grant", "waiting-after-grant", "rules 4, 7 (WAITING while holding is a protocol violation: a loss at once)"},
 	{"changed-token", "changed-token", "rules 4, 7 (ACQUIRED with another token while holding is a protocol violation: a loss at once)"},
+	{"fin-release", "release-server-closes-first", "release (RELEASE before the end of stream)"},
+	{"error-after-release", "release-old-server", "release (ERROR 0x13 after RELEASE is the end, not an error)"},
+	{"release-fin-at-bound", "release-server-never-closes", "release (no TIME_WAIT on the client)"},
+	{"lease-overflow", "lease-max", "frames (every lease the wire allows is accepted)"},
+	{"late-push-violation", "late-answer-then-push", "rules 1, 4 (a push after a late answer is a grant, not a second answer)"},
+	{"late-0x01-no-retry", "late-answer-then-0x01", "rule 6 (ERROR 0x01 after a late answer: reconnect under run)"},
+	{"late-error-no-code", "late-answer-then-0x02", "rule 8 (ERROR 0x02 after a late answer is a loss with its code)"},
 }
 
 // TestBrokenDriverFails shows that the kit kills every mutant of its

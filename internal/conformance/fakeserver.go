@@ -20,8 +20,30 @@ type FakeServer struct {
 	ln    net.Listener
 	conns chan *ServerConn
 
-	mu  sync.Mutex
-	all []*ServerConn
+	mu        sync.Mutex
+	all       []*ServerConn
+	onRelease ReleaseAnswer // for connections accepted from now on
+}
+
+// ReleaseAnswer is what the fake server does when a client sends RELEASE.
+type ReleaseAnswer uint8
+
+const (
+	// CloseFirst is the server's answer: nothing, and its FIN first (a
+	// half-close, so that the kit still sees how the client ends).
+	CloseFirst ReleaseAnswer = iota
+	// OldServer is a server from before RELEASE: ERROR 0x13, then its FIN.
+	OldServer
+	// NeverClose reads on and never closes: the client must give up.
+	NeverClose
+)
+
+// OnRelease sets the answer to RELEASE for the connections accepted after
+// it (CloseFirst until then).
+func (s *FakeServer) OnRelease(a ReleaseAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRelease = a
 }
 
 // Listen starts a fake server; with cfg it speaks TLS (the handshake runs
@@ -53,8 +75,8 @@ func (s *FakeServer) accept() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true) // TLS connections have it from the listener's TCP conns
 		}
-		c := newServerConn(nc)
 		s.mu.Lock()
+		c := newServerConn(nc, s.onRelease)
 		s.all = append(s.all, c)
 		s.mu.Unlock()
 		s.conns <- c
@@ -104,9 +126,10 @@ type Req struct {
 // ServerConn is one client connection to the fake server. Its reader checks
 // the wire invariants of docs/conformance.md as the bytes arrive.
 type ServerConn struct {
-	nc   net.Conn
-	reqs chan Req // every request, closed at end of stream
-	wmu  sync.Mutex
+	nc        net.Conn
+	reqs      chan Req // every request, closed at end of stream
+	wmu       sync.Mutex
+	onRelease ReleaseAnswer
 
 	mu          sync.Mutex
 	log         []Req
@@ -115,10 +138,12 @@ type ServerConn struct {
 	endAt       time.Time
 	endErr      error // nil for an orderly end of stream (FIN)
 	ended       chan struct{}
+	releasedAt  time.Time // when RELEASE was read; zero if never
+	kitClosedAt time.Time // when the kit sent its FIN after RELEASE
 }
 
-func newServerConn(nc net.Conn) *ServerConn {
-	c := &ServerConn{nc: nc, reqs: make(chan Req, 4096), ended: make(chan struct{})}
+func newServerConn(nc net.Conn, onRelease ReleaseAnswer) *ServerConn {
+	c := &ServerConn{nc: nc, reqs: make(chan Req, 4096), ended: make(chan struct{}), onRelease: onRelease}
 	go c.read()
 	return c
 }
@@ -163,8 +188,14 @@ func (c *ServerConn) read() {
 			if i == 0 {
 				c.violate("rule: the first frame must be ACQUIRE; the client sent HEARTBEAT first")
 			}
+		case protocol.TypeRelease:
+			if i == 0 {
+				c.violate("rule: the first frame must be ACQUIRE; the client sent RELEASE first")
+			}
+			c.released(r)
+			return
 		default:
-			c.violate("frames: the client sent byte 0x%02x, which is neither ACQUIRE (0x01) nor HEARTBEAT (0x02)", first)
+			c.violate("frames: the client sent byte 0x%02x, which is none of ACQUIRE (0x01), HEARTBEAT (0x02), RELEASE (0x03)", first)
 			c.finish(nil)
 			return
 		}
@@ -178,6 +209,73 @@ func (c *ServerConn) read() {
 		c.mu.Unlock()
 		c.reqs <- req
 	}
+}
+
+// released answers RELEASE as the connection's ReleaseAnswer says, then
+// reads on to the client's end of stream: nothing may follow RELEASE.
+func (c *ServerConn) released(r *bufio.Reader) {
+	c.mu.Lock()
+	c.releasedAt = time.Now()
+	c.mu.Unlock()
+	switch c.onRelease {
+	case CloseFirst:
+		c.closeWrite()
+	case OldServer:
+		_ = c.Write(protocol.AppendError(nil, protocol.CodeUnknownMessageType, "unknown message type: 0x03; a client sends only ACQUIRE (0x01) and HEARTBEAT (0x02)"))
+		c.closeWrite()
+	}
+	extra := 0
+	for {
+		if _, err := r.ReadByte(); err != nil {
+			if extra > 0 {
+				c.violate("release: the client sent %d byte(s) after RELEASE, which ends the session", extra)
+			}
+			c.finish(err)
+			// The client has ended its side: end the connection, so that a
+			// client that closed first reaches its TIME_WAIT, where the kit
+			// sees it.
+			_ = c.nc.Close()
+			return
+		}
+		extra++
+	}
+}
+
+// closeWrite sends the kit's FIN (after close_notify over TLS) and keeps
+// reading: the server closes first.
+func (c *ServerConn) closeWrite() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	raw := c.nc
+	if tc, ok := raw.(*tls.Conn); ok {
+		_ = tc.CloseWrite() // close_notify
+		raw = tc.NetConn()
+	}
+	if cw, ok := raw.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	c.mu.Lock()
+	c.kitClosedAt = time.Now()
+	c.mu.Unlock()
+}
+
+// Released reports when RELEASE was read, and when the kit closed after it
+// (zero if it did not).
+func (c *ServerConn) Released() (at, kitClosed time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.releasedAt, c.kitClosedAt, !c.releasedAt.IsZero()
+}
+
+// Ports are the client's port and the kit's, for the kernel's socket table.
+func (c *ServerConn) Ports() (client, kit int) {
+	if a, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+		client = a.Port
+	}
+	if a, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
+		kit = a.Port
+	}
+	return client, kit
 }
 
 func (c *ServerConn) finish(err error) {

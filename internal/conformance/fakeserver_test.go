@@ -10,8 +10,9 @@ import (
 )
 
 // TestWireInvariants: the fake server's reader flags a second request sent
-// while one is unanswered, a HEARTBEAT first, a second ACQUIRE and a byte
-// that is no client frame, and accepts a well-behaved exchange.
+// while one is unanswered, a HEARTBEAT or RELEASE first, a second ACQUIRE,
+// a byte after RELEASE and a byte that is no client frame, and accepts a
+// well-behaved exchange.
 func TestWireInvariants(t *testing.T) {
 	acq := protocol.AppendAcquire(nil, 2000, "x")
 	cases := []struct {
@@ -24,7 +25,10 @@ func TestWireInvariants(t *testing.T) {
 		{"two in flight", [][]byte{acq, {0x02}}, false, "rule 3"},
 		{"heartbeat first", [][]byte{{0x02}}, true, "first frame must be ACQUIRE"},
 		{"second acquire", [][]byte{acq, acq}, true, "second ACQUIRE"},
-		{"garbage", [][]byte{acq, {0x7f}}, true, "neither ACQUIRE"},
+		{"garbage", [][]byte{acq, {0x7f}}, true, "none of ACQUIRE (0x01), HEARTBEAT (0x02), RELEASE (0x03)"},
+		{"released", [][]byte{acq, {0x02}, {0x03}}, true, ""},
+		{"release first", [][]byte{{0x03}}, true, "the client sent RELEASE first"},
+		{"a heartbeat after release", [][]byte{acq, {0x03, 0x02}}, true, "1 byte(s) after RELEASE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,8 +50,8 @@ func TestWireInvariants(t *testing.T) {
 				if _, err := nc.Write(b); err != nil {
 					t.Fatal(err)
 				}
-				if b[0] == 0x7f {
-					break
+				if b[0] == 0x7f || b[0] == byte(protocol.TypeRelease) {
+					break // no request: nothing to answer
 				}
 				if _, err := c.NextReq(safety); err != nil {
 					t.Fatal(err)

@@ -238,7 +238,9 @@ func (e *Env) between(rule, what string, d, lo, hi time.Duration) {
 func Scenarios() []Scenario {
 	var all []Scenario
 	all = append(all, framingScenarios()...)
+	all = append(all, releaseScenarios()...)
 	all = append(all, heartbeatScenarios()...)
+	all = append(all, lateAnswerScenarios()...)
 	all = append(all, giveUpScenarios()...)
 	all = append(all, errorScenarios()...)
 	all = append(all, tlsScenarios()...)

@@ -17,9 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // State is a socket's state as the kernel numbers it (include/net/tcp_states.h).
@@ -156,4 +160,34 @@ func Settled(localPort, remotePort int) (timeWait int, settled bool, err error) 
 		}
 	}
 	return timeWait, settled, nil
+}
+
+// TimeWaitAfterClose waits, up to within, until the connection from
+// localPort to remotePort has finished closing (see Settled), and returns how
+// many TIME_WAIT entries it left on the local side.
+func TimeWaitAfterClose(localPort, remotePort int, within time.Duration) (int, error) {
+	var n int
+	err := poll.Until(within, func() error {
+		tw, settled, err := Settled(localPort, remotePort)
+		if err != nil {
+			return poll.Abort(err)
+		}
+		if !settled {
+			return fmt.Errorf("the connection from port %d to port %d has not finished closing", localPort, remotePort)
+		}
+		n = tw
+		return nil
+	})
+	return n, err
+}
+
+// ConnTimeWait is TimeWaitAfterClose for a connection already closed,
+// named by its net.Conn (its TCP addresses).
+func ConnTimeWait(conn net.Conn, within time.Duration) (int, error) {
+	local, lok := conn.LocalAddr().(*net.TCPAddr)
+	remote, rok := conn.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok {
+		return 0, fmt.Errorf("tcpstate: %v → %v is not a TCP connection", conn.LocalAddr(), conn.RemoteAddr())
+	}
+	return TimeWaitAfterClose(local.Port, remote.Port, within)
 }

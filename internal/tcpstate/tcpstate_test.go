@@ -1,7 +1,6 @@
 package tcpstate_test
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/tcpstate"
-	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // A table as Linux prints it: a listener, an established pair, and a
@@ -84,19 +82,11 @@ func TestTimeWaitFollowsTheFirstClose(t *testing.T) {
 		if _, err := first.Read(make([]byte, 1)); err == nil {
 			t.Fatal("read on a closed conn succeeded")
 		}
-		port, server := c.LocalAddr().(*net.TCPAddr).Port, c.RemoteAddr().(*net.TCPAddr).Port
-		var n int
-		poll.Eventually(t, 10*time.Second, func() error {
-			tw, settled, err := tcpstate.Settled(port, server)
-			if err != nil {
-				return poll.Abort(err)
-			}
-			if !settled {
-				return fmt.Errorf("the connection on port %d has not finished closing", port)
-			}
-			n = tw
-			return nil
-		})
+		port := c.LocalAddr().(*net.TCPAddr).Port
+		n, err := tcpstate.ConnTimeWait(c, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if clientFirst && n == 0 {
 			t.Errorf("client closed first: no TIME_WAIT entry on its port %d", port)
 		}

@@ -7,8 +7,9 @@
 // (send to send, lease/4 shortened by twice the smoothed RTT, one request in
 // flight), the give-up 0.8 × lease after the send of the newest answered
 // request, a loss on an unexpected frame, and in run mode a reconnect after
-// a random wait in [0, min(1 s, lease/4)] after ERROR 0x01. Each fault breaks
-// one rule:
+// a random wait in [0, min(1 s, lease/4)] after ERROR 0x01, and the release:
+// RELEASE, then the server's close awaited up to min(lease, 2 s), then a
+// reset. Each fault breaks one rule:
 //
 //	slow-heartbeat        heartbeats every lease/2 instead of lease/4
 //	no-smoothing          uses the last RTT instead of its EWMA (α = 1, not 0.2)
@@ -23,6 +24,17 @@
 //	no-jitter             reconnects at once after ERROR 0x01, no random wait
 //	waiting-after-grant   takes a WAITING after ACQUIRED as an answer
 //	changed-token         takes a later ACQUIRED with another token as an answer
+//	fin-release           releases by closing the connection, without RELEASE
+//	error-after-release   reports the ERROR 0x13 an old server answers RELEASE with
+//	release-fin-at-bound  closes with a FIN, not a reset, when the server has not
+//	                      closed within the release bound
+//	lease-overflow        times the lease in 32-bit signed milliseconds
+//	late-push-violation   takes an ACQUIRED that follows a late answer in the same
+//	                      read for a second answer: a protocol violation
+//	late-error-no-code    reports an ERROR that follows a late answer in the same
+//	                      read as a protocol violation, without its code
+//	late-0x01-no-retry    reports an ERROR 0x01 that follows a late answer in the
+//	                      same read instead of reconnecting
 //	none                  breaks nothing of the above: the control
 package main
 
@@ -73,6 +85,12 @@ func main() {
 	}
 	name, _ := hex.DecodeString(req.NameHex)
 	c := &client{fault: *fault, req: req, name: string(name), lease: time.Duration(req.LeaseUS) * time.Microsecond, o: &out{}}
+	if c.fault == "lease-overflow" {
+		leaseMS, _ := protocol.LeaseMS(c.lease)
+		c.timing = time.Duration(int32(leaseMS)) * time.Millisecond
+	} else {
+		c.timing = c.lease
+	}
 	released := make(chan struct{})
 	go func() {
 		for in.Scan() {
@@ -87,23 +105,56 @@ func main() {
 }
 
 type client struct {
-	fault string
-	req   request
-	name  string
-	lease time.Duration
-	o     *out
+	fault  string
+	req    request
+	name   string
+	lease  time.Duration // what ACQUIRE carries
+	timing time.Duration // what the heartbeats and the give-up are timed by
+	o      *out
 
-	mu       sync.Mutex
-	conn     net.Conn
-	released bool
+	mu         sync.Mutex
+	conn       net.Conn
+	connClosed chan struct{} // closed once the session has closed conn
+	released   bool
 }
 
-// release closes the connection and silences the session's loss report.
+// release sends RELEASE and waits, up to min(lease, 2 s), for the session
+// to see the server's close and close second; past that it resets the
+// connection. It silences the session's loss report.
 func (c *client) release() {
 	c.mu.Lock()
+	already := c.released
 	c.released = true
+	conn, closed := c.conn, c.connClosed
 	c.mu.Unlock()
-	c.close()
+	if already || conn == nil {
+		return
+	}
+	if c.fault == "fin-release" {
+		_ = conn.Close()
+		return
+	}
+	if _, err := conn.Write([]byte{byte(protocol.TypeRelease)}); err != nil {
+		abort(conn)
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(min(c.lease, 2*time.Second)):
+		if c.fault == "release-fin-at-bound" {
+			_ = conn.Close()
+			return
+		}
+		abort(conn)
+	}
+}
+
+// abort closes conn with an RST (SO_LINGER 0): no TIME_WAIT.
+func abort(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 func (c *client) isReleased() bool {
@@ -151,10 +202,12 @@ func (c *client) session() (protocol.Code, bool) {
 		c.o.print(`{"event":"unavailable","reason":"dial: %v"}`, err)
 		return 0, false
 	}
+	closed := make(chan struct{})
 	c.mu.Lock()
-	c.conn = conn
+	c.conn, c.connClosed = conn, closed
 	c.mu.Unlock()
 	s := &session{client: c, conn: conn, answers: make(chan answer, 16), done: make(chan struct{})}
+	defer close(closed)
 	return s.run()
 }
 
@@ -215,13 +268,24 @@ func (s *session) run() (protocol.Code, bool) {
 	var buf protocol.FrameBuffer
 	var f protocol.Frame
 	r := bufio.NewReader(s.conn)
+	afterLate := false // the previous frame was a late answer, and more was read with it
 	for {
 		if err := protocol.ReadServerFrame(r, &buf, &f); err != nil {
 			s.end(`{"event":"lost","reason":"end of stream"}`, `{"event":"unavailable","reason":"end of stream"}`)
-			_ = s.conn.Close()
+			_ = s.conn.Close() // second, after the server's close
 			return 0, false
 		}
 		at := time.Now()
+		if s.isReleased() {
+			// Anything after RELEASE is the end, read on to the server's close.
+			if f.Type == protocol.TypeError && s.fault == "error-after-release" {
+				s.o.print(`{"event":"lost","reason":"ERROR","code":%d}`, f.Code)
+			}
+			continue
+		}
+		if afterLate && s.lateFault(f) {
+			return 0, false
+		}
 		switch f.Type {
 		case protocol.TypeError:
 			code := f.Code
@@ -269,20 +333,37 @@ func (s *session) run() (protocol.Code, bool) {
 			}
 		}
 		s.mu.Unlock()
+		afterLate = answered && at.Sub(sent) > s.timing/4 && r.Buffered() > 0
 		if answered {
 			s.answers <- answer{sent: sent, at: at}
 		}
 	}
 }
 
+// lateFault applies the late-* faults to frame f, which followed a late
+// answer in the same read; it reports whether the session is over.
+func (s *session) lateFault(f protocol.Frame) bool {
+	switch {
+	case s.fault == "late-push-violation" && f.Type == protocol.TypeAcquired,
+		s.fault == "late-error-no-code" && f.Type == protocol.TypeError:
+		s.end(`{"event":"lost","reason":"protocol violation: a second answer"}`, `{"event":"unavailable","reason":"protocol violation: a second answer"}`)
+	case s.fault == "late-0x01-no-retry" && f.Type == protocol.TypeError && f.Code == protocol.CodeShuttingDown:
+		s.end(`{"event":"lost","reason":"ERROR","code":1}`, `{"event":"error","code":1,"retriable":true,"reason":"server shutting down"}`)
+	default:
+		return false
+	}
+	_ = s.conn.Close()
+	return true
+}
+
 // heartbeat sends a heartbeat an interval after each answered request's send
 // (after the answer with interval-after-reply).
 func (s *session) heartbeat() {
-	base := s.lease / 4
+	base := s.timing / 4
 	if s.fault == "slow-heartbeat" {
-		base = s.lease / 2
+		base = s.timing / 2
 	}
-	floor := min(100*time.Millisecond, s.lease/4)
+	floor := min(100*time.Millisecond, s.timing/4)
 	alpha := time.Duration(5) // 1/α
 	if s.fault == "no-smoothing" {
 		alpha = 1
@@ -312,6 +393,9 @@ func (s *session) heartbeat() {
 		case <-s.done:
 			return
 		}
+		if s.isReleased() {
+			return // nothing follows RELEASE
+		}
 		s.send(protocol.AppendHeartbeat(nil))
 	}
 }
@@ -326,7 +410,7 @@ func (s *session) watch() {
 	case "give-up-0.95":
 		factor = 0.95
 	}
-	limit := time.Duration(factor * float64(s.lease))
+	limit := time.Duration(factor * float64(s.timing))
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -334,6 +418,9 @@ func (s *session) watch() {
 		case <-s.done:
 			return
 		case <-t.C:
+		}
+		if s.isReleased() {
+			return // the release ends the session, not the give-up
 		}
 		s.mu.Lock()
 		late := time.Since(s.clock) > limit

@@ -247,6 +247,10 @@ func (d *driver) failed(err error) {
 		d.emit(map[string]any{"event": "error", "code": int(se.Code), "retriable": se.Retryable(), "reason": se.Reason})
 	case errors.As(err, &pe):
 		d.emit(map[string]any{"event": "invalid-input", "reason": err.Error()})
+	case errors.Is(err, client.ErrConnectTimeout):
+		// The client's own connect timeout: the server did not answer, which
+		// is not the caller's deadline passing while the lock was held.
+		d.emit(map[string]any{"event": "unavailable", "reason": err.Error()})
 	case errors.Is(err, client.ErrBusy), errors.Is(err, context.DeadlineExceeded):
 		d.emit(map[string]any{"event": "busy"})
 	default:
