@@ -165,14 +165,7 @@ fn the_promotion_push_in_the_read_of_a_late_answer_grants_the_lock() {
 
 #[test]
 fn shutting_down_in_the_read_of_a_late_answer_is_retried_by_run() {
-    let fake = Fake::start(|n, mut c| {
-        if n == 0 {
-            return queued_then_late(&mut c, Duration::from_millis(700), &error(0x01, ""), T);
-        }
-        read_acquire(&mut c);
-        send(&mut c, &acquired(7));
-        answer_heartbeats(&mut c, 7);
-    });
+    let fake = Fake::start(|n, mut c| late_shutdown_then_grant(n, &mut c));
     let token = Client::new(&fake.addr)
         .run("s", Duration::from_secs(2), |lock| {
             Ok::<_, Error>(lock.token())
@@ -185,14 +178,7 @@ fn shutting_down_in_the_read_of_a_late_answer_is_retried_by_run() {
 fn release_resets_a_server_that_never_closes() {
     let (tx, rx) = mpsc::channel();
     let fake = Fake::start(move |_, mut c| {
-        read_acquire(&mut c);
-        send(&mut c, &acquired(T));
-        let got = ignore_until_reset(&mut c);
-        assert_eq!(
-            got.last(),
-            Some(&0x03),
-            "RELEASE before the reset: {got:x?}"
-        );
+        grant_and_never_close(&mut c, T);
         tx.send("reset").unwrap();
     });
     let lock = Client::new(&fake.addr).lock("n", LEASE).unwrap();
@@ -204,9 +190,7 @@ fn release_resets_a_server_that_never_closes() {
 fn an_old_servers_error_after_release_is_the_end_not_an_error() {
     let (tx, rx) = mpsc::channel();
     let fake = Fake::start(move |_, mut c| {
-        read_acquire(&mut c);
-        send(&mut c, &acquired(T));
-        release_before_error(&mut c);
+        grant_as_an_old_server(&mut c, T);
         tx.send("closed").unwrap();
     });
     let lock = Client::new(&fake.addr).lock("o", LEASE).unwrap();

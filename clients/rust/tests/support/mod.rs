@@ -342,3 +342,34 @@ pub fn drip(c: &mut TcpStream) {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Grants the lock, then never closes: the client must send RELEASE and
+/// then reset the connection at its bound.
+pub fn grant_and_never_close(c: &mut TcpStream, token: u64) {
+    read_acquire(c);
+    send(c, &acquired(token));
+    let got = ignore_until_reset(c);
+    assert_eq!(
+        got.last(),
+        Some(&0x03),
+        "RELEASE before the reset: {got:x?}"
+    );
+}
+
+/// Grants the lock, then answers RELEASE as a server from before it does.
+pub fn grant_as_an_old_server(c: &mut TcpStream, token: u64) {
+    read_acquire(c);
+    send(c, &acquired(token));
+    release_before_error(c);
+}
+
+/// The first connection queues, then gets a late WAITING with ERROR 0x01
+/// (shutting down) in one read; the next is granted token 7.
+pub fn late_shutdown_then_grant(n: usize, c: &mut TcpStream) {
+    if n == 0 {
+        return queued_then_late(c, Duration::from_millis(700), &error(0x01, ""), 0);
+    }
+    read_acquire(c);
+    send(c, &acquired(7));
+    answer_heartbeats(c, 7);
+}

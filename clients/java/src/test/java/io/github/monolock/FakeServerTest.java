@@ -106,6 +106,36 @@ class FakeServerTest {
         assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "the client's orderly close after the server's");
     }
 
+    /** A lock granted token 42 by the fake server, and the fake's end of its connection. */
+    private record Granted(Lease lease, Socket socket) {}
+
+    private Granted granted(String name, Duration lease) throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock(name, lease);
+        grant.join();
+        return new Granted(l, next());
+    }
+
+    /** What the fake server does on its side of a connection. */
+    private interface Script {
+        void run() throws IOException;
+    }
+
+    /** Closes l while script plays the server on a thread of its own; both must finish. */
+    private static void closeWhileTheFakeRuns(Lease l, Script script) throws InterruptedException {
+        Thread server = new Thread(() -> {
+            try {
+                script.run();
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+        });
+        server.start();
+        l.close();
+        server.join(10_000);
+        assertFalse(server.isAlive());
+    }
+
     /** Grants the next connection token 42, then hands its socket back to the test (next()). */
     private Thread grantNext() {
         Thread t = new Thread(() -> {
@@ -147,10 +177,9 @@ class FakeServerTest {
 
     @Test
     void afterAGiveUpTheConnectionStaysOpenUntilTheWorkStops() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("silent", Duration.ofSeconds(2));
-        grant.join();
-        Socket s = next();
+        Granted g = granted("silent", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
         l.lost().get(10, TimeUnit.SECONDS);
         // Lost at ~1.6 s; the close is due at the last send + 2 s. Right after
         // the loss the connection must still be open, with nothing more sent.
@@ -161,10 +190,9 @@ class FakeServerTest {
 
     @Test
     void anUnknownFrameIsALossAndTheCloseWaitsForTheWork() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("violation", Duration.ofSeconds(10));
-        grant.join();
-        Socket s = next();
+        Granted g = granted("violation", Duration.ofSeconds(10));
+        Lease l = g.lease();
+        Socket s = g.socket();
         s.getOutputStream().write(0x7e);
         LockLostException lost = l.lost().get(10, TimeUnit.SECONDS);
         assertEquals(LockLostException.Why.PROTOCOL, lost.why());
@@ -261,30 +289,18 @@ class FakeServerTest {
 
     @Test
     void releaseWaitsForTheServersClose() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("r", Duration.ofSeconds(2));
-        grant.join();
-        Socket s = next();
-        Thread server = new Thread(() -> {
-            try {
-                releaseAndClose(s, SessionStepTest.acquired(42));
-            } catch (IOException e) {
-                throw new AssertionError(e);
-            }
-        });
-        server.start();
-        l.close();
-        server.join(10_000);
-        assertFalse(server.isAlive());
+        Granted g = granted("r", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
+        closeWhileTheFakeRuns(l, () -> releaseAndClose(s, SessionStepTest.acquired(42)));
         assertFalse(l.isValid());
     }
 
     @Test
     void releaseResetsAServerThatNeverCloses() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("n", Duration.ofMillis(400));
-        grant.join();
-        Socket s = next();
+        Granted g = granted("n", Duration.ofMillis(400));
+        Lease l = g.lease();
+        Socket s = g.socket();
         l.close(); // returns at the bound, min(lease, 2 s)
         assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
         assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "RELEASE, then the reset at the bound");
@@ -292,24 +308,15 @@ class FakeServerTest {
 
     @Test
     void anOldServersErrorAfterReleaseIsTheEnd() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("o", Duration.ofSeconds(2));
-        grant.join();
-        Socket s = next();
-        Thread server = new Thread(() -> {
-            try {
-                assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
-                s.getOutputStream().write(SessionStepTest.error(0x13, "unknown message type 0x03"));
-                s.shutdownOutput();
-                assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
-            } catch (IOException e) {
-                throw new AssertionError(e);
-            }
+        Granted g = granted("o", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
+        closeWhileTheFakeRuns(l, () -> {
+            assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
+            s.getOutputStream().write(SessionStepTest.error(0x13, "unknown message type 0x03"));
+            s.shutdownOutput();
+            assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
         });
-        server.start();
-        l.close();
-        server.join(10_000);
-        assertFalse(server.isAlive());
         assertTrue(l.lost().getNow(null) == null, "a release, not a loss");
     }
 
