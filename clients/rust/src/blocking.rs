@@ -365,7 +365,11 @@ impl Engine {
                 }
             }
             let event = match tls.reader().read(&mut plain) {
-                Ok(0) => Event::Eof, // close_notify
+                // close_notify: the server's FIN follows, maybe in another
+                // segment; the TCP end of stream is the end (closing
+                // between the two would cross that FIN and leave a
+                // TIME_WAIT on both sides).
+                Ok(0) => return,
                 Ok(n) => Event::Read(&plain[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if data.is_empty() {

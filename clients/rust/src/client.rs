@@ -185,24 +185,50 @@ impl Client {
     }
 }
 
-/// A connection the session's task can close abortively.
+/// A connection as the session's task closes it: its TCP stream under TLS.
 trait Abortable {
-    /// Sets SO_LINGER {on, 0}: the close that follows sends an RST, which
-    /// leaves no TIME_WAIT behind, instead of a FIN.
-    fn set_abortive(&self) -> std::io::Result<()>;
+    fn tcp(&mut self) -> &mut TcpStream;
 }
 
 impl Abortable for TcpStream {
-    fn set_abortive(&self) -> std::io::Result<()> {
-        self.set_zero_linger()
+    fn tcp(&mut self) -> &mut TcpStream {
+        self
     }
 }
 
 #[cfg(feature = "tls")]
 impl Abortable for tokio_rustls::client::TlsStream<TcpStream> {
-    fn set_abortive(&self) -> std::io::Result<()> {
-        self.get_ref().0.set_zero_linger()
+    fn tcp(&mut self) -> &mut TcpStream {
+        let (tcp, _) = self.get_mut();
+        tcp
     }
+}
+
+/// Closes the connection: abortively, SO_LINGER {on, 0} (an RST, which
+/// leaves no TIME_WAIT), or normally once the server's FIN has come. A
+/// TLS close_notify comes before that FIN, maybe in another segment: a
+/// close between the two would cross the server's FIN and leave a
+/// TIME_WAIT on both sides, so the TCP stream is read to its end first,
+/// until `bound` at the latest.
+async fn close<S: Abortable>(mut io: S, abort: bool, bound: Instant) {
+    let tcp = io.tcp();
+    if !abort {
+        let mut rest = [0u8; 64];
+        let until_fin = async {
+            while let Ok(n) = tcp.read(&mut rest).await {
+                if n == 0 {
+                    return;
+                }
+            }
+        };
+        let fin = tokio::time::timeout_at(tokio::time::Instant::from_std(bound), until_fin).await;
+        if fin.is_ok() {
+            return;
+        }
+    }
+    // Dropping `io` then resets the connection; should the option fail,
+    // the close is an ordinary one.
+    let _ = tcp.set_zero_linger();
 }
 
 /// Starts the session's task on a connected stream.
@@ -267,12 +293,8 @@ async fn drive<S>(
         }
         status.send_replace(session.status().clone());
         if actions.close {
-            if actions.abort {
-                // Dropping `io` then resets the connection; should the
-                // option fail, the close is an ordinary one.
-                let _ = io.set_abortive();
-            }
-            return;
+            let bound = Instant::now() + crate::session::MAX_RELEASE_WAIT.min(session.lease());
+            return close(io, actions.abort, bound).await;
         }
         let wake = actions.wake_at.map(tokio::time::Instant::from_std);
         let event = tokio::select! {

@@ -155,6 +155,12 @@ impl Session {
         (s, actions)
     }
 
+    /// The lease asked for.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
     /// The bytes of a request.
     pub(crate) fn frame(&self, r: Request) -> &[u8] {
         match r {

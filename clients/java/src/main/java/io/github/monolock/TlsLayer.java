@@ -124,8 +124,8 @@ final class TlsLayer {
     /**
      * Reads what the socket has and decrypts every whole record into app
      * (cleared first, then flipped for reading). Returns -1 at the end of the
-     * stream (a TCP FIN or the server's close_notify), else the bytes of
-     * plaintext. Records the engine wants to send back (a KeyUpdate answer)
+     * TCP stream, else the bytes of plaintext (0 for a close_notify alone).
+     * Records the engine wants to send back (a KeyUpdate answer)
      * go to out.
      */
     int read(SocketChannel ch, ByteBuffer app, ByteBuffer out) throws IOException {
@@ -139,8 +139,13 @@ final class TlsLayer {
                 if (r.getHandshakeStatus() == HandshakeStatus.NEED_TASK) runTasks();
                 if (engine.getHandshakeStatus() == HandshakeStatus.NEED_WRAP) engine.wrap(EMPTY, out);
                 if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
+                    // close_notify. The server's FIN follows, maybe in another
+                    // segment: the end is the TCP end of stream, since a close
+                    // between the two would cross that FIN and leave a
+                    // TIME_WAIT on both sides.
                     app.flip();
-                    return app.hasRemaining() ? app.remaining() : -1;
+                    if (app.hasRemaining()) return app.remaining();
+                    return n < 0 ? -1 : 0;
                 }
                 if (r.getStatus() == SSLEngineResult.Status.BUFFER_UNDERFLOW) break;
                 if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
