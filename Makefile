@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench java-shedlock-test shedlock-bench
 
 all: build
 
@@ -132,6 +132,12 @@ python-test: build fence-deps withdb
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(PYTHON) -m unittest discover -s tests -t . && \
 	$(WITH_DATABASES) $(DEBIAN_PYTHON) -m unittest tests.db_fence
 
+## python-dist: build the Python client's wheel (pip wheel; setuptools from PyPI, as pyproject.toml pins it) in a temporary directory and check that it ships the LICENSE with its metadata
+python-dist:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd $(PYDIR) && \
+	$(PYTHON) -m pip wheel --no-deps --quiet --wheel-dir "$$tmp" . && rm -rf build monolock.egg-info && \
+	$(PYTHON) check_dist.py "$$tmp"/monolock-*.whl
+
 # --- the tooz driver (clients/python/monolock/tooz_driver.py) ---------------
 # tooz 9.1.0, what its tests/test_coordination.py imports and pytest, each
 # pinned exactly by clients/python/tooz-requirements.txt, in a virtualenv of
@@ -164,6 +170,30 @@ tooz-test: build
 	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m unittest discover -s tests_tooz -t . && \
 	MONOLOCK_BIN=$(abspath $(BIN))/monolock $(TOOZ_VENV)/bin/python -m tests_tooz.suite
 
+# tooz-bench compares the driver with tooz's own postgresql:// driver, which
+# needs psycopg2: a virtualenv of its own (bin/tooz-bench-venv), the same
+# pinned set as tooz-deps plus clients/python/tooz-bench-requirements.txt, so
+# make test's bin/tooz-venv stays exactly what tooz's suite is judged in.
+
+TOOZ_BENCH_VENV := $(abspath $(BIN))/tooz-bench-venv
+
+## tooz-bench-deps: create bin/tooz-bench-venv: tooz-deps' pinned set plus psycopg2-binary (clients/python/tooz-bench-requirements.txt) and the client, editable
+tooz-bench-deps: $(TOOZ_BENCH_VENV)/.installed
+
+$(TOOZ_BENCH_VENV)/.installed: $(PYDIR)/tooz-requirements.txt $(PYDIR)/tooz-bench-requirements.txt $(PYDIR)/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "tooz-bench-deps: tooz 9.1.0 needs Python 3.11 or later; $(PYTHON) is $$($(PYTHON) -V 2>&1): install a newer python3 or set PYTHON="; exit 1; }
+	rm -rf $(TOOZ_BENCH_VENV)
+	$(PYTHON) -m venv $(TOOZ_BENCH_VENV)
+	$(TOOZ_BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(PYDIR)/tooz-requirements.txt -r $(PYDIR)/tooz-bench-requirements.txt
+	$(TOOZ_BENCH_VENV)/bin/pip check --disable-pip-version-check
+	$(TOOZ_BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation -e '$(PYDIR)[tooz]'
+	touch $@
+
+## tooz-bench: tooz's acquire+release through the monolock driver vs tooz's PostgreSQL driver in one run: uncontended, two contending processes, a killed and a frozen holder (bin/monolock and a throwaway PostgreSQL; 2 to 5 minutes)
+tooz-bench: build withdb fence-deps tooz-bench-deps
+	cd $(PYDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITHDB) $(TOOZ_BENCH_VENV)/bin/python -m tests_tooz.bench $(TOOZ_BENCH_ARGS)
+
 # --- the Node.js client (clients/node) ---------------------------------------
 # No runtime dependencies; TypeScript and @types/node are pinned by
 # clients/node/package-lock.json. node-build also builds what the conformance
@@ -182,12 +212,23 @@ $(NODEDIR)/node_modules/.package-lock.json: $(NODEDIR)/package-lock.json
 node-build: node-deps
 	cd $(NODEDIR) && rm -rf dist dist-test && npm run --silent build
 
+## verrou-test: @verrou/core's registerStoreTestSuite (pinned by clients/node/package-lock.json), unchanged, on monolock/verrou against a real server; npm test, and so node-test, runs it too
+.PHONY: verrou-test
+verrou-test: build node-build
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock npm run --silent verrou-suite
+
 ## node-test: the Node.js client's tests with node --test: fakes, the real server, the fence helper on PostgreSQL and MariaDB, the npm pack contents
 node-test: build fence-deps withdb
 	@if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then \
 		echo "SKIP node-test: Node.js 20 or later with npm is missing; install it (e.g. apt-get install -y nodejs npm)"; exit 0; fi; \
 	$(MAKE) --no-print-directory node-build && \
 	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(WITH_DATABASES) npm test --silent
+
+.PHONY: node-tls-rss
+
+## node-tls-rss: the Node.js client's resident set size over 6,000 mutual-TLS locks of one Client against the built server (tens of seconds; needs openssl)
+node-tls-rss: build node-build
+	cd $(NODEDIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock node bench/tls-rss.mjs
 
 # --- the Rust client (clients/rust) -----------------------------------------
 # The crate monolock; its dependencies are pinned by clients/rust/Cargo.lock
@@ -266,7 +307,19 @@ java-test: build
 	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify' && cd $(JAVADIR) && \
 	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
-	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"
+	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata" && \
+	$(MAKE) --no-print-directory -C $(CURDIR) java-shedlock-test
+
+## java-shedlock-test: the ShedLock provider (clients/java/shedlock, its own artifact): ShedLock's own provider suite and the timer rules, against bin/monolock; installs the client into the local Maven repository first
+java-shedlock-test: build
+	cd $(JAVADIR) && $(MVN) -q install -DskipTests -Dmaven.javadoc.skip=true
+	cd $(JAVADIR)/shedlock && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify
+
+## shedlock-bench: lock+unlock cycles through the ShedLock provider (bin/monolock) and ShedLock's JDBC provider (a throwaway PostgreSQL from bin/withdb), and a dead node's lock freed after the lease against lockAtMostFor (about a minute)
+shedlock-bench: build withdb
+	cd $(JAVADIR) && $(MVN) -q install -DskipTests -Dmaven.javadoc.skip=true
+	cd $(JAVADIR)/shedlock && $(MVN) -q test-compile dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile=target/test.classpath
+	$(BIN)/withdb -- sh -c 'cd $(JAVADIR)/shedlock && java -cp target/classes:target/test-classes:$$(cat target/test.classpath) io.github.monolock.shedlock.ShedLockBench -server $(abspath $(BIN))/monolock -cycles 2000'
 
 ## java-bench: threads, heap per waiting lease and CPU per acquire/release cycle of the Java client against bin/monolock (10,000 waiting leases; about a minute)
 java-bench: build java-build

@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/internal/testsupport/testdb"
 )
 
 // PostgreSQL: session-level advisory locks, pg_advisory_lock(hashtext(name))
@@ -21,108 +17,38 @@ import (
 // lock lives as long as the session that took it.
 
 type pgPeer struct {
-	proc    *peerProc
+	srv     *testdb.Server
+	logPath string
 	dsn     string
 	version string
 }
 
-// postgresBinDir finds the newest /usr/lib/postgresql/<major>/bin.
-func postgresBinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	var best string
-	bestMajor := -1
-	for _, d := range dirs {
-		major, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "postgres")); err != nil {
-			continue
-		}
-		if major > bestMajor {
-			best, bestMajor = d, major
-		}
-	}
-	if best == "" {
-		if p, err := exec.LookPath("postgres"); err == nil {
-			return filepath.Dir(p), nil
-		}
-		return "", errSkip("postgres is not installed (package postgresql; make bench-peers)")
-	}
-	return best, nil
-}
+// pgMaxConnections is room for a connection per worker and per waiter of
+// the largest scenario, and the checks' own.
+const pgMaxConnections = 200
 
-func startPostgres(procs *proc.Group, tmp, logPath string) (*pgPeer, error) {
-	bindir, err := postgresBinDir()
+// startPostgres starts a throwaway PostgreSQL as every test and benchmark
+// of the repository does (package testdb: Debian's binaries, a port picked
+// at run time, data in a temporary directory, no flush at commit). Its last
+// lines of output go to logPath when it stops.
+func startPostgres(logPath string) (*pgPeer, error) {
+	srv, err := testdb.StartPostgres(testdb.MaxConnections(pgMaxConnections))
 	if err != nil {
-		return nil, err
-	}
-	// PostgreSQL refuses to run as root: run it as the postgres user.
-	var cred *syscall.Credential
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, errSkip("running as root and there is no postgres user to run PostgreSQL as")
+		if errors.Is(err, testdb.ErrNotInstalled) {
+			return nil, errSkip(err.Error())
 		}
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ = strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	dir := filepath.Join(tmp, "postgres")
-	data := filepath.Join(dir, "data")
-	sock := filepath.Join(dir, "sock")
-	for _, d := range []string{dir, sock} {
-		if err := mkdirAll(d); err != nil {
-			return nil, err
-		}
-		if uid >= 0 {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return nil, err
-			}
-		}
+	p := &pgPeer{srv: srv, logPath: logPath, dsn: srv.URL}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, p.dsn)
+	if err == nil {
+		err = c.QueryRow(ctx, "show server_version").Scan(&p.version)
+		_ = c.Close(context.Background())
 	}
-	initLog := logPath + ".initdb"
-	initdb, err := startPeerProc(procs, "initdb", filepath.Join(bindir, "initdb"),
-		[]string{"-D", data, "-U", "bench", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"},
-		initLog, cred, syscall.SIGTERM, "")
 	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-initdb.Done():
-	case <-time.After(60 * time.Second):
-		initdb.Stop()
-		return nil, fmt.Errorf("postgres: initdb took over a minute")
-	}
-	if initdb.Err() != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("postgres: initdb: %v (see %s)", initdb.Err(), initLog)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	// SIGINT is the "fast" shutdown: it does not wait for clients.
-	proc, err := startPeerProc(procs, "postgres", filepath.Join(bindir, "postgres"), []string{
-		"-D", data, "-p", strconv.Itoa(port), "-k", sock,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-	}, logPath, cred, syscall.SIGINT, dir)
-	if err != nil {
-		return nil, err
-	}
-	p := &pgPeer{proc: proc, dsn: fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port)}
-	err = waitFor(proc, 30*time.Second, func(ctx context.Context) error {
-		c, err := pgx.Connect(ctx, p.dsn)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		return c.QueryRow(ctx, "show server_version").Scan(&p.version)
-	})
-	if err != nil {
-		proc.Stop()
+		p.Stop()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return p, nil
@@ -130,7 +56,14 @@ func startPostgres(procs *proc.Group, tmp, logPath string) (*pgPeer, error) {
 
 func (p *pgPeer) Name() string    { return "postgres" }
 func (p *pgPeer) Version() string { return p.version }
-func (p *pgPeer) Stop()           { p.proc.Stop() }
+
+// Stop kills the server and removes its data; its output's tail is kept.
+func (p *pgPeer) Stop() {
+	_ = p.srv.Close()
+	if p.logPath != "" {
+		_ = os.WriteFile(p.logPath, []byte(p.srv.Log()+"\n"), 0o644)
+	}
+}
 
 func (p *pgPeer) NewClient(ctx context.Context, _ int) (peerClient, error) {
 	c, err := pgx.Connect(ctx, p.dsn)

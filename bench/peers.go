@@ -310,7 +310,7 @@ func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetr
 				}
 			case "postgres":
 				var pp *pgPeer
-				if pp, err = startPostgres(procs, tmp, logPath); err == nil {
+				if pp, err = startPostgres(logPath); err == nil {
 					p = pp
 				}
 			default:

@@ -243,7 +243,7 @@ func peerPid(p peer) int {
 	case *etcdPeer:
 		return p.proc.Pid()
 	case *pgPeer:
-		return -p.proc.Pid() // the postmaster and its backends
+		return -p.srv.Pid() // the postmaster and its backends
 	}
 	return 0
 }

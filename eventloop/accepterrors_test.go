@@ -3,6 +3,7 @@ package eventloop
 import (
 	"bytes"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,75 @@ func TestAcceptErrorsAreReportedOncePerInterval(t *testing.T) {
 	l.recovered(log) // an accept that follows no failure logs nothing
 	if got := lines(); got != nil {
 		t.Fatalf("accept after a recovery: got %q, want nothing", got)
+	}
+}
+
+// At the door a tie between two newcomers from one source keeps the one
+// that has sent something: sentSomething looks at what waits unread in the
+// kernel, without reading it.
+func TestSentSomething(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if sentSomething(server) {
+		t.Fatal("a client that has sent nothing has sent something")
+	}
+	if _, err := client.Write([]byte{0x16}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the socket is readable, without reading: the poller
+	// calls back once the byte has arrived.
+	raw, err := server.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Read(func(uintptr) bool { return sentSomething(server) }); err != nil {
+		t.Fatalf("a client that has sent a byte has sent nothing: %v", err)
+	}
+	if sentSomething(&net.TCPConn{}) {
+		t.Fatal("a connection without a descriptor has sent something")
+	}
+}
+
+// The door leaves one source's backlog in order only while it is short:
+// crowded reads the listener's accept queue from the kernel.
+func TestCrowdedBacklog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := &Server{ln: ln}
+	dial := func(n int) {
+		for range n {
+			c, err := net.Dial("tcp", ln.Addr().String()) // queued by the kernel once connected
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}
+	dial(crowdBacklog - 1)
+	if s.crowded() {
+		t.Fatalf("%d queued connections are a crowd", crowdBacklog-1)
+	}
+	dial(1)
+	if !s.crowded() {
+		t.Fatalf("%d queued connections are not a crowd", crowdBacklog)
 	}
 }

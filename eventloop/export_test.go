@@ -57,7 +57,7 @@ func (c *fakeConn) Reopen() {
 	*s = session{conn: c}
 	s.claim.Value, s.timer.Value = s, s
 	c.ctx = s
-	c.h.owner.sessions.add(s)
+	c.h.owner.sessions.add(s, sourceOf(c.RemoteAddr()))
 }
 
 // Written is how many bytes were written to c.

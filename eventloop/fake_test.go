@@ -186,6 +186,7 @@ type rig struct {
 	wakes chan struct{} // the call queue's wake-ups, for serve
 	calls int           // calls the loop has run
 	conns int           // connections made, for their ports
+	from  net.IP        // the address the next connections come from; nil for 192.0.2.1
 	watch func(c *fakeConn, wrote []byte, closed bool)
 }
 
@@ -219,6 +220,9 @@ func (r *rig) now() time.Duration { return offsetNow(r.o) }
 func (r *rig) connect() *fakeConn {
 	r.conns++
 	c := &fakeConn{h: r.h, keep: true, port: r.conns, watch: r.watch}
+	if r.from != nil {
+		c.addr = &net.TCPAddr{IP: r.from, Port: 40000 + c.port}
+	}
 	out, action := r.h.OnOpen(c)
 	if len(out) > 0 {
 		_, _ = c.Write(out)
@@ -366,6 +370,8 @@ func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors
 func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
 func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
 func (m *fakeMetrics) SilentWaiterEvicted()                      { m.add("silent waiters evicted", 1) }
+func (m *fakeMetrics) ShareEvicted()                             { m.add("share evictions", 1) }
+func (m *fakeMetrics) NewcomerRefused()                          { m.add("newcomers refused", 1) }
 
 // fakeAudit keeps the audit events the loop records, for the scripts to
 // print. remote is the address as the audit log writes it, "" for none.

@@ -31,6 +31,8 @@ type Metrics interface {
 	AcceptError()                                      // accepting or enrolling a connection failed
 	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
 	SilentWaiterEvicted()                              // a waiter silent past WaiterSilenceLimit was closed at the descriptor limit
+	ShareEvicted()                                     // a session of the source with the most non-holders was closed at the descriptor limit, for a newcomer from a source with fewer
+	NewcomerRefused()                                  // a newcomer at the descriptor limit was closed before it was a session (admission.go)
 	TLSHandshakeError()                                // a TLS handshake failed or timed out
 	TLSChainRefused(bound string)                      // a client chain crossed a bound before its verification
 }
@@ -85,6 +87,8 @@ func (noMetrics) ACLDenied()                            {}
 func (noMetrics) AcceptError()                          {}
 func (noMetrics) Evicted()                              {}
 func (noMetrics) SilentWaiterEvicted()                  {}
+func (noMetrics) ShareEvicted()                         {}
+func (noMetrics) NewcomerRefused()                      {}
 func (noMetrics) TLSHandshakeError()                    {}
 func (noMetrics) TLSChainRefused(string)                {}
 

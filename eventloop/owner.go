@@ -128,7 +128,7 @@ func (o *owner) open(c conn) *session {
 	s.claim.Value = s
 	s.timer.Value = s
 	c.SetContext(s)
-	o.sessions.add(s)
+	o.sessions.add(s, sourceOf(c.RemoteAddr()))
 	o.metrics.Opened()
 	o.schedule(s, o.now+o.ioTimeout)
 	return s

@@ -79,7 +79,7 @@ const shuttingDownReason = "server shutting down: reconnect, the lock service wi
 func (o *owner) shutdown() {
 	o.shuttingDown = true
 	for s := o.sessions.head; s != nil; {
-		next := s.next
+		next := s.at[everySession].next
 		if !s.sec().handshaking() { // else told once its handshake finishes (handshake_loop.go)
 			o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
 			o.closeSession(s, ReleaseShutdown, "")
@@ -132,27 +132,61 @@ const evictGrace = 250 * time.Millisecond
 // evictPending closes a silent waiter or a connection silent too long
 // before its ACQUIRE, by the rules above. When it closes none, wait is how
 // long until one of them will be closable, or 0 when there is none at all.
+//
+// Without a door descriptor the accept loop cannot see the newcomer's
+// source (admission.go), so this asks what is fair whoever it is: a source
+// that leads every other by two or more gives up its newest (rule 1 for a
+// newcomer from any other source; one from the source itself gets the
+// place back), and the rules above never take from a source with fewer
+// than the most. With one source, only the rules above.
 func (o *owner) evictPending() (evicted bool, wait time.Duration) {
+	t := &o.sessions.sources
+	if top := t.top(); top != nil && t.leads(top) {
+		o.metrics.ShareEvicted()
+		o.closeSession(top.tail, ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and it leads every other source by two or more")
+		return true, 0
+	}
+	victim, wait := o.evictable()
+	if victim == nil {
+		return false, wait
+	}
+	if victim.src.count < t.most {
+		return false, 0
+	}
+	o.evictSilent(victim)
+	return true, 0
+}
+
+// evictable returns the session the rules above would close now, or nil
+// and how long until one may be closed (0 when none ever will).
+func (o *owner) evictable() (victim *session, wait time.Duration) {
 	if w := o.sessions.waiting; w != nil {
 		silent := o.now - w.lastSeen
 		if silent >= o.silence {
-			o.metrics.SilentWaiterEvicted()
-			o.closeSession(w, ReleaseIOTimeout, "closing the waiter silent longest: no descriptor is left for new connections, and it has not heartbeated within -waiter-silence-limit")
-			return true, 0
+			return w, 0
 		}
 		wait = o.silence - silent
 	}
 	s := o.sessions.pending
 	if s == nil {
-		return false, wait
+		return nil, wait
 	}
 	if silent := o.now - s.lastSeen; silent < evictGrace {
 		if wait == 0 || evictGrace-silent < wait {
 			wait = evictGrace - silent
 		}
-		return false, wait
+		return nil, wait
+	}
+	return s, 0
+}
+
+// evictSilent closes victim, found by evictable.
+func (o *owner) evictSilent(victim *session) {
+	if victim.registered() {
+		o.metrics.SilentWaiterEvicted()
+		o.closeSession(victim, ReleaseIOTimeout, "closing the waiter silent longest: no descriptor is left for new connections, and it has not heartbeated within -waiter-silence-limit")
+		return
 	}
 	o.metrics.Evicted()
-	o.closeSession(s, ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
-	return true, 0
+	o.closeSession(victim, ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
 }

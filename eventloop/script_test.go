@@ -3,6 +3,8 @@ package eventloop
 import (
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -226,20 +228,22 @@ func (sc *script) run(td *datadriven.TestData) string {
 		sc.r.clk.wall = sc.r.clk.wall.Add(sc.dur(sc.arg(a, 0)))
 	case "connect":
 		for _, name := range sc.expand(sc.arg(a, 0)) {
-			sc.connect(name)
+			sc.connect(name, sc.kv(a, "from", ""))
 			sc.peers[name].id = sc.kv(a, "identity", "")
 		}
 	case "acquire":
 		lock := sc.kv(a, "lock", "x")
 		for i, name := range sc.expand(sc.arg(a, 0)) {
 			if _, ok := sc.peers[name]; !ok {
-				sc.connect(name)
+				sc.connect(name, sc.kv(a, "from", ""))
 			}
 			spec := []string{"acquire", "lock=" + strings.ReplaceAll(lock, "{i}", fmt.Sprintf("%06d", i)), "lease=" + sc.kv(a, "lease", "far")}
 			sc.r.send(sc.peers[name], sc.frame(spec))
 		}
 	case "send":
-		sc.r.send(sc.peer(sc.arg(a, 0)), sc.frame(a[1:]))
+		for _, name := range sc.expand(sc.arg(a, 0)) {
+			sc.r.send(sc.peer(name), sc.frame(a[1:]))
+		}
 	case "turn":
 		sc.r.turn(sc.peer(sc.arg(a, 0)))
 	case "close":
@@ -285,6 +289,34 @@ func (sc *script) run(td *datadriven.TestData) string {
 			return "=> none waits for its ACQUIRE"
 		}
 		return "=> none old enough, for " + wait.String()
+	case "newcomer":
+		var v verdict
+		var wait time.Duration
+		var alone bool
+		waiting := sc.kv(a, "waiting", "")
+		sc.admin(td, func() error {
+			v, wait, alone = sc.r.srv.admitCall(sc.source(sc.kv(a, "from", "")), sc.source(waiting), waiting != "")
+			return nil
+		})
+		switch v {
+		case admitted:
+			return "=> admitted"
+		case refused:
+			return "=> refused"
+		}
+		word := "waits"
+		if v == tied {
+			word = "tied: the one that sent something, else the newer, waits"
+		}
+		if alone {
+			word += " (its source alone: the backlog keeps its order)"
+		}
+		if wait == 0 {
+			return "=> " + word + ", for the back-off"
+		}
+		return "=> " + word + ", for " + wait.String()
+	case "sources":
+		return sc.sources()
 	case "shutdown":
 		sc.r.turnOf(func(o *owner) { o.shutdown() })
 	case "read":
@@ -381,15 +413,77 @@ func (sc *script) admin(td *datadriven.TestData, fn func() error) (calls int) {
 	return sc.r.calls - start
 }
 
-func (sc *script) connect(name string) {
+// connect connects peer name from address from ("" for 192.0.2.1).
+func (sc *script) connect(name, from string) {
 	if _, ok := sc.peers[name]; ok {
 		sc.fatalf("%s is connected already", name)
 	}
 	sc.r.conns = len(sc.peers) // ports follow the names' order
 	sc.joining = name          // OnOpen may answer and close it at once
+	sc.r.from = sc.ip(from)
 	c := sc.r.connect()
+	sc.r.from = nil
 	sc.joining = ""
 	sc.peers[name], sc.names[c] = c, name
+}
+
+// ip parses an address; "" is nil.
+func (sc *script) ip(addr string) net.IP {
+	if addr == "" {
+		return nil
+	}
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		sc.fatalf("bad address %q", addr)
+	}
+	return ip
+}
+
+// source is addr's source ("" for 192.0.2.1's, the default peers').
+func (sc *script) source(addr string) sourceKey {
+	if addr == "" {
+		addr = "192.0.2.1"
+	}
+	return sourceOf(&net.TCPAddr{IP: sc.ip(addr)})
+}
+
+// sources lists the sources with sessions, with how many of them are not
+// holders, the most first (ties by address), then the count the table
+// keeps as the largest.
+func (sc *script) sources() string {
+	t := &sc.r.o.sessions.sources
+	type row struct {
+		addr  string
+		count int
+	}
+	var rows []row
+	for k, src := range t.byKey {
+		if src.count != t.count(k) || src.sessions < src.count || (src.count > 0 && src.tail.src != src) {
+			sc.fatalf("source %v: count %d of %d sessions, newest %v", netip.AddrFrom16(k).Unmap(), src.count, src.sessions, src.tail)
+		}
+		n := 0
+		for s := src.head; s != nil; s = s.at[bySource].next {
+			n++
+		}
+		if n != src.count {
+			sc.fatalf("source %v counts %d and links %d", netip.AddrFrom16(k).Unmap(), src.count, n)
+		}
+		rows = append(rows, row{netip.AddrFrom16(k).Unmap().String(), src.count})
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if a.count != b.count {
+			return b.count - a.count
+		}
+		return strings.Compare(a.addr, b.addr)
+	})
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = fmt.Sprintf("%s %d", r.addr, r.count)
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf("; most %d", t.most)
 }
 
 // expand turns NAME*N into NAME0 … NAME{N-1}.

@@ -28,6 +28,7 @@ type Server struct {
 	prober   *prober // the liveness probe's end of its socket pair
 
 	spare      spareDescriptor
+	door       door            // the accept loop's way in at the descriptor limit (accept.go)
 	handshakes *handshakeSlots // TLS handshakes in flight
 	tlsLoop    *tlsLoop        // nil without TLS
 
@@ -77,6 +78,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	}
 	s.calls = newCallQueue(s.wakeLoop)
 	s.spare.open()
+	s.door.open()
 	s.handler = newHandler(newOwner(cfg, clk), s)
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
@@ -96,6 +98,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if err != nil {
 		_ = ln.Close()
 		s.spare.close()
+		s.door.close()
 		if s.ctlPeer != nil {
 			_ = s.ctlPeer.Close()
 		}
@@ -169,6 +172,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			_ = s.ctlPeer.Close()
 			_ = s.prober.peer.Close()
 			s.spare.close() // the accept loop has returned
+			s.door.close()
 		}()
 	})
 	select {

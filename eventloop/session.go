@@ -25,12 +25,61 @@ type session struct {
 	acked        uint32        // low 32 bits of the bytes the peer had acknowledged at that look (see lookAtKernel)
 	leaseMS      uint32        // chosen by the client in ACQUIRE; zero before it
 	backlogged   bool          // input left unparsed while output is stalled
+	holds        bool          // it has been granted its lock: its source no longer counts it (sources.go)
 
 	closing     bool          // the server decided to close it; ignore further input
 	closeReason ReleaseReason // why it ended; graceful when the client closed
 	closed      bool          // OnClose has run: never touch conn again
 
-	prev, next *session // the owner's list of open sessions
+	at  [2]links // its places in the owner's list of open sessions and in its source's
+	src *source  // its source (sources.go)
+}
+
+// links are a session's place in one list of sessions.
+type links struct{ prev, next *session }
+
+// A session is in two lists: every open session (sessionList), and, while
+// it is not a holder, its source's (sources.go). These index session.at.
+const (
+	everySession = iota
+	bySource
+)
+
+// chain is a list of sessions, its links in the sessions themselves, so
+// that joining and leaving it allocate nothing and cost the same anywhere
+// in it.
+type chain struct{ head, tail *session }
+
+// link puts s after prev in list, or at its head when prev is nil.
+func (c *chain) link(s, prev *session, list int) {
+	at := &s.at[list]
+	at.prev = prev
+	if prev != nil {
+		at.next, prev.at[list].next = prev.at[list].next, s
+	} else {
+		at.next, c.head = c.head, s
+	}
+	if at.next != nil {
+		at.next.at[list].prev = s
+	} else {
+		c.tail = s
+	}
+}
+
+// unlink takes s out of list.
+func (c *chain) unlink(s *session, list int) {
+	at := &s.at[list]
+	if at.prev != nil {
+		at.prev.at[list].next = at.next
+	} else {
+		c.head = at.next
+	}
+	if at.next != nil {
+		at.next.at[list].prev = at.prev
+	} else {
+		c.tail = at.prev
+	}
+	*at = links{}
 }
 
 // sec is the session's security layer: the connection itself when it has
@@ -84,16 +133,19 @@ func (s *session) hasAddr(addr netip.AddrPort) bool {
 // pending on, also the one heard from longest ago (or accepted, if it has
 // sent nothing) first.
 type sessionList struct {
-	head, tail *session
+	chain
 	waiting    *session // the first waiter: the one silent longest; nil when none
 	pending    *session // the first session without ACQUIRE: the one silent longest
 	len        int
 	pendingLen int
+	sources    sourceTable // the sessions that are not holders, by source
 }
 
-// add appends a new session, which has not sent its ACQUIRE.
-func (l *sessionList) add(s *session) {
-	l.link(s, l.tail)
+// add appends a new session, which has not sent its ACQUIRE, from source
+// key.
+func (l *sessionList) add(s *session, key sourceKey) {
+	l.sources.join(s, key)
+	l.link(s, l.tail, everySession)
 	if l.pending == nil {
 		l.pending = s
 	}
@@ -118,9 +170,9 @@ func (l *sessionList) heard(s *session) {
 	l.detach(s)
 	prev := l.tail
 	if l.pending != nil {
-		prev = l.pending.prev
+		prev = l.pending.at[everySession].prev
 	}
-	l.link(s, prev)
+	l.link(s, prev, everySession)
 	if l.waiting == nil {
 		l.waiting = s
 	}
@@ -130,7 +182,7 @@ func (l *sessionList) heard(s *session) {
 // sent something, to the back of the sessions still waiting for theirs.
 func (l *sessionList) heardBeforeAcquire(s *session) {
 	l.detach(s)
-	l.link(s, l.tail)
+	l.link(s, l.tail, everySession)
 	if l.pending == nil {
 		l.pending = s
 	}
@@ -138,13 +190,15 @@ func (l *sessionList) heardBeforeAcquire(s *session) {
 
 // promoted moves s, granted its lock, to the holders.
 func (l *sessionList) promoted(s *session) {
+	l.sources.holds(s)
 	l.detach(s)
-	l.link(s, nil)
+	l.link(s, nil, everySession)
 }
 
 // remove forgets a closed session; registered says whether it had sent
 // its ACQUIRE.
 func (l *sessionList) remove(s *session, registered bool) {
+	l.sources.leave(s)
 	l.detach(s)
 	l.len--
 	if !registered {
@@ -154,43 +208,15 @@ func (l *sessionList) remove(s *session, registered bool) {
 
 // detach unlinks s and moves the run markers that pointed at it on.
 func (l *sessionList) detach(s *session) {
+	next := s.at[everySession].next
 	if l.pending == s {
-		l.pending = s.next
+		l.pending = next
 	}
 	if l.waiting == s {
-		l.waiting = s.next
+		l.waiting = next
 		if l.waiting == l.pending { // s was the last waiter
 			l.waiting = nil
 		}
 	}
-	l.unlink(s)
-}
-
-// link puts s after prev, or at the head when prev is nil.
-func (l *sessionList) link(s, prev *session) {
-	s.prev = prev
-	if prev != nil {
-		s.next, prev.next = prev.next, s
-	} else {
-		s.next, l.head = l.head, s
-	}
-	if s.next != nil {
-		s.next.prev = s
-	} else {
-		l.tail = s
-	}
-}
-
-func (l *sessionList) unlink(s *session) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		l.head = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		l.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
+	l.unlink(s, everySession)
 }

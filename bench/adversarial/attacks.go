@@ -82,6 +82,11 @@ var attacks = []attack{
 	withState(14, "DNS rebinding", prepareRebinding, runRebinding),
 	withState(15, "a client not reading a full listing", prepareLongListing, runNonReader),
 	withState(16, "full listings ten times a second", prepareLongListing, runFullPollers),
+	stateless(17, "FIFOs and 256 MiB files at reloaded paths", runReloads),
+	withState(18, "young silent waiters and churners at the limit, plain", prepareYoungWaitersPlain, runSilentWaiters),
+	withState(19, "young silent waiters and churners at the limit, mTLS", prepareYoungWaitersMTLS, runSilentWaiters),
+	withState(20, "slow heartbeaters and churners at the limit, plain", prepareSlowHeartbeatersPlain, runSilentWaiters),
+	withState(21, "slow heartbeaters and churners at the limit, mTLS", prepareSlowHeartbeatersMTLS, runSilentWaiters),
 }
 
 // fleet runs n copies of f until ctx ends and waits for them.
@@ -126,7 +131,7 @@ func holders(t target, n int, name func(i int) string, want protocol.Type) ([]*w
 				if i >= n {
 					return
 				}
-				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second})
+				c, err := wire.Dial(t.addr, wire.Options{TLS: t.tls, Safety: 30 * time.Second, From: t.from})
 				if err == nil {
 					var f wire.Frame
 					if f, err = c.RequestErr(protocol.AppendAcquire(nil, 600_000, name(i))); err == nil && f.Type != want {

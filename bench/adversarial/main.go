@@ -29,7 +29,9 @@
 //  9. silent waiters and churners at the descriptor limit, plain: a server
 //     limited to -waiters-nofile descriptors (2,000) filled with waiters
 //     that never heartbeat up to 100 short of the limit, then -churners
-//     (2,000) silent connections reopened as soon as they are closed;
+//     (2,000) silent connections reopened as soon as they are closed, all
+//     from 127.0.0.2, the waiters silent past a -waiter-silence-limit of
+//     10 s when the window opens;
 //     witnessed directly and through a proxy with a 150 ms round trip, with
 //     honest clients (5 s each, direct and at 150 ms) and fresh-connection
 //     requests to its ops and admin ports, any failure a violation;
@@ -53,7 +55,17 @@
 //     (GET /api/info, then a page), all 12 answered;
 //  16. full listings ten times a second: 4 clients asking for every one of
 //     those locks every 100 ms, whether their last request was answered or
-//     not, and from 2 s on 12 consoles polling, all 12 answered.
+//     not, and from 2 s on 12 consoles polling, all 12 answered;
+//  17. reloads that must not hold the server (reloads.go): a FIFO at the
+//     ACL, client CA and audit log paths, SIGHUP then SIGTERM, the exit within
+//     1 s; a 256 MiB file at the ACL and client CA paths, SIGHUP, the reload
+//     refused and the peak RSS within 64 MiB of before;
+//  18. attack 9's shape with young waiters: the default
+//     -waiter-silence-limit, the window open a second after the churners
+//     start;
+//  19. the same against a mutual-TLS server;
+//  20. attack 9's shape with waiters that heartbeat every 50 s;
+//  21. the same against a mutual-TLS server.
 //
 // For each attack it reports the canaries' worst heartbeat round trip, the
 // locks lost, the probes failed, the /readyz probes failed and the servers'

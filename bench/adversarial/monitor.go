@@ -36,6 +36,7 @@ type target struct {
 	ops  string      // ops port
 	tls  *tls.Config // nil: plain
 	pid  int         // the server process, for its RSS
+	from string      // the local address to connect from; "" for the system's choice
 }
 
 // window is what the witnesses saw during one attack.
@@ -275,13 +276,17 @@ func (w *witnesses) memory() {
 }
 
 // residentBytes reads VmRSS of pid; 0 when it cannot.
-func residentBytes(pid int) int64 {
+func residentBytes(pid int) int64 { return procStatusKB(pid, "VmRSS:") }
+
+// procStatusKB reads a field in kB of /proc/pid/status, in bytes; 0 when it
+// cannot.
+func procStatusKB(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			var kb int64
 			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
 				return kb << 10

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,14 +38,11 @@ const (
 	honestBound    = 5 * time.Second
 	honestLoops    = 8 // of each kind: direct and slow
 	harnessMargin  = 4096
-	// waiterSilence is the limited server's -waiter-silence-limit: shorter
-	// than the default minute so that the run stays short; the waiters are
-	// silent for longer than it before the attack's window starts.
-	waiterSilence = 10 * time.Second
 )
 
 // waitersAttack is the limited server, its attackers and its proxy.
 type waitersAttack struct {
+	shape    waiterShape
 	srv      *proc.Process
 	proxy    *faultproxy.Proxy
 	direct   target
@@ -61,16 +57,16 @@ type waitersAttack struct {
 }
 
 func prepareSilentWaitersPlain(e *env) (*waitersAttack, []*witnesses, func(), error) {
-	return prepareSilentWaiters(e, false)
+	return prepareWaiters(e, false, agedWaiters)
 }
 
 func prepareSilentWaitersMTLS(e *env) (*waitersAttack, []*witnesses, func(), error) {
-	return prepareSilentWaiters(e, true)
+	return prepareWaiters(e, true, agedWaiters)
 }
 
-// prepareSilentWaiters returns the limited server and its attackers.
-func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witnesses, stop func(), err error) {
-	a := &waitersAttack{}
+// prepareWaiters returns the limited server and its attackers.
+func prepareWaiters(e *env, mtls bool, shape waiterShape) (_ *waitersAttack, extra []*witnesses, stop func(), err error) {
+	a := &waitersAttack{shape: shape}
 	defer func() {
 		if err != nil {
 			a.close()
@@ -79,7 +75,10 @@ func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witness
 	name := "plain"
 	args := []string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, e.cfg.waitersNofile), e.cfg.server,
 		"-listen", "127.0.0.1:0", "-log-format", "json", "-log-level", "info", "-ops-listen", "127.0.0.1:0",
-		"-admin-listen", "127.0.0.1:0", "-waiter-silence-limit", waiterSilence.String()}
+		"-admin-listen", "127.0.0.1:0"}
+	if shape.silence > 0 {
+		args = append(args, "-waiter-silence-limit", shape.silence.String())
+	}
 	if mtls {
 		name = "mTLS"
 		args = append(args, e.tlsArgs...)
@@ -114,21 +113,23 @@ func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witness
 		return nil, nil, nil, err
 	}
 	n := e.cfg.waitersNofile - open - evictableSlots - 1
-	if a.waiters, err = holders(a.direct, 1, func(int) string { return silentQueue }, protocol.TypeAcquired); err != nil {
+	attacker := a.direct
+	attacker.from = attackSource
+	if a.waiters, err = holders(attacker, 1, func(int) string { return silentQueue }, protocol.TypeAcquired); err != nil {
 		return nil, nil, nil, err
 	}
 	// The margin leaves room for the witnesses, the honest clients and
 	// the proxy's two descriptors a connection: at this process's limit
 	// the proxy cannot accept, and the slow witnesses fail.
 	here := min(n, max(0, fdRoom(1<<30)-e.cfg.churners-harnessMargin))
-	more, err := holders(a.direct, here, func(int) string { return silentQueue }, protocol.TypeWaiting)
+	more, err := holders(attacker, here, func(int) string { return silentQueue }, protocol.TypeWaiting)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
 	}
 	a.waiters = append(a.waiters, more...)
 	a.queued = 1 + here
 	for left := n - here; left > 0; left -= childWaiters {
-		ch, err := startWaiterChild(e, a.direct, min(left, childWaiters))
+		ch, err := startWaiterChild(e, attacker, min(left, childWaiters), shape.heartbeat)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -138,9 +139,16 @@ func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witness
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
+	if shape.heartbeat > 0 {
+		a.done.Go(func() { heartbeatSlowly(ctx, a.waiters[1:], shape.heartbeat) })
+	}
+	churn, err := wire.Options{From: attackSource}.Dialer(time.Second)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	a.done.Go(func() {
 		fleet(ctx, e.cfg.churners, func(ctx context.Context, _ int) {
-			c, err := net.DialTimeout("tcp", a.srv.Addr, time.Second)
+			c, err := churn.DialContext(ctx, "tcp", a.srv.Addr)
 			if err != nil {
 				pause(ctx, 100*time.Millisecond)
 				return
@@ -150,9 +158,9 @@ func prepareSilentWaiters(e *env, mtls bool) (_ *waitersAttack, extra []*witness
 			_ = c.Close()
 		})
 	})
-	// The window starts once the waiters have been silent past the limit
-	// and the churners fill the rest.
-	pause(context.Background(), waiterSilence+time.Second)
+	// The window starts once the churners fill the rest, and for aged
+	// waiters once they have been silent past the limit.
+	pause(context.Background(), shape.age)
 	a.watched = []*witnesses{watch(a.direct), watch(a.slow)}
 	return a, a.watched, a.close, nil
 }
@@ -297,8 +305,8 @@ func runSilentWaiters(ctx context.Context, e *env, a *waitersAttack) string {
 			}
 		}
 	})
-	return fmt.Sprintf("%d descriptors: %d silent waiters, %d churners (%d opened); honest within %v: direct %v; at 150 ms RTT %v; fresh-connection requests failed: ops %v, admin %v",
-		e.cfg.waitersNofile, a.queued-1, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow, &ops, &admin)
+	return fmt.Sprintf("%d descriptors: %d waiters (%s), %d churners (%d opened); honest within %v: direct %v; at 150 ms RTT %v; fresh-connection requests failed: ops %v, admin %v",
+		e.cfg.waitersNofile, a.queued-1, a.shape.name, e.cfg.churners, a.opened.Load(), honestBound, &direct, &slow, &ops, &admin)
 }
 
 // probeTally counts HTTP requests and their failures.

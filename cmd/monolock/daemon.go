@@ -17,6 +17,7 @@ import (
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/audit"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/internal/conffile"
 	"github.com/monolock/monolock/internal/fdgate"
 	"github.com/monolock/monolock/internal/metrics"
 	"github.com/monolock/monolock/internal/opshttp"
@@ -82,13 +83,14 @@ func openFiles(cfg settings, log zerolog.Logger) (f files, err error) {
 }
 
 // checkReadable says which setting names a file the server cannot read, and
-// how to set it, before any loader reports the path alone.
+// how to set it, before any loader reports the path alone. A path that names
+// no regular file is refused without waiting for a writer (package conffile).
 func (s settings) checkReadable(flag string) error {
 	path := s.origins[flag].value
 	if path == "" {
 		return nil
 	}
-	fh, err := os.Open(path)
+	fh, _, err := conffile.Open(path)
 	if err == nil {
 		return fh.Close()
 	}

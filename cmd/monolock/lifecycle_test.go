@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -203,5 +204,73 @@ func TestSupervise(t *testing.T) {
 			t.Fatalf("log lacks %q after offset %d:\n%s", step, at, out)
 		}
 		at += i
+	}
+}
+
+// TestStuckReloadDoesNotDelayShutdown drives the supervisor with fakes: a
+// reload that never returns (a file on a hung mount) runs, a SIGTERM comes,
+// and the stop sequence runs and the supervisor returns its status while the
+// reload is still stuck. SIGHUPs meanwhile coalesce: no second reload starts
+// while the first runs, and one line (not one per SIGHUP) says why.
+func TestStuckReloadDoesNotDelayShutdown(t *testing.T) {
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	defer close(release)
+	stopped := make(chan struct{})
+	failed := make(chan error)
+	var logs syncBuffer
+	s := supervisor{
+		log:    zerolog.New(&logs),
+		failed: failed,
+		reload: func() {
+			entered <- struct{}{}
+			<-release
+		},
+		drain: func() {},
+		stop: func(context.Context) int {
+			close(stopped)
+			return 7
+		},
+	}
+	term := make(chan os.Signal, 2)
+	hup := make(chan os.Signal, 1)
+	exited := make(chan int, 1)
+	go func() { exited <- s.run(signals{terminate: term, reload: hup}) }()
+	hup <- syscall.SIGHUP
+	select {
+	case <-entered:
+	case <-time.After(safety):
+		t.Fatal("SIGHUP did not start a reload")
+	}
+	// More SIGHUPs while the reload is stuck: each is taken by the
+	// supervisor (the channel has room for one), none starts a reload.
+	for i := range 5 {
+		select {
+		case hup <- syscall.SIGHUP:
+		case <-time.After(safety):
+			t.Fatalf("SIGHUP %d after a stuck reload was never taken: the supervisor waits for the reload", i+2)
+		}
+	}
+	term <- syscall.SIGTERM
+	select {
+	case status := <-exited:
+		if status != 7 {
+			t.Fatalf("status %d, want the stop sequence's 7", status)
+		}
+	case <-time.After(safety):
+		t.Fatal("SIGTERM with a reload stuck: the supervisor did not return")
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("the supervisor returned without running the stop sequence")
+	}
+	select {
+	case <-entered:
+		t.Fatal("a second reload started while the first was stuck")
+	default:
+	}
+	if n := strings.Count(logs.String(), "SIGHUP while the previous reload still runs"); n != 1 {
+		t.Errorf("%d lines about SIGHUPs during the stuck reload, want 1:\n%s", n, logs.String())
 	}
 }

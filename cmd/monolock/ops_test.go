@@ -172,7 +172,7 @@ func TestMetricsHealthAndAudit(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	for _, name := range []string{"monolock_acl_denials_total", "monolock_accept_errors_total", "monolock_evictions_total", "monolock_silent_waiters_evicted_total", "monolock_tls_handshake_errors_total", "monolock_heartbeats_total", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, name := range []string{"monolock_acl_denials_total", "monolock_accept_errors_total", "monolock_evictions_total", "monolock_silent_waiters_evicted_total", "monolock_share_evictions_total", "monolock_newcomers_refused_total", "monolock_tls_handshake_errors_total", "monolock_heartbeats_total", "go_goroutines", "process_resident_memory_bytes"} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("metric %s missing", name)
 		}

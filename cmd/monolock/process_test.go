@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +162,53 @@ func evictSilentWaiters(t *testing.T, p *proc.Process, o wire.Options) {
 	}
 }
 
+// TestDescriptorExhaustionByOneSource fills the server's descriptors with
+// waiters from one address (127.0.0.2) that are far younger than
+// -waiter-silence-limit and never heartbeat, with more of them queued
+// behind: a client from another address (127.0.0.1) is served all the same,
+// from the first second, because the source with the most sessions that
+// are not holders gives up its newest, while the holder keeps its lock.
+// Without the per-source rule none of the waiters is evictable for a
+// minute, and the client waits in the backlog behind the others.
+func TestDescriptorExhaustionByOneSource(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		p := startServer(t, "-ops-listen", "127.0.0.1:0")
+		crowdOut(t, p, wire.Options{})
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		_, pki, _ := labFiles(t)
+		p := startServer(t, "-ops-listen", "127.0.0.1:0",
+			"-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key, "-tls-client-ca", pki.CA)
+		crowdOut(t, p, wire.Options{TLS: pki.ClientTLS(certstest.ClientURI)})
+	})
+}
+
+// crowdSource is the one address the crowd in crowdOut comes from.
+const crowdSource = "127.0.0.2"
+
+func crowdOut(t *testing.T, p *proc.Process, o wire.Options) {
+	holder, token := wire.Holder(t, p.Addr, o, "held", testLease)
+	const headroom = 16
+	limitDescriptors(t, p, headroom)
+	crowd := make([]*queuedClient, 3*headroom)
+	for i := range crowd {
+		crowd[i] = connectQueuedFrom(t, crowdSource, p.Addr, o.TLS, "held")
+	}
+	waitForLimit(t, p)
+
+	if !connectQueued(t, p.Addr, o.TLS, "fresh").acquired(t, 30*time.Second) {
+		t.Fatal("a client from another address was not served while one address held every descriptor with young waiters")
+	}
+	holder.SendHeartbeat()
+	holder.ExpectToken(token)
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_share_evictions_total"); n == 0 {
+		t.Fatal("monolock_share_evictions_total is 0 after the crowd gave up a session for another address")
+	}
+	if n := value(t, scrape(t, p.OpsAddr), "monolock_silent_waiters_evicted_total"); n != 0 {
+		t.Fatalf("monolock_silent_waiters_evicted_total is %v: no waiter was silent for -waiter-silence-limit", n)
+	}
+}
+
 // queuedClient connects, sends ACQUIRE for lock and reads the first answer
 // in the background: a client beyond the server's descriptor limit waits in
 // the kernel's backlog, and over TLS its handshake waits with it.
@@ -172,7 +220,17 @@ type queuedClient struct {
 }
 
 func connectQueued(t *testing.T, addr string, cfg *tls.Config, lock string) *queuedClient {
-	raw, err := net.Dial("tcp", addr)
+	return connectQueuedFrom(t, "", addr, cfg, lock)
+}
+
+// connectQueuedFrom is connectQueued from local address from ("" for the
+// system's choice).
+func connectQueuedFrom(t *testing.T, from, addr string, cfg *tls.Config, lock string) *queuedClient {
+	d, err := wire.Options{From: from}.Dialer(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +293,7 @@ func exhaustDescriptors(t *testing.T, p *proc.Process, cfg *tls.Config) {
 	for i := range clients {
 		clients[i] = connectQueued(t, p.Addr, cfg, fmt.Sprintf("lock-%d", i))
 	}
-	p.MustWaitLog(t, "accepting a connection failed")
+	evictionLogged := waitForLimit(t, p)
 
 	// Some were served; the others wait in the kernel's accept queue.
 	// A client with no answer by a shared deadline is queued. The deadline
@@ -291,8 +349,8 @@ func exhaustDescriptors(t *testing.T, p *proc.Process, cfg *tls.Config) {
 		c.acquired(t, 0)
 		_ = c.NC.Close()
 	}
-	if len(evicted) > 0 {
-		if _, err := p.WaitLog("descriptor limit reached: closed connections that had not sent ACQUIRE", 30*time.Second); err != nil {
+	if len(evicted) > 0 && !evictionLogged {
+		if _, err := p.WaitLog(evictionLine, 30*time.Second); err != nil {
 			t.Fatalf("%d clients were closed before any answer (first: %v), and the server logged no eviction: it dropped accepted connections at the descriptor limit (%v)",
 				len(evicted), evicted[0].err, err)
 		}
@@ -309,6 +367,36 @@ func exhaustDescriptors(t *testing.T, p *proc.Process, cfg *tls.Config) {
 	}
 	if err := p.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("server died: %v", err)
+	}
+}
+
+// evictionLine is what the server logs when it closes connections at the
+// descriptor limit: the first time, then at most once per 5 s.
+const evictionLine = "descriptor limit reached: closed connections that had not sent ACQUIRE"
+
+// waitForLimit waits until the server logs a failed accept, and reports
+// whether it logged an eviction on the way: the first accept that fails
+// may find a connection to close (a handshake that has said nothing for
+// the eviction grace on a loaded machine), and then the eviction's line
+// comes first. WaitLog consumes the lines it passes, and the next eviction
+// line may be 5 s away, so it must be noticed here.
+func waitForLimit(t *testing.T, p *proc.Process) (evictionLogged bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.Logs():
+			if !ok {
+				t.Fatal("the server exited before its descriptor limit was reached")
+			}
+			msg, _ := line["message"].(string)
+			evictionLogged = evictionLogged || strings.Contains(msg, evictionLine)
+			if strings.Contains(msg, "accepting a connection failed") {
+				return evictionLogged
+			}
+		case <-deadline:
+			t.Fatal("the server logged no failed accept within 30s")
+		}
 	}
 }
 

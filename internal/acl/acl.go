@@ -31,9 +31,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/monolock/monolock/internal/conffile"
 	"github.com/monolock/monolock/internal/glob"
 	"github.com/monolock/monolock/protocol"
 )
@@ -85,9 +85,14 @@ func (r *Rules) Len() int {
 // Load reads and parses the ACL file at path. Errors name the file.
 func Load(path string) (*Rules, error) { return load(path, "ACL", Parse) }
 
+// MaxFileSize caps an ACL file (either kind), in bytes: some 20,000 rules.
+// A larger file, or a path that names no regular file (a FIFO, a device), is
+// refused before it is read, at start and on SIGHUP.
+const MaxFileSize = 4 << 20
+
 // load reads the file at path and parses it; errors name it as what.
 func load[T any](path, what string, parse func([]byte) (*T, error)) (*T, error) {
-	data, err := os.ReadFile(path)
+	data, err := conffile.Read(path, MaxFileSize)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

@@ -11,11 +11,24 @@
 // bytes wait, new events are dropped and counted instead: lock traffic goes
 // on, and its record has a hole. The loss is loud: Health returns the cause
 // (the server's /readyz answers 503), DroppedEvents and WriteErrors count it,
-// and the Log's logger gets an error line at once and at most one per
-// ReportInterval while it lasts, then a line when writes succeed again.
+// and the Log's logger says so: every episode of failing writes or dropped
+// events gets its lines, an error line when it starts (at most one per
+// ReportInterval, so a flapping disk cannot flood the diagnostics) and a line
+// with its counts when writes succeed again; an episode that begins and ends
+// inside the interval of an earlier line is told by a line at the end of
+// that interval, with its counts, never left out.
+//
+// The file never holds half an event followed by anything else: a write cut
+// short by a full disk leaves the head of an event at the end of the file,
+// and the writer finishes that event there before anything else is written.
+// When the file changes under it (SIGHUP's Reopen, or the file deleted and
+// created again), the writer finishes the event on the old file if it can,
+// and otherwise cuts the head off the old file and writes the whole event to
+// the new one, so that neither file holds a fragment.
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -64,6 +77,7 @@ type Log struct {
 	lost        int       // bytes given up on because the log closed while failing
 	lostCause   error     // the write error that made them lost
 	next        *os.File  // opened by Reopen for the writer to switch to
+	episodes    uint64    // times writes began to fail or events began to be dropped
 
 	wake    chan struct{} // cap 1: there is something to write
 	closing chan struct{} // closed by Close: stop waiting to retry
@@ -87,6 +101,10 @@ type options struct {
 	retryEvery  time.Duration
 	checkEvery  time.Duration
 	blocked     time.Duration
+	// wrap stands between the writer and each file it opens; the tests make
+	// it fail on demand (a full disk in the middle of an event).
+	wrap func(io.Writer) io.Writer
+	now  func() time.Time // the reporter's clock
 }
 
 // WithLogger sends the Log's own diagnostics to log: failing writes, dropped
@@ -106,16 +124,21 @@ func Open(dest string, opts ...Option) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := endLine(f, dest); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
 	return newLog(dest, f, f, opts), nil
 }
 
 func newLog(path string, out io.Writer, file *os.File, opts []Option) *Log {
-	o := options{log: zerolog.Nop(), maxPending: MaxPending, reportEvery: ReportInterval, retryEvery: retryWrite, checkEvery: time.Second, blocked: blockedAfter}
+	o := options{log: zerolog.Nop(), maxPending: MaxPending, reportEvery: ReportInterval, retryEvery: retryWrite, checkEvery: time.Second, blocked: blockedAfter,
+		wrap: func(w io.Writer) io.Writer { return w }, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	l := &Log{
-		path: path, opts: o, out: out, file: file,
+		path: path, opts: o, out: o.wrap(out), file: file,
 		wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 		notify: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -124,13 +147,17 @@ func newLog(path string, out io.Writer, file *os.File, opts []Option) *Log {
 	return l
 }
 
+// openFile opens the audit file for appending without waiting: O_NONBLOCK
+// makes the open of a FIFO nobody reads fail at once (ENXIO) instead of
+// hanging SIGHUP's reload until a reader comes. A FIFO with a reader, or a
+// device such as /dev/full, is accepted: the audit file is written, never
+// read whole.
 func openFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("open audit log: %w", err)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o640)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, fmt.Errorf("open audit log: %w: %s is a FIFO that no process reads; start its reader first, or name a regular file", err, path)
 	}
-	if err := endLine(f, path); err != nil {
-		_ = f.Close()
+	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
 	return f, nil
@@ -174,6 +201,9 @@ func (l *Log) Write(p []byte) (int, error) {
 		l.dropped++
 		if !l.dropping {
 			l.dropping = true
+			if l.failing == nil {
+				l.episodes++ // from healthy to dropping (behind a stuck or a first write)
+			}
 			l.poke(l.notify)
 		}
 		return len(p), nil
@@ -203,16 +233,17 @@ func (l *Log) writeLoop() {
 		time.Sleep(flushDelay)
 		for {
 			l.mu.Lock()
-			next := l.next
-			l.next = nil
 			batch, l.pending = l.pending, batch[:0]
 			l.inFlight = len(batch)
 			closed := l.closed
 			l.mu.Unlock()
-			if next != nil {
-				l.switchTo(next)
-			}
 			if len(batch) == 0 {
+				// A Reopen with nothing to write: switch now, so that the
+				// old file is closed at once. (A deleted file is created
+				// again only when there is an event for it.)
+				if next := l.takeNext(); next != nil {
+					l.switchTo(next, nil, 0)
+				}
 				if closed {
 					return
 				}
@@ -223,33 +254,30 @@ func (l *Log) writeLoop() {
 	}
 }
 
-// switchTo makes f the destination and closes the previous file.
-func (l *Log) switchTo(f *os.File) {
-	old := l.file
-	l.file, l.out = f, f
-	if old != nil {
-		_ = old.Close()
-	}
-}
-
 // writeAll writes batch, retrying a failing destination until it succeeds or
-// the log is closed.
+// the log is closed. Between attempts the file may change (a Reopen, the
+// file deleted); switchIfChanged takes care of an event cut in two.
 func (l *Log) writeAll(batch []byte) {
+	off := 0 // bytes of batch the current file has taken
 	for {
-		err := l.recreateIfDeleted()
-		n := 0
+		var err error
+		off, err = l.switchIfChanged(batch, off)
 		if err == nil {
 			l.mu.Lock()
 			l.writeSince = time.Now()
 			l.mu.Unlock()
-			n, err = l.out.Write(batch)
-			batch = batch[n:]
+			var n int
+			n, err = l.out.Write(batch[off:])
+			off += n
 		}
 		l.mu.Lock()
 		l.writeSince = time.Time{}
-		l.inFlight = len(batch)
+		l.inFlight = len(batch) - off
 		if err != nil {
 			l.writeErrors++
+			if l.failing == nil && !l.dropping {
+				l.episodes++ // from healthy to failing
+			}
 		}
 		if (err == nil) != (l.failing == nil) || (err == nil && l.dropping) {
 			l.poke(l.notify)
@@ -260,7 +288,7 @@ func (l *Log) writeAll(batch []byte) {
 		}
 		closed := l.closed
 		if err != nil && closed {
-			l.lost += len(batch)
+			l.lost += len(batch) - off
 			l.lostCause = err
 		}
 		l.mu.Unlock()
@@ -274,42 +302,138 @@ func (l *Log) writeAll(batch []byte) {
 	}
 }
 
-// recreateIfDeleted opens the path again when the open file has lost its
-// last name: whatever is written to an unlinked file is gone for every
-// reader, so an rm without SIGHUP would otherwise swallow events silently.
-// A renamed file still has its name and keeps receiving events until
-// Reopen, as log rotation expects.
-func (l *Log) recreateIfDeleted() error {
+// switchIfChanged moves to the file Reopen opened, or to a new file at the
+// path when the open one has lost its last name (whatever is written to an
+// unlinked file is gone for every reader, so an rm without SIGHUP would
+// otherwise swallow events silently; a renamed file still has its name and
+// keeps receiving events until Reopen, as log rotation expects). off is how
+// much of batch the current file has taken; the result is how much of it
+// counts as written once the switch is made.
+func (l *Log) switchIfChanged(batch []byte, off int) (int, error) {
+	next := l.takeNext()
+	if next == nil {
+		if !l.deleted() {
+			return off, nil
+		}
+		f, err := openFile(l.path)
+		if err != nil {
+			return off, fmt.Errorf("the audit log %s was deleted and cannot be created again: %w", l.path, err)
+		}
+		l.opts.log.Warn().Str("audit_log", l.path).
+			Msg("the audit log file was deleted while in use; created it again at its path (to rotate, rename the file and send SIGHUP)")
+		next = f
+	}
+	return l.switchTo(next, batch, off), nil
+}
+
+// takeNext returns the file Reopen opened, if any, for the writer to
+// switch to.
+func (l *Log) takeNext() *os.File {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := l.next
+	l.next = nil
+	return next
+}
+
+// deleted reports whether the open file has no name left.
+func (l *Log) deleted() bool {
 	if l.file == nil {
-		return nil
+		return false
 	}
 	fi, err := l.file.Stat()
 	if err != nil {
-		return nil // the write will tell what is wrong
+		return false // the write will tell what is wrong
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink > 0 {
-		return nil
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 0
+}
+
+// switchTo makes f the destination and closes the previous file. When the
+// previous file took only the head of an event (a write cut short), that
+// event is finished there, or failing that cut off there and written whole
+// to f; the result is the new offset into batch. The same file opened again
+// (SIGHUP without a rename) just goes on where the write stopped.
+func (l *Log) switchTo(f *os.File, batch []byte, off int) int {
+	old := l.file
+	lineStart := bytes.LastIndexByte(batch[:off], '\n') + 1
+	head := batch[lineStart:off] // the current file's last, unfinished line
+	same := false
+	if old != nil {
+		a, errA := old.Stat()
+		b, errB := f.Stat()
+		same = errA == nil && errB == nil && os.SameFile(a, b)
 	}
-	f, err := openFile(l.path)
+	if len(head) > 0 && !same {
+		off = l.settleHead(batch, lineStart, off)
+	}
+	if len(head) == 0 || !same {
+		// A line left unfinished by someone else (a crash) is ended, so
+		// that the first event is not glued onto it.
+		if err := endLine(f, l.path); err != nil {
+			l.opts.log.Error().Err(err).Str("audit_log", l.path).Msg("the audit log file ends with part of a line that cannot be ended; its last line will not parse")
+		}
+	}
+	l.file, l.out = f, l.opts.wrap(f)
+	if old != nil {
+		_ = old.Close()
+	}
+	return off
+}
+
+// settleHead deals with the head of an event (batch[lineStart:off]) that the
+// current file took before it is replaced: it finishes the event there when
+// the file still has a name and takes the rest, and otherwise cuts the head
+// off it, so that every file holds whole events only. It returns how much of
+// batch counts as written.
+func (l *Log) settleHead(batch []byte, lineStart, off int) int {
+	lineEnd := off + bytes.IndexByte(batch[off:], '\n') + 1
+	if !l.deleted() {
+		n, werr := l.out.Write(batch[off:lineEnd])
+		if werr == nil {
+			return lineEnd
+		}
+		off += n
+		if err := cutTail(l.file, int64(off-lineStart)); err != nil {
+			l.opts.log.Error().Err(errors.Join(werr, err)).Str("audit_log", l.path).Int("fragment_bytes", off-lineStart).
+				Msg("the previous audit log file ends with part of an event that could not be finished or cut off; its last line will not parse (audit-check counts it as a bad line); the whole event is in the new file")
+		} else {
+			l.opts.log.Warn().Err(werr).Str("audit_log", l.path).Int("fragment_bytes", off-lineStart).
+				Msg("the previous audit log file could not take the rest of an event cut short; its head was cut off there and the whole event is written to the new file")
+		}
+	}
+	return lineStart
+}
+
+// cutTail removes the last n bytes of f, the head of an event this Log
+// wrote: the server is the file's only writer, so they are the file's end.
+func cutTail(f *os.File, n int64) error {
+	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("the audit log %s was deleted and cannot be created again: %w", l.path, err)
+		return err
 	}
-	l.switchTo(f)
-	l.opts.log.Warn().Str("audit_log", l.path).
-		Msg("the audit log file was deleted while in use; created it again at its path (to rotate, rename the file and send SIGHUP)")
-	return nil
+	if fi.Size() < n || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file of at least %d bytes", f.Name(), n)
+	}
+	return f.Truncate(fi.Size() - n)
 }
 
 // reportLoop logs the destination's trouble from a goroutine of its own: the
 // writer may be the one stuck, and the event loop must not write diagnostics.
+//
+// Every episode of trouble is told. Lines are at most one per
+// ReportInterval, but a recovery after an error line is told at once, and
+// what happened while lines were held back (an episode that began and ended
+// inside the interval) is told by a line as soon as the interval is over,
+// with its counts.
 func (l *Log) reportLoop() {
 	defer close(l.stopped)
 	tick := time.NewTicker(l.opts.checkEvery)
 	defer tick.Stop()
 	var (
-		lastAlarm time.Time // when the last error line was logged
-		alarmed   bool      // an error line was logged and no recovery since
-		base      stats     // the counters when health was last reported
+		lastLine time.Time // when the last line was logged
+		alarmed  bool      // an error line was logged and no recovery since
+		base     stats     // the counters when the last recovery or summary was logged
 	)
 	for {
 		select {
@@ -318,23 +442,26 @@ func (l *Log) reportLoop() {
 		case <-l.stop:
 			return
 		}
-		now := time.Now()
+		now := l.opts.now()
 		problem := l.Health()
 		st := l.stats()
+		due := lastLine.IsZero() || now.Sub(lastLine) >= l.opts.reportEvery
 		switch {
-		case problem != nil && (lastAlarm.IsZero() || now.Sub(lastAlarm) >= l.opts.reportEvery):
-			alarmed, lastAlarm = true, now
+		case problem != nil && due:
+			alarmed, lastLine = true, now
 			l.opts.log.Error().Err(problem).Str("audit_log", l.name()).
 				Uint64("dropped_events", st.dropped).Uint64("write_errors", st.writeErrors).Int("pending_bytes", st.pending).
+				Uint64("episodes", st.episodes-base.episodes).
 				Msgf("audit log failing: lock traffic continues, events wait in memory up to %d MiB and are then dropped; fix the destination (disk space, permissions, the reader of stdout); /readyz answers 503 until it works", l.opts.maxPending>>20)
-		case problem == nil && alarmed:
-			alarmed = false
+		case problem == nil && (alarmed || (due && st.moved(base))):
+			alarmed, lastLine = false, now
 			ev := l.opts.log.Info()
 			if st.dropped > base.dropped {
 				ev = l.opts.log.Warn()
 			}
 			ev.Str("audit_log", l.name()).Uint64("dropped_events", st.dropped-base.dropped).Uint64("write_errors", st.writeErrors-base.writeErrors).
-				Msg("audit log writes succeed again; dropped_events is how many events the audit stream lost meanwhile")
+				Uint64("episodes", st.episodes-base.episodes).
+				Msg("audit log writes succeed again; dropped_events is how many events the audit stream lost since the last such line, write_errors how many writes failed, episodes how many times trouble began")
 			base = st
 		}
 	}
@@ -348,14 +475,19 @@ func (l *Log) name() string {
 }
 
 type stats struct {
-	dropped, writeErrors uint64
-	pending              int
+	dropped, writeErrors, episodes uint64
+	pending                        int
+}
+
+// moved reports whether trouble happened since base.
+func (s stats) moved(base stats) bool {
+	return s.dropped != base.dropped || s.writeErrors != base.writeErrors || s.episodes != base.episodes
 }
 
 func (l *Log) stats() stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return stats{dropped: l.dropped, writeErrors: l.writeErrors, pending: len(l.pending) + l.inFlight}
+	return stats{dropped: l.dropped, writeErrors: l.writeErrors, episodes: l.episodes, pending: len(l.pending) + l.inFlight}
 }
 
 // Health returns nil while events reach the destination, and otherwise why

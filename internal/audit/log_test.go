@@ -373,8 +373,9 @@ func TestRenameThenReopen(t *testing.T) {
 	}
 }
 
-// TestReopenDoesNotWaitForAStuckWrite: SIGHUP is handled on the goroutine
-// that also handles SIGTERM, so Reopen must not wait for the destination.
+// TestReopenDoesNotWaitForAStuckWrite: Reopen must not wait for the
+// destination: the reload that calls it would hold every later SIGHUP's
+// reload behind a stuck write.
 func TestReopenDoesNotWaitForAStuckWrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	f, err := openFile(path)

@@ -20,11 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/monolock/monolock/internal/conffile"
 )
 
 // Files names the PEM files of the TLS material.
@@ -127,9 +128,15 @@ func loadPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// MaxFileSize caps every file of TLS material (certificate, key, client CA
+// bundle, session-ticket keys), in bytes: a bundle of every public root CA
+// is a quarter of it. A larger file, or a path that names no regular file (a
+// FIFO, a device), is refused before it is read, at start and on SIGHUP.
+const MaxFileSize = 1 << 20
+
 // readFile reads a file, naming it in the error with a hint.
 func readFile(kind, path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := conffile.Read(path, MaxFileSize)
 	if err == nil {
 		return data, nil
 	}

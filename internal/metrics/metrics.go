@@ -29,6 +29,8 @@ type Metrics struct {
 	acceptErrors        prometheus.Counter
 	evictions           prometheus.Counter
 	silentWaiterEvicts  prometheus.Counter
+	shareEvictions      prometheus.Counter
+	newcomersRefused    prometheus.Counter
 	tlsHandshakeErrors  prometheus.Counter
 	tlsChainRefusals    *prometheus.CounterVec // by bound (certs.Bound*); every series exists from the start
 	heartbeats          prometheus.Counter
@@ -70,6 +72,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		acceptErrors:        counter("accept_errors_total", "Failed accepts (descriptor exhaustion and others)."),
 		evictions:           counter("evictions_total", "Connections closed at the descriptor limit before their ACQUIRE, to accept a new one."),
 		silentWaiterEvicts:  counter("silent_waiters_evicted_total", "Waiters silent for -waiter-silence-limit closed at the descriptor limit, to accept a new connection."),
+		shareEvictions:      counter("share_evictions_total", "Sessions not holding a lock closed at the descriptor limit because their source had the most, for a newcomer from a source with fewer."),
+		newcomersRefused:    counter("newcomers_refused_total", "Connections closed at the descriptor limit before they were sessions: their source already had its share, and nothing could be closed in their place."),
 		tlsHandshakeErrors:  counter("tls_handshake_errors_total", "Failed or timed-out TLS handshakes."),
 		heartbeats:          counter("heartbeats_total", "HEARTBEAT frames answered."),
 		waitSeconds:         wait,
@@ -83,7 +87,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connectionsActive, m.locksHeld, m.waiters, m.acquires, m.aclDenials,
-			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.tlsHandshakeErrors, m.heartbeats,
+			m.connectionsAccepted, m.acceptErrors, m.evictions, m.silentWaiterEvicts, m.shareEvictions, m.newcomersRefused, m.tlsHandshakeErrors, m.heartbeats,
 			wait, hold, releases, protoErrs, chains,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -157,6 +161,18 @@ func (m *Metrics) Evicted() {
 // descriptor was left for a new connection.
 func (m *Metrics) SilentWaiterEvicted() {
 	m.silentWaiterEvicts.Inc()
+}
+
+// ShareEvicted counts a session closed at the descriptor limit because its
+// source had the most that are not holders.
+func (m *Metrics) ShareEvicted() {
+	m.shareEvictions.Inc()
+}
+
+// NewcomerRefused counts a connection closed at the descriptor limit before
+// it was a session.
+func (m *Metrics) NewcomerRefused() {
+	m.newcomersRefused.Inc()
 }
 
 // TLSHandshakeError counts a failed or timed-out TLS handshake.

@@ -1,4 +1,4 @@
-import type tls from 'node:tls';
+import tls from 'node:tls';
 
 import { Backoff, shutdownJitterMs, sleep } from './backoff.js';
 import { InvalidArgumentError, UnavailableError } from './errors.js';
@@ -54,7 +54,7 @@ export class Client {
   constructor(options: ClientOptions = {}) {
     this.address = options.address ?? DEFAULT_ADDRESS;
     ({ host: this.#host, port: this.#port } = parseAddress(this.address));
-    this.#tls = options.tls === true ? {} : options.tls || undefined;
+    this.#tls = secureOptions(options.tls === true ? {} : options.tls || undefined);
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     if (typeof this.#connectTimeoutMs !== 'number' || !(this.#connectTimeoutMs > 0)) {
       throw new InvalidArgumentError('connectTimeoutMs', `monolock: connectTimeoutMs must be a positive number of milliseconds, got ${String(options.connectTimeoutMs)}`);
@@ -162,4 +162,25 @@ export async function runHeld<T>(lock: Lock, fn: (lock: Lock) => T | Promise<T>)
   const lost = lock.lostError;
   if (lost !== undefined) throw lost;
   return result;
+}
+
+/**
+ * The Client's TLS options with one secure context for all its connections:
+ * tls.connect would otherwise build one per connection from the options (the
+ * certificates parsed, the CA store built: over a millisecond each, and memory
+ * that grows with the connection count). A secureContext the caller gives is
+ * kept as it is.
+ */
+function secureOptions(options: tls.ConnectionOptions | undefined): tls.ConnectionOptions | undefined {
+  if (options === undefined || options.secureContext !== undefined) return options;
+  let secureContext: tls.SecureContext;
+  try {
+    secureContext = tls.createSecureContext(options);
+  } catch (err) {
+    throw new InvalidArgumentError(
+      'tls',
+      `monolock: the tls options do not make a TLS context (${(err as Error).message}): check that ca, cert and key are PEM and that the key matches the certificate`,
+    );
+  }
+  return { ...options, secureContext };
 }

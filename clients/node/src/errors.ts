@@ -10,7 +10,7 @@ export class MonolockError extends Error {
 
 /** A name, lease, wait or address the protocol cannot carry; thrown before connecting. */
 export class InvalidArgumentError extends MonolockError {
-  /** Which option was wrong: 'name', 'leaseMs', 'wait', 'address' or 'connectTimeoutMs'. */
+  /** Which option was wrong: 'name', 'leaseMs', 'wait', 'address', 'connectTimeoutMs' or 'tls'. */
   readonly field: string;
   constructor(field: string, message: string) {
     super(message);

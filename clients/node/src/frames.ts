@@ -5,6 +5,7 @@ export const PROTOCOL_VERSION = 1;
 
 export const TYPE_ACQUIRE = 0x01;
 export const TYPE_HEARTBEAT = 0x02;
+export const TYPE_RELEASE = 0x03;
 export const TYPE_WAITING = 0x11;
 export const TYPE_ACQUIRED = 0x12;
 export const TYPE_ERROR = 0x13;
@@ -14,6 +15,9 @@ export const ACQUIRE_HEADER_LEN = 8;
 
 /** The one-byte HEARTBEAT frame. It is never written to, so one copy serves every session. */
 export const HEARTBEAT: Uint8Array = Uint8Array.of(TYPE_HEARTBEAT);
+
+/** The one-byte RELEASE frame, shared as HEARTBEAT is. */
+export const RELEASE: Uint8Array = Uint8Array.of(TYPE_RELEASE);
 
 /** Encodes ACQUIRE. The caller has validated the name and the lease (validate.ts). */
 export function encodeAcquire(leaseMs: number, name: Uint8Array): Buffer {

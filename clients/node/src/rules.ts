@@ -6,6 +6,9 @@
 
 import { HeartbeatSchedule, clientTimeoutMs } from './schedule.js';
 
+/** The longest wait for the server's close after RELEASE; the release bound is min(lease, this). */
+export const MAX_RELEASE_WAIT_MS = 2000;
+
 /** What is due at a given time: the give-up, a heartbeat, or nothing yet. */
 export type Due = 'give-up' | 'heartbeat' | undefined;
 
@@ -78,6 +81,14 @@ export class SessionRules {
   nextWakeup(): number {
     if (this.#heartbeatDue !== undefined && !this.#inFlight) return Math.min(this.#heartbeatDue, this.#deadline);
     return this.#deadline;
+  }
+
+  /**
+   * How long a release waits for the server to close the connection first
+   * after RELEASE, min(lease, 2 s): past it the client resets the connection.
+   */
+  get releaseBoundMs(): number {
+    return Math.min(this.leaseMs, MAX_RELEASE_WAIT_MS);
   }
 
   /** After a give-up while the work may still run: the connection closes at the latest then, the newest send + lease, when the server drops the session anyway. */

@@ -3,7 +3,7 @@ import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
 
 import { BusyError, LockLostError, ProtocolError, UnavailableError, errorForCode, type LossKind } from './errors.js';
-import { FrameDecoder, HEARTBEAT, encodeAcquire, type ServerFrame } from './frames.js';
+import { FrameDecoder, HEARTBEAT, RELEASE, encodeAcquire, type ServerFrame } from './frames.js';
 import { SessionRules } from './rules.js';
 import type { TlsSessionCache } from './tlssession.js';
 
@@ -67,6 +67,15 @@ export const realClock: Clock = {
 type State = 'connecting' | 'sent' | 'waiting' | 'held' | 'ended';
 
 /**
+ * Who ended a session, which says how its connection closes: `client` (the
+ * caller left the queue: RELEASE, then the server's close), `server` (an
+ * ERROR or end of stream: closed at once), `failed` (a read or write failed:
+ * reset), `gave-up` (silence or a broken frame: reset, once the work stops
+ * if it runs).
+ */
+type Ending = 'client' | 'server' | 'failed' | 'gave-up';
+
+/**
  * One connection's claim on one lock: it sends ACQUIRE, keeps a reader on the
  * socket for the whole connection (a promotion arrives unasked), heartbeats on
  * the schedule, and decides when ownership is lost. Node runs it on one
@@ -75,7 +84,10 @@ type State = 'connecting' | 'sent' | 'waiting' | 'held' | 'ended';
 export class Session {
   readonly config: SessionConfig;
   readonly #clock: Clock;
+  /** The TLS socket, or the TCP one without TLS: what the session reads and writes. */
   readonly #socket: net.Socket;
+  /** The TCP socket under it, for the reset: resetAndDestroy takes a TCP handle, not TLS's. */
+  readonly #tcp: net.Socket;
   readonly #decoder = new FrameDecoder();
   /** The schedule and the give-up, pure; this class arms its one timer and does the I/O. */
   readonly #rules: SessionRules;
@@ -89,6 +101,10 @@ export class Session {
   #lost: LockLostError | undefined;
   /** Whether the TLS handshake resumed a session; undefined before it and without TLS. */
   #tlsResumed: boolean | undefined;
+  /** RELEASE is written: the session waits for the server's close, at most the release bound. */
+  #releasing = false;
+  /** Whether the connection, once ended, closes by a reset (SO_LINGER {on, 0}) rather than a plain close. */
+  #resetOnClose = false;
 
   /** The rules' timer: the next heartbeat or the give-up deadline. */
   #rulesTimer: unknown;
@@ -98,7 +114,7 @@ export class Session {
 
   #resolve: ((token: bigint) => void) | undefined;
   #reject: ((err: unknown) => void) | undefined;
-  readonly #onAbort = (): void => this.#fail(this.config.signal?.reason, 'closed', true);
+  readonly #onAbort = (): void => this.#fail(this.config.signal?.reason, 'closed', 'client');
 
   /** Settles with the token once granted, or with why not. */
   readonly granted: Promise<bigint>;
@@ -115,11 +131,18 @@ export class Session {
     this.#closed = new Promise<void>((resolve) => (closed = resolve));
 
     const { host, port } = config;
+    // allowHalfOpen: the session closes its side itself, once the server has
+    // closed first; node:net would answer the server's end of stream (or
+    // TLS's close_notify) with its own at once.
+    const tcp = net.connect({ host, port, allowHalfOpen: true });
     let socket: net.Socket;
     if (config.tls) {
       const cache = config.tlsSessions;
       const saved = cache?.latest;
-      const tlsSocket = tls.connect({ ...config.tls, host, port, ...(saved ? { session: saved } : {}) });
+      // node:tls takes allowHalfOpen as net.connect does; @types/node leaves it out.
+      const options: tls.ConnectionOptions & { allowHalfOpen: boolean } = { ...config.tls, host, port, socket: tcp, allowHalfOpen: true, ...(saved ? { session: saved } : {}) };
+      const tlsSocket = tls.connect(options);
+      tcp.on('error', () => {}); // node:tls reports the same error on the TLS socket
       // Listening turns on node:tls's session callbacks; add it before the handshake runs.
       if (cache) tlsSocket.on('session', (session: Buffer) => cache.save(session));
       tlsSocket.once('secureConnect', () => {
@@ -128,10 +151,11 @@ export class Session {
       });
       socket = tlsSocket;
     } else {
-      socket = net.connect({ host, port });
+      socket = tcp;
       socket.once('connect', () => this.#connected());
     }
     this.#socket = socket;
+    this.#tcp = tcp;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => this.#onEnd());
@@ -146,7 +170,7 @@ export class Session {
       this.#fail(
         new UnavailableError(`monolock: cannot connect to ${config.address} within ${config.connectTimeoutMs} ms; is the server running there?`),
         'closed',
-        true,
+        'client',
       );
     }, config.connectTimeoutMs);
     if (Number.isFinite(config.waitMs) && config.waitMs > 0) {
@@ -192,14 +216,24 @@ export class Session {
     return false;
   }
 
-  /** Ends the session (the work has stopped) and resolves once the connection is closed. */
+  /**
+   * Ends the session (the work has stopped) and resolves once the connection
+   * is closed. A live session sends RELEASE and waits for the server to close
+   * first, at most the release bound, so the connection's TIME_WAIT stays on
+   * the server (docs/protocol.md, RELEASE); one the client gave up on closes
+   * now by a reset; one the server ended, now.
+   */
   release(): Promise<void> {
     this.#workStopped = true;
     if (this.#state !== 'ended') {
+      const connecting = this.#state === 'connecting';
       this.#end();
       this.#controller.abort(new DOMException(`monolock: lock ${JSON.stringify(this.config.name)} released`, 'AbortError'));
+      if (connecting) this.#close(true);
+      else this.#sendRelease();
+    } else if (!this.#releasing) {
+      this.#close(this.#resetOnClose);
     }
-    this.#close();
     return this.#closed;
   }
 
@@ -246,13 +280,20 @@ export class Session {
     this.#rulesTimer = this.#clock.setTimer(this.#onRulesTimer, this.#rules.nextWakeup() - this.#clock.now());
   }
 
+  /**
+   * The frames of one read were all sent before the server could see a
+   * heartbeat this read makes due, so that heartbeat goes out only once the
+   * whole read is applied: a second answer to one request in the same read is
+   * a violation, not the answer to a heartbeat not yet sent.
+   */
   #onData(chunk: Buffer): void {
-    if (this.#state === 'ended') return; // gave up: nothing the server says now changes that
+    if (this.#state === 'ended') return; // gave up or released: nothing the server says now changes that
     const at = this.#clock.now();
     for (const frame of this.#decoder.push(chunk)) {
       this.#receive(frame, at);
       if ((this.#state as State) === 'ended') return; // a frame may end the session
     }
+    this.#runDue();
   }
 
   /**
@@ -263,7 +304,7 @@ export class Session {
   #receive(frame: ServerFrame, at: number): void {
     switch (frame.type) {
       case 'error':
-        this.#fail(errorForCode(frame.code, frame.reason), 'server', true);
+        this.#fail(errorForCode(frame.code, frame.reason), 'server', 'server');
         return;
       case 'unknown':
         this.#violation(`unknown frame type 0x${frame.byte.toString(16).padStart(2, '0')} from the server`);
@@ -274,7 +315,7 @@ export class Session {
           this.#state = 'waiting';
           if (!this.#acknowledged(at)) return;
           if (first && this.config.waitMs === 0) {
-            this.#fail(new BusyError(this.config.name, `monolock: lock ${JSON.stringify(this.config.name)} is busy: another client holds it (wait: false)`), 'closed', true);
+            this.#fail(new BusyError(this.config.name, `monolock: lock ${JSON.stringify(this.config.name)} is busy: another client holds it (wait: false)`), 'closed', 'client');
           }
           return;
         }
@@ -299,16 +340,15 @@ export class Session {
 
   /**
    * The server has seen the request in flight (the rules move the deadline and
-   * the next heartbeat), and the next heartbeat goes out at once when this
-   * answer came later than its time (rule 3). An answer at the deadline or
-   * later gives the lock up instead; false then.
+   * the next heartbeat; when this answer came later than its time, the next
+   * heartbeat goes out at the end of the read, rule 3). An answer at the
+   * deadline or later gives the lock up instead; false then.
    */
   #acknowledged(at: number): boolean {
     if (!this.#rules.answered(at)) {
       this.#giveUp();
       return false;
     }
-    this.#runDue();
     return true;
   }
 
@@ -324,36 +364,41 @@ export class Session {
   /** No answer within 0.8 × lease of the newest answered send (rule 8). */
   #giveUp(): void {
     const detail = `no answer from the server within 0.8 × lease (${this.#rules.timeoutMs} ms) of the newest answered request`;
-    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', false, detail);
+    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', 'gave-up', detail);
   }
 
   #waitExpired(): void {
     this.#waitTimer = undefined;
     const name = JSON.stringify(this.config.name);
     if (this.#state === 'waiting') {
-      this.#fail(new BusyError(this.config.name, `monolock: lock ${name} is still busy after waiting ${this.config.waitMs} ms`), 'closed', true);
+      this.#fail(new BusyError(this.config.name, `monolock: lock ${name} is still busy after waiting ${this.config.waitMs} ms`), 'closed', 'client');
     } else if (this.#state === 'connecting' || this.#state === 'sent') {
-      this.#fail(new UnavailableError(`monolock: no answer from ${this.config.address} for lock ${name} within the wait of ${this.config.waitMs} ms`), 'closed', true);
+      this.#fail(new UnavailableError(`monolock: no answer from ${this.config.address} for lock ${name} within the wait of ${this.config.waitMs} ms`), 'closed', 'client');
     }
   }
 
   #violation(detail: string): void {
-    this.#fail(new ProtocolError(`monolock: protocol violation by the server at ${this.config.address}: ${detail}`), 'protocol', false, detail);
+    this.#fail(new ProtocolError(`monolock: protocol violation by the server at ${this.config.address}: ${detail}`), 'protocol', 'gave-up', detail);
   }
 
+  /**
+   * EOF: the server has released the lock (or the queue place) already, or
+   * closed after RELEASE as asked. Over TLS it is the server's close_notify,
+   * which comes before its FIN: a plain close then could send the client's
+   * FIN first and leave the TIME_WAIT here, so the connection is reset.
+   */
   #onEnd(): void {
-    // EOF: the server has released the lock (or the queue place) already.
     if (this.#state === 'ended') {
-      this.#close();
+      this.#close(this.#tls || this.#resetOnClose);
       return;
     }
     const detail = 'the server closed the connection';
-    this.#fail(new UnavailableError(`monolock: ${detail} (${this.config.address})`), 'closed', true, detail);
+    this.#fail(new UnavailableError(`monolock: ${detail} (${this.config.address})`), 'closed', 'server', detail);
   }
 
   #onError(err: Error): void {
     if (this.#state === 'ended') {
-      this.#close();
+      this.#close(true);
       return;
     }
     const connecting = this.#state === 'connecting';
@@ -363,37 +408,60 @@ export class Session {
       : connecting
         ? `cannot connect to ${this.config.address}: ${err.message}`
         : `connection to ${this.config.address} failed: ${err.message}`;
-    this.#fail(new UnavailableError(`monolock: ${detail}`, { cause: err, retryable: refusal === undefined }), 'closed', true, detail);
+    this.#fail(new UnavailableError(`monolock: ${detail}`, { cause: err, retryable: refusal === undefined }), 'closed', 'failed', detail);
   }
 
   /**
    * Ends the session because of err. Before the grant, the acquire rejects with
-   * err and the connection closes at once. After it, the work is stopped at
-   * once (signal aborted, valid() false) and the lock counts as lost; the
-   * connection closes at once when closeNow (the server has ended the session
-   * already) or the work has stopped, otherwise once the work stops or at the
-   * last request's send + lease, whichever comes first: the server's expiry,
-   * not this close, must hand the lock on while the old work may still run.
+   * err, and the connection is released (the caller left the queue) or closed
+   * at once. After it, the work is stopped at once (signal aborted, valid()
+   * false) and the lock counts as lost; the connection closes at once unless
+   * the client gave up while the work runs: then once the work stops or at the
+   * last request's send + lease, whichever comes first, so that the server's
+   * expiry, not this close, hands the lock on while the old work may still
+   * run. A connection the client gave up on, or whose read or write failed,
+   * closes by a reset: no TIME_WAIT, and the server may be unreachable.
    */
-  #fail(err: unknown, kind: LossKind, closeNow: boolean, detail?: string): void {
+  #fail(err: unknown, kind: LossKind, ending: Ending, detail?: string): void {
     if (this.#state === 'ended') return;
     const held = this.#state === 'held';
+    const connecting = this.#state === 'connecting';
     this.#end();
+    this.#resetOnClose = ending === 'failed' || ending === 'gave-up' || (ending === 'server' && this.#tls);
     if (!held) {
       this.#controller.abort(err);
       this.#reject?.(err);
-      this.#close();
+      if (ending === 'client' && !connecting) this.#sendRelease();
+      else this.#close(this.#resetOnClose || ending === 'client');
       return;
     }
     this.#lost = new LockLostError(this.config.name, kind, detail ?? (err instanceof Error ? err.message : String(err)), err);
     this.#controller.abort(this.#lost);
-    if (closeNow || this.#workStopped) {
-      this.#close();
+    if (ending !== 'gave-up' || this.#workStopped) {
+      this.#close(this.#resetOnClose);
       return;
     }
     // The lingering socket must not keep the process alive on its own.
     this.#socket.unref();
-    this.#closeTimer = this.#clock.setTimer(() => this.#close(), this.#rules.closeBy() - this.#clock.now());
+    this.#closeTimer = this.#clock.setTimer(() => this.#close(true), this.#rules.closeBy() - this.#clock.now());
+  }
+
+  /**
+   * RELEASE, then the server's close (#onEnd), or a reset once the release
+   * bound, min(lease, 2 s), has passed. What the server sends meanwhile is
+   * discarded: an answer in flight, or an older server's ERROR 0x13 (unknown
+   * message type), which also closes.
+   */
+  #sendRelease(): void {
+    this.#releasing = true;
+    this.#resetOnClose = false;
+    // A failed write surfaces as the socket's 'error' event: a reset.
+    this.#socket.write(RELEASE);
+    this.#closeTimer = this.#clock.setTimer(() => this.#close(true), this.#rules.releaseBoundMs);
+  }
+
+  get #tls(): boolean {
+    return this.#socket !== this.#tcp;
   }
 
   /** Stops every timer of the live session; the close timer is the caller's. */
@@ -404,10 +472,19 @@ export class Session {
     this.config.signal?.removeEventListener('abort', this.#onAbort);
   }
 
-  #close(): void {
+  /**
+   * Closes the connection: a plain close, or a reset (an RST instead of a
+   * FIN, which leaves no TIME_WAIT). A socket still connecting has no
+   * connection to reset and is destroyed.
+   */
+  #close(reset: boolean): void {
     this.#clock.clearTimer(this.#closeTimer);
     this.#closeTimer = undefined;
-    this.#socket.destroy();
+    if (reset && !this.#tcp.connecting && !this.#tcp.destroyed) {
+      this.#tcp.resetAndDestroy();
+    } else {
+      this.#socket.destroy();
+    }
   }
 }
 

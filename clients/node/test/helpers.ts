@@ -1,7 +1,7 @@
 // Shared test support: a scriptable fake server, a fake clock and the real
 // server binary.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,13 +36,24 @@ export class FakeConn {
   #buf = Buffer.alloc(0);
   #wake: (() => void) | undefined;
   #ended = false;
-  /** Resolves when the client closes (FIN or reset). */
+  /** Resolves when the client closes (FIN or reset), or the fake closes after RELEASE. */
   readonly closed: Promise<void>;
+  /** How the client's side ended: 'eof' (a FIN), 'reset' (an RST), or undefined while open. */
+  clientEnd: 'eof' | 'reset' | undefined;
+  /** The client sent RELEASE; with closeOnRelease the fake then closed first, as the server does. */
+  released = false;
+  /** Client frames scanned so far (ACQUIRE, HEARTBEAT, RELEASE), to find RELEASE at a frame boundary. */
+  #scanned = 0;
+  readonly #all: Buffer[] = [];
+  readonly #closeOnRelease: boolean;
 
-  constructor(socket: net.Socket) {
+  constructor(socket: net.Socket, closeOnRelease: boolean) {
     this.socket = socket;
+    this.#closeOnRelease = closeOnRelease;
     socket.on('data', (d: Buffer) => {
       this.#buf = Buffer.concat([this.#buf, d]);
+      this.#all.push(d);
+      this.#scan();
       this.#wake?.();
     });
     this.closed = new Promise((resolve) => {
@@ -51,10 +62,35 @@ export class FakeConn {
         this.#wake?.();
         resolve();
       };
-      socket.on('end', done);
+      socket.on('end', () => {
+        this.clientEnd ??= 'eof';
+        done();
+      });
       socket.on('close', done);
-      socket.on('error', () => {});
+      socket.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ECONNRESET') this.clientEnd ??= 'reset';
+      });
     });
+  }
+
+  /** Looks for RELEASE among the client's frames; on it, closes first when asked to. */
+  #scan(): void {
+    const bytes = Buffer.concat(this.#all);
+    while (this.#scanned < bytes.length && !this.released) {
+      const at = this.#scanned;
+      if (bytes[at] === 0x01) {
+        if (bytes.length < at + 8) return;
+        const end = at + 8 + bytes.readUInt16BE(at + 6);
+        if (bytes.length < end) return;
+        this.#scanned = end;
+      } else {
+        this.#scanned = at + 1;
+        if (bytes[at] === 0x03) {
+          this.released = true;
+          if (this.#closeOnRelease) this.socket.end();
+        }
+      }
+    }
   }
 
   get isClosed(): boolean {
@@ -103,13 +139,15 @@ export class FakeServer {
   readonly #all: FakeConn[] = [];
   #waiters: ((c: FakeConn) => void)[] = [];
   connections = 0;
+  /** Whether new connections close first on RELEASE, as the server does; false: a server that never closes. */
+  closeOnRelease = true;
 
   private constructor(server: net.Server) {
     this.server = server;
     server.on('connection', (s) => {
       this.connections++;
       s.setNoDelay(true);
-      const c = new FakeConn(s);
+      const c = new FakeConn(s, this.closeOnRelease);
       this.#all.push(c);
       const w = this.#waiters.shift();
       if (w) w(c);
@@ -242,6 +280,68 @@ export class RealServer {
     await this.exited;
     clearTimeout(t);
   }
+}
+
+/** The states of /proc/net/tcp a side passes through when it sent the first FIN. */
+const ACTIVE_CLOSE_STATES = new Map([
+  ['04', 'FIN_WAIT1'],
+  ['05', 'FIN_WAIT2'],
+  ['06', 'TIME_WAIT'],
+  ['0B', 'CLOSING'],
+]);
+
+/** One line of /proc/net/tcp or tcp6: the ports and the state (hex, as the kernel writes it). */
+export interface TcpEntry {
+  readonly localPort: number;
+  readonly remotePort: number;
+  readonly state: string;
+  readonly line: string;
+}
+
+/** The TCP connections of this host, from /proc/net/tcp and tcp6 (none where /proc is not there). */
+export function tcpEntries(): TcpEntry[] {
+  const out: TcpEntry[] = [];
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 4) continue;
+      const port = (a: string): number => parseInt(a.slice(a.lastIndexOf(':') + 1), 16);
+      out.push({ localPort: port(f[1]!), remotePort: port(f[2]!), state: f[3]!, line: line.trim() });
+    }
+  }
+  return out;
+}
+
+/** The local ports of this host's connections to serverPort, in any state (an old one may still be closing). */
+export function portsTo(serverPort: number): Set<number> {
+  return new Set(tcpEntries().filter((e) => e.remotePort === serverPort).map((e) => e.localPort));
+}
+
+/** The local port of the one connection to serverPort that connect made (fails if it made not exactly one). */
+export async function portOf<T>(serverPort: number, connect: () => Promise<T>): Promise<[T, number]> {
+  const before = portsTo(serverPort);
+  const result = await connect();
+  const made = [...portsTo(serverPort)].filter((p) => !before.has(p));
+  if (made.length !== 1) throw new Error(`expected one new connection to port ${serverPort}, found ${made.length}`);
+  return [result, made[0]!];
+}
+
+/**
+ * The entries from localPort to remotePort in TIME_WAIT or a state that leads
+ * to it: what the connection leaves on the client's host when the client sent
+ * the first FIN. (The remote port is compared too: the kernel may reuse a
+ * local port towards another address while an older connection waits.)
+ */
+export function timeWaitFrom(localPort: number, remotePort: number): string[] {
+  return tcpEntries()
+    .filter((e) => e.localPort === localPort && e.remotePort === remotePort && ACTIVE_CLOSE_STATES.has(e.state))
+    .map((e) => `${ACTIVE_CLOSE_STATES.get(e.state)}: ${e.line}`);
 }
 
 /** Resolves when signal aborts. */

@@ -11,5 +11,5 @@ test('npm pack ships only the built code, its declarations, the README and the l
   const files = pack!.files.map((f) => f.path).sort();
   const unexpected = files.filter((f) => !/^dist\/[a-z]+\.(js|d\.ts)$/.test(f) && !['README.md', 'LICENSE', 'package.json'].includes(f));
   assert.deepEqual(unexpected, []);
-  for (const f of ['README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/session.js']) assert.ok(files.includes(f), `${f} missing from ${files.join(' ')}`);
+  for (const f of ['README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/session.js', 'dist/verrou.js', 'dist/verrou.d.ts']) assert.ok(files.includes(f), `${f} missing from ${files.join(' ')}`);
 });

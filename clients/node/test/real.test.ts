@@ -8,7 +8,7 @@ import { BusyError, Client, LockLostError, ServerError, UnavailableError, type L
 import { Session } from '../dist/session.js';
 import { FrameDecoder, encodeAcquire, type ServerFrame } from '../dist/frames.js';
 import net from 'node:net';
-import { RealServer, aborted } from './helpers.js';
+import { RealServer, aborted, portOf, timeWaitFrom } from './helpers.js';
 
 let server: RealServer;
 let client: Client;
@@ -52,6 +52,29 @@ test('a free lock is granted, and heartbeats keep it past several leases', async
   assert.equal(s.valid(), true);
   assert.equal(s.signal.aborted, false, String(s.lost));
   await s.release();
+});
+
+test('release: the server closes first, no TIME_WAIT on the client\'s port; the next waiter is promoted; one that leaves the queue releases too', async () => {
+  const serverPort = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
+  const [holder, port] = await portOf(serverPort, () => client.acquire('real-release', { leaseMs: 10_000 }));
+  const waiter = client.acquire('real-release', { leaseMs: 10_000 });
+  await queued('real-release', 1);
+  await holder.release();
+  assert.equal(holder.lostError, undefined);
+  const next = await waiter;
+  assert.ok(next.token > holder.token);
+  assert.deepEqual(timeWaitFrom(port, serverPort), [], 'the client closed first');
+  await assert.rejects(client.acquire('real-release', { leaseMs: 10_000, wait: 100 }), BusyError);
+  assert.equal(await waiters('real-release'), 0);
+  await next.release();
+});
+
+test('the longest lease, 2^32 − 1 ms, is held', async () => {
+  const lock = await client.acquire('real-long', { leaseMs: 0xffff_ffff });
+  assert.equal(lock.leaseMs, 0xffff_ffff);
+  assert.equal(lock.valid(), true);
+  await lock.release();
+  assert.equal(lock.lostError, undefined);
 });
 
 test('busy: wait false is BusyError; a waiter is promoted without asking when the holder releases, with a larger token', async () => {

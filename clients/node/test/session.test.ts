@@ -7,7 +7,7 @@ import { runHeld } from '../dist/client.js';
 import { BusyError, LockLostError, ProtocolError, ServerError, UnavailableError } from '../dist/errors.js';
 import { Lock } from '../dist/lock.js';
 import { Session } from '../dist/session.js';
-import { WAITING, FakeClock, FakeServer, acquired, aborted, errorFrame, ticks, type FakeConn } from './helpers.js';
+import { WAITING, FakeClock, FakeServer, acquired, aborted, errorFrame, ticks, timeWaitFrom, type FakeConn } from './helpers.js';
 
 let server: FakeServer;
 let clock: FakeClock;
@@ -326,4 +326,167 @@ test('valid() after a stall past the deadline gives the lock up at once; a late 
   await lock.release();
   await conn.closed;
   assert.equal(clock.pending, 0);
+});
+
+test('release: RELEASE, then the server closes first; the client closes after it, with no error', async () => {
+  const { s, conn } = await held(10_000);
+  const lock = new Lock(s);
+  const ports = [conn.socket.remotePort!, conn.socket.localPort!] as const;
+  const released = lock.release();
+  await conn.closed;
+  await released;
+  assert.equal(conn.released, true);
+  assert.equal(conn.clientEnd, 'eof', 'a plain close, after the server');
+  assert.deepEqual(timeWaitFrom(...ports), [], 'the client closed first');
+  assert.equal(lock.lostError, undefined);
+  assert.equal(lock.valid(), false);
+  assert.equal(clock.pending, 0);
+});
+
+test('release: a server that never closes is reset at min(lease, 2 s)', async () => {
+  server.closeOnRelease = false;
+  for (const [leaseMs, boundMs] of [
+    [10_000, 2000],
+    [800, 800],
+  ] as const) {
+    const { s, conn } = await held(leaseMs);
+    const released = s.release();
+    await conn.read(1).then((b) => assert.equal(b[0], 0x03));
+    clock.advance(boundMs - 1);
+    await ticks();
+    assert.equal(conn.isClosed, false, 'closed before the bound');
+    clock.advance(1);
+    await released;
+    await conn.closed;
+    assert.equal(conn.clientEnd, 'reset');
+    assert.equal(s.lost, undefined);
+    assert.equal(clock.pending, 0);
+  }
+});
+
+test('release: an old server answers RELEASE with ERROR 0x13 and closes: no error surfaced', async () => {
+  server.closeOnRelease = false;
+  const { s, conn } = await held(10_000);
+  const lock = new Lock(s);
+  const result = runHeld(lock, () => 'done');
+  assert.equal((await conn.read(1))[0], 0x03);
+  conn.write(errorFrame(0x13, 'unknown message type: 0x03'));
+  conn.socket.end();
+  assert.equal(await result, 'done');
+  assert.equal(lock.lostError, undefined);
+  assert.equal(clock.pending, 0);
+});
+
+test('release: answers in flight after RELEASE are discarded', async () => {
+  server.closeOnRelease = false;
+  const { s, conn } = await held(1000);
+  clock.advance(250);
+  await conn.readHeartbeat();
+  const released = s.release();
+  assert.equal((await conn.read(1))[0], 0x03);
+  conn.write(Buffer.concat([acquired(7n), acquired(7n), WAITING, Buffer.of(0x7f)]));
+  await ticks();
+  conn.socket.end();
+  await released;
+  assert.equal(s.lost, undefined);
+  assert.equal(conn.unread, 0, 'nothing sent after RELEASE');
+});
+
+test('leaving the queue is RELEASE too: wait false, the wait running out, the signal', async () => {
+  const busy = session(2000, { waitMs: 0 });
+  const c1 = await server.accept();
+  await c1.readAcquire();
+  c1.write(WAITING);
+  await assert.rejects(busy.granted, BusyError);
+  await c1.closed;
+  assert.equal(c1.released, true);
+
+  const ac = new AbortController();
+  const gone = session(2000, { signal: ac.signal });
+  const c2 = await server.accept();
+  await c2.readAcquire();
+  ac.abort(new Error('caller gave up'));
+  await assert.rejects(gone.granted, /caller gave up/);
+  await c2.closed;
+  assert.equal(c2.released, true, 'RELEASE before the answer to ACQUIRE');
+});
+
+test('after a give-up the connection is reset, without RELEASE', async () => {
+  const { s, conn } = await held(1000);
+  clock.advance(250);
+  await conn.readHeartbeat();
+  clock.advance(550);
+  assert.ok(s.lost instanceof LockLostError);
+  await s.release();
+  await conn.closed;
+  assert.equal(conn.released, false);
+  assert.equal(conn.clientEnd, 'reset');
+  assert.equal(conn.unread, 0);
+});
+
+test('the longest lease: on the wire as 2^32 − 1 ms, held, the first heartbeat a quarter lease later', async () => {
+  const { s, conn } = await held(0xffff_ffff);
+  assert.equal(s.valid(), true);
+  assert.equal(s.confirmedUntil, clock.now() + 0.8 * 0xffff_ffff);
+  assert.equal(clock.next, clock.now() + 0xffff_ffff / 4);
+  clock.advance(0xffff_ffff / 4);
+  await conn.readHeartbeat();
+  conn.write(acquired(7n));
+  await ticks();
+  assert.equal(s.valid(), true);
+});
+
+/** A session queued with WAITING whose heartbeat (sent at lease/4) is in flight: lease 2000 ms, interval 500 ms. */
+async function waitingWithHeartbeat(): Promise<{ s: Session; conn: FakeConn }> {
+  const s = session(2000);
+  const conn = await server.accept();
+  await conn.readAcquire();
+  conn.write(WAITING);
+  await ticks();
+  clock.advance(500);
+  await conn.readHeartbeat();
+  clock.advance(700); // the answer will come 700 ms after its send, later than the 500 ms interval
+  return { s, conn };
+}
+
+test('one read after a late answer: the push and an ERROR are ordinary frames, nothing is sent after the ERROR', async () => {
+  const { s, conn } = await waitingWithHeartbeat();
+  conn.write(Buffer.concat([WAITING, acquired(9n), errorFrame(0x02, 'closed by administrator')]));
+  assert.equal(await s.granted, 9n);
+  const reason = await aborted(s.signal);
+  assert.ok(reason instanceof LockLostError && reason.why === 'server', String(reason));
+  assert.ok(reason.cause instanceof UnavailableError && reason.cause.code === 0x02);
+  await conn.closed;
+  assert.equal(conn.unread, 0, 'a heartbeat sent after the session ended');
+});
+
+test('one read after a late answer: the push is no violation, and the due heartbeat goes out once', async () => {
+  const { s, conn } = await waitingWithHeartbeat();
+  conn.write(Buffer.concat([WAITING, acquired(9n)]));
+  assert.equal(await s.granted, 9n);
+  await conn.readHeartbeat();
+  await ticks();
+  assert.equal(conn.unread, 0);
+  conn.write(acquired(9n)); // that heartbeat's answer
+  await ticks();
+  assert.equal(s.lost, undefined);
+  assert.equal(s.valid(), true);
+});
+
+test('one read after a late answer: a second answer to the same request is a violation, and nothing is sent', async () => {
+  const { s, conn } = await waitingWithHeartbeat();
+  conn.write(Buffer.concat([WAITING, WAITING]));
+  await assert.rejects(s.granted, ProtocolError);
+  await ticks();
+  assert.equal(conn.unread, 0);
+
+  const h = await held(2000);
+  clock.advance(500);
+  await h.conn.readHeartbeat();
+  clock.advance(700);
+  h.conn.write(Buffer.concat([acquired(7n), acquired(7n)]));
+  const reason = await aborted(h.s.signal);
+  assert.ok(reason instanceof LockLostError && reason.why === 'protocol', String(reason));
+  await ticks();
+  assert.equal(h.conn.unread, 0);
 });

@@ -8,8 +8,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import tls from 'node:tls';
 
-import { Client, ServerError, UnavailableError } from 'monolock';
-import { RealServer } from './helpers.js';
+import { Client, InvalidArgumentError, ServerError, UnavailableError } from 'monolock';
+import { RealServer, portOf, timeWaitFrom } from './helpers.js';
 
 function hasOpenssl(): boolean {
   try {
@@ -134,4 +134,41 @@ test('TLS sessions: servers that share -tls-ticket-keys resume each other\'s ses
   } finally {
     await second.stop();
   }
+});
+
+test('one TLS secure context per Client, not one per connection', { skip }, async () => {
+  const original = tls.createSecureContext;
+  let created = 0;
+  // node:tls's connect calls this export too when no secureContext is given: every context is counted.
+  tls.createSecureContext = (options) => {
+    created++;
+    return original(options);
+  };
+  try {
+    const client = new Client({ address: server.address, tls: mtls() });
+    assert.equal(created, 1, 'the Client makes its context up front');
+    for (let i = 0; i < 5; i++) await client.withLock('cn-context', { leaseMs: 1000 }, () => undefined);
+    assert.equal(created, 1, 'a context made per connection');
+    new Client({ address: server.address, tls: mtls() });
+    assert.equal(created, 2, 'each Client has its own');
+    assert.throws(
+      () => new Client({ address: server.address, tls: { ...mtls(), key: pem('ca.pem') } }),
+      (e: unknown) => e instanceof InvalidArgumentError && e.field === 'tls' && /key matches/.test(e.message),
+    );
+  } finally {
+    tls.createSecureContext = original;
+  }
+});
+
+test('release over TLS: the server closes first, no TIME_WAIT on the client\'s port, the next waiter is promoted', { skip }, async () => {
+  const client = new Client({ address: server.address, tls: mtls() });
+  const serverPort = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
+  const [holder, port] = await portOf(serverPort, () => client.acquire('cn-release', { leaseMs: 10_000 }));
+  const waiter = client.acquire('cn-release', { leaseMs: 10_000 });
+  await holder.release();
+  assert.equal(holder.lostError, undefined);
+  const next = await waiter;
+  assert.ok(next.token > holder.token);
+  assert.deepEqual(timeWaitFrom(port, serverPort), [], 'the client closed first');
+  await next.release();
 });

@@ -7,7 +7,7 @@ token that only grows. See README.md for examples.
 
 from . import fence
 from .client import Client, Lock
-from .errors import Busy, CertificateRefused, InvalidInput, LockLost, MonolockError, ProtocolViolation, ServerError, Unavailable
+from .errors import Busy, CertificateRefused, ClientFault, InvalidInput, LockLost, MonolockError, ProtocolViolation, ServerError, Unavailable
 
 __all__ = [
     "Client",
@@ -20,6 +20,7 @@ __all__ = [
     "LockLost",
     "ProtocolViolation",
     "CertificateRefused",
+    "ClientFault",
     "fence",
 ]
 __version__ = "0.1.0"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import socket
 import ssl
+import struct
 from typing import Optional, Tuple, Union
 
-from .errors import Busy, CertificateRefused, InvalidInput, MonolockError, Unavailable
+from .errors import Busy, CertificateRefused, ClientFault, InvalidInput, MonolockError, Unavailable
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 
@@ -110,3 +112,37 @@ def certificate_refusal(addr: str, e: Optional[BaseException]) -> Optional[Certi
         if hint is not None:
             return CertificateRefused(f"monolock: TLS to {addr}: {hint} (TLS alert {reason})", reason)
     return None
+
+
+# The longest single wait handed to select() or a socket timeout: epoll and
+# poll take a signed 32-bit count of milliseconds (about 24.8 days), less than
+# the protocol's longest lease. A longer wait is made of several.
+MAX_SELECT_WAIT = 86400.0
+
+# SO_LINGER {on, 0 s}: close() sends an RST instead of a FIN.
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def select_timeout(wake: Optional[float], now: float, minimum: float = 0.0) -> Optional[float]:
+    """The wait from now until wake (None: none due) for select() or a
+    socket timeout, at least minimum and at most a day: the caller's loop
+    looks at its timers again when it returns."""
+    if wake is None:
+        return None
+    return min(max(minimum, wake - now), MAX_SELECT_WAIT)
+
+
+def reset_on_close(sock: socket.socket) -> None:
+    """Makes the next close of sock send an RST rather than a FIN: the
+    abortive close, which leaves no TIME_WAIT. Best effort: a socket that is
+    already gone has nothing to reset."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    except OSError:
+        pass
+
+
+def client_fault(e: BaseException) -> ClientFault:
+    """The error for an exception inside the client itself: a bug, neither
+    the server's condition nor worth retrying."""
+    return ClientFault(f"monolock: internal error in the client (a bug; please report it with this message): {e!r}")

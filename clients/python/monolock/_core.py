@@ -19,6 +19,15 @@ from . import _wire
 from ._schedule import HeartbeatSchedule, client_timeout
 from .errors import MonolockError, ProtocolViolation, Unavailable, error_for_code
 
+# The longest wait for the server's end of stream after RELEASE: the release
+# bound is min(lease, 2 s). Past it the client resets the connection.
+MAX_RELEASE_WAIT = 2.0
+
+
+def release_bound(lease: float) -> float:
+    """How long a release waits for the server to close first."""
+    return min(lease, MAX_RELEASE_WAIT)
+
 
 class State(enum.Enum):
     SENT = "sent"  # ACQUIRE written, no answer yet
@@ -54,6 +63,15 @@ class Session:
         self.deadline = 0.0  # newest answered send + 0.8 × lease (rule 8)
         self._hb_due: Optional[float] = None
         self._close_by: Optional[float] = None  # close at the latest then
+        # RELEASE is queued: bytes read now are discarded, end of stream is the
+        # close, and the release bound the reset.
+        self.releasing = False
+        # Whether the connection is to be closed by a reset (SO_LINGER
+        # {1, 0}) rather than a plain close: when the client gave up, or the
+        # server did not close first within the release bound. A reset leaves
+        # no TIME_WAIT behind; the plain close is for a connection the server
+        # closed first, where none arises either.
+        self.abortive = False
 
     # --- inputs --------------------------------------------------------
 
@@ -63,9 +81,13 @@ class Session:
         self._send(self._acquire, now)
 
     def receive(self, data: bytes, now: float) -> None:
-        """Bytes read from the server."""
+        """Bytes read from the server. The frames of one read were all sent
+        before the server could see a heartbeat this read makes due, so that
+        heartbeat is queued only once the whole read is applied: a second
+        answer to one request in the same read is a violation, not the
+        answer to a heartbeat not yet sent."""
         if self.ended:
-            return  # gave up: nothing the server says changes that
+            return  # gave up or released: nothing the server says changes that
         self._frames.feed(data)
         while not self.ended:  # an ERROR ends it: what follows is not read
             try:
@@ -74,27 +96,51 @@ class Session:
                 self._violation(str(e), now)
                 return
             if frame is None:
-                return
+                break
             self._frame(*frame, now)
+        self._heartbeat_if_due(now)
 
-    def eof(self, now: float, detail: str = "closed by the server") -> None:
-        """The connection ended (end of stream or a failed read or write):
-        lost at once, closed at once."""
-        self.fail(Unavailable(f"monolock: connection lost: {detail}"), now)
+    def eof(self, now: float, detail: str = "closed by the server", reset: bool = False) -> None:
+        """The connection ended: end of stream, or a read or write that
+        failed. Lost at once, closed at once; after RELEASE it is the end the
+        release waited for, and no error. reset: close by a reset, not a
+        plain close: after a failed read or write, and after TLS's
+        close_notify, which comes before the server's FIN (a plain close
+        then could send the client's FIN first and leave it the TIME_WAIT)."""
+        if self.releasing:
+            self._close_by = now
+            self.abortive = reset
+            self.releasing = False
+            return
+        self.fail(Unavailable(f"monolock: connection lost: {detail}"), now, abort=reset)
 
-    def fail(self, err: MonolockError, now: float) -> None:
+    def fail(self, err: MonolockError, now: float, abort: bool = False) -> None:
         """The connection ended with err (a lost connection, a certificate
-        the server refused): lost at once, closed at once."""
+        the server refused), or the client must drop it at once (abort: by
+        a reset): lost at once, closed at once."""
         if not self.ended:
             self._end(err, now, close_now=True)
+        self.releasing = False
+        self.abortive = abort
         self._close_by = now
 
     def release(self, now: float) -> None:
-        """The caller released the lock, or its work stopped after a loss."""
+        """The caller released the lock (or left the queue), or its work
+        stopped after a loss. A live session sends RELEASE and waits for the
+        server to close first, at most the release bound, so the TIME_WAIT
+        of the connection stays on the server (docs/protocol.md, RELEASE);
+        one the client gave up on closes now by a reset; one the server
+        ended closes now. Idempotent."""
         self.work_stopped = True
         if not self.ended:
             self.ended = True
-        self._close_by = now
+            self._hb_due = None
+            self.outbox += _wire.RELEASE  # after anything not written yet: the server answers in order
+            self.releasing = True
+            self.abortive = True  # unless the server closes within the bound
+            self._close_by = now + release_bound(self.lease)
+        elif not self.releasing:
+            self._close_by = now
 
     def tick(self, now: float) -> None:
         """Timers: the loss deadline, then a heartbeat due."""
@@ -103,8 +149,7 @@ class Session:
         if now >= self.deadline:
             self._give_up(now)
             return
-        if self._hb_due is not None and not self._in_flight and now >= self._hb_due:
-            self._send(_wire.HEARTBEAT, now)
+        self._heartbeat_if_due(now)
 
     # --- outputs -------------------------------------------------------
 
@@ -118,6 +163,11 @@ class Session:
         if self._close_by is not None:
             times.append(self._close_by)
         return min(times) if times else None
+
+    def write_by(self) -> float:
+        """How long a write may block: until the give-up deadline, or, for
+        RELEASE, until the release bound."""
+        return self._close_by if self.releasing and self._close_by is not None else self.deadline
 
     def close_due(self, now: float) -> bool:
         return self._close_by is not None and now >= self._close_by
@@ -181,7 +231,9 @@ class Session:
         self._in_flight = False
         self.deadline = self._last_send + self.timeout
         self._hb_due = self._last_send + self.schedule.interval()
-        if now >= self._hb_due:
+
+    def _heartbeat_if_due(self, now: float) -> None:
+        if not self.ended and self._hb_due is not None and not self._in_flight and now >= self._hb_due:
             self._send(_wire.HEARTBEAT, now)
 
     def _give_up(self, now: float) -> None:
@@ -196,10 +248,14 @@ class Session:
         on before the work has stopped, but no longer than the lease after
         the last send, when the server drops the session anyway. With no work
         running (not granted, or already stopped), or when the server ended
-        the connection itself, it closes at once."""
+        the connection itself, it closes at once. Nothing is sent once the
+        session ended. A connection the client gave up on is reset when it
+        closes: the server may be unreachable, and no TIME_WAIT is left."""
         self.ended = True
         self.error = err
         self._hb_due = None
+        self.outbox.clear()
+        self.abortive = not close_now
         if close_now or not self.granted or self.work_stopped:
             self._close_by = now
         else:

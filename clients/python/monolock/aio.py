@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Awaitable, Callable, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, retry_delay, split_address, wait_seconds
+from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, reset_on_close, retry_delay, split_address, wait_seconds
 from ._core import Session
 from .errors import Busy, LockLost, MonolockError, Unavailable
 
@@ -49,7 +49,10 @@ class _Connection(asyncio.Protocol):
         self._after()
 
     def eof_received(self) -> bool:
-        self.session.eof(self.loop.time())
+        # Over TLS this is the server's close_notify, which comes before its
+        # FIN: reset (see Session.eof).
+        tls = self.transport is not None and self.transport.get_extra_info("sslcontext") is not None
+        self.session.eof(self.loop.time(), reset=tls)
         self._after()
         return False
 
@@ -88,7 +91,11 @@ class _Connection(asyncio.Protocol):
                     RuntimeWarning,
                     stacklevel=1,
                 )
-                self.session.fail(MonolockError(f"monolock: lock {name!r} released: its event loop ended (or its guard task was cancelled) while it was held"), self.loop.time())
+                self.session.fail(
+                    MonolockError(f"monolock: lock {name!r} released: its event loop ended (or its guard task was cancelled) while it was held"),
+                    self.loop.time(),
+                    abort=True,  # no loop is left to wait for the server's close
+                )
                 self._after()
             raise
 
@@ -121,6 +128,13 @@ class _Connection(asyncio.Protocol):
             # 30 s SSL shutdown timeout, which a silent or stopped server
             # never does. Nothing left to write matters once the claim ends,
             # and the threaded client closes the same way (no close_notify).
+            # abort() is a plain close of the socket, after the server's
+            # end of stream when it closed first; a reset when the client
+            # gave up or the release bound passed.
+            if s.abortive:
+                sock = t.get_extra_info("socket")
+                if sock is not None:
+                    reset_on_close(sock)
             t.abort()
             return
         wake = s.next_wakeup()
@@ -169,8 +183,10 @@ class Lock:
         return self._conn.session.valid(self._conn.loop.time())
 
     async def release(self) -> None:
-        """Closes the connection (releases, or leaves the queue) and returns
-        once it is closed. Idempotent; harmless after a loss."""
+        """Releases (or leaves the queue) as :meth:`monolock.Lock.release`
+        does: RELEASE, then the server's close, at most min(lease, 2 s)
+        before a reset; returns once the connection is closed. Idempotent;
+        harmless after a loss."""
         self._conn.release()
         await asyncio.shield(self._conn.closed)
 

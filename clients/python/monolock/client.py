@@ -11,7 +11,19 @@ from types import TracebackType
 from typing import Callable, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, retry_delay, split_address, wait_seconds
+from ._common import (
+    DEFAULT_ADDRESS,
+    Backoff,
+    Wait,
+    certificate_refusal,
+    client_fault,
+    connect_error,
+    reset_on_close,
+    retry_delay,
+    select_timeout,
+    split_address,
+    wait_seconds,
+)
 from ._core import Session
 from ._resume import SessionCache
 from .errors import Busy, CertificateRefused, LockLost, MonolockError, Unavailable
@@ -98,10 +110,11 @@ class Lock:
         return self._session.valid(time.monotonic())
 
     def release(self) -> None:
-        """Releases the lock (or leaves the queue) by closing the connection,
-        and returns once it is closed. Idempotent; harmless after a loss. It
-        also tells the client that the work has stopped, which is what lets it
-        close a lost lock's connection."""
+        """Releases the lock (or leaves the queue): sends RELEASE, waits for
+        the server to close the connection first (at most min(lease, 2 s),
+        then resets it), and returns once it is closed. Idempotent; harmless
+        after a loss. It also tells the client that the work has stopped,
+        which is what lets it close a lost lock's connection."""
         with self._cond:
             self._release_asked = True
         try:
@@ -121,6 +134,8 @@ class Lock:
     # --- the background thread ----------------------------------------
 
     def _wait(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:
+            timeout = None  # longer than the platform can wait: as good as forever
         with self._cond:
             return self._cond.wait_for(lambda: pred() or self._done.is_set(), timeout) and pred()
 
@@ -137,9 +152,7 @@ class Lock:
                 now = time.monotonic()
                 if s.close_due(now):
                     return
-                wake = s.next_wakeup()
-                timeout = None if wake is None else max(0.0, wake - now)
-                for key, _ in sel.select(timeout):
+                for key, _ in sel.select(select_timeout(s.next_wakeup(), now)):
                     if key.fileobj is self._wake_r:
                         self._wake_r.recv(64)
                     else:
@@ -150,11 +163,13 @@ class Lock:
                     s.release(time.monotonic())
                 s.tick(time.monotonic())
         except Exception as e:  # a bug must not leave the caller waiting forever
-            s.eof(time.monotonic(), f"client error: {e!r}")
+            s.fail(client_fault(e), time.monotonic(), abort=True)
         finally:
             sel.close()
             self._keep_ticket()
             try:
+                if s.abortive:
+                    reset_on_close(self._sock)
                 self._sock.close()
             finally:
                 self._wake_r.close()
@@ -177,8 +192,10 @@ class Lock:
             self._failed("read", e)
             return
         if not data:
-            s.eof(time.monotonic())
+            s.eof(time.monotonic(), reset=isinstance(self._sock, ssl.SSLSocket))
             return
+        if s.ended:
+            return  # after RELEASE or a give-up: read and discarded
         if not self._ticket_looked:
             # Before the frames are applied, so that an acquire() that
             # returns has left the ticket for the client's next connection.
@@ -198,8 +215,9 @@ class Lock:
         data = bytes(s.outbox)
         s.outbox.clear()
         try:
-            # A write that blocks past the deadline means the lock is lost anyway.
-            self._sock.settimeout(max(0.001, s.deadline - time.monotonic()))
+            # A write that blocks past the deadline means the lock is lost
+            # anyway; RELEASE's write is bounded by the release bound.
+            self._sock.settimeout(select_timeout(s.write_by(), time.monotonic(), minimum=0.001))
             self._sock.sendall(data)
         except OSError as e:
             self._failed("write", e)
@@ -216,7 +234,7 @@ class Lock:
         if refused is not None:
             self._session.fail(refused, time.monotonic())
         else:
-            self._session.eof(time.monotonic(), f"{op}: {e}")
+            self._session.eof(time.monotonic(), f"{op}: {e}", reset=True)
 
     def _pending_refusal(self) -> Optional[CertificateRefused]:
         """The server's TLS alert refusing the client's certificate, when a

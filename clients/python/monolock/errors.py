@@ -17,6 +17,7 @@ __all__ = [
     "LockLost",
     "ProtocolViolation",
     "CertificateRefused",
+    "ClientFault",
 ]
 
 
@@ -75,6 +76,12 @@ class CertificateRefused(MonolockError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class ClientFault(MonolockError):
+    """A fault inside the client itself (a bug), not a condition of the
+    server: ``run`` raises it at once rather than retry, since a new attempt
+    meets the same fault. Report it with its message."""
 
 
 class LockLost(MonolockError):

@@ -153,6 +153,80 @@ def tcp_closed(c: socket.socket, timeout: float = 10.0) -> bool:
         raw.close()
 
 
+RELEASE = bytes([0x03])
+
+# The states of /proc/net/tcp a connection's side passes through when it sent
+# the first FIN: FIN_WAIT1, FIN_WAIT2, TIME_WAIT, CLOSING.
+_ACTIVE_CLOSE_STATES = {"04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT", "0B": "CLOSING"}
+
+
+def time_wait_from(sockname: "tuple[str, int]", peername: "tuple[str, int]") -> List[str]:
+    """The entries of /proc/net/tcp and tcp6 whose local port is the
+    client's (sockname[1]) and remote port the server's (peername[1]), in
+    TIME_WAIT or a state that leads to it (the side that sent the first FIN):
+    what the connection leaves on the client's host when the client closed
+    first. (The remote port is compared too: the kernel may reuse a local
+    port towards another address while an older connection from it waits.)
+    Empty where /proc is not there."""
+    found: List[str] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if state in _ACTIVE_CLOSE_STATES and _port(local) == sockname[1] and _port(remote) == peername[1]:
+                found.append(f"{_ACTIVE_CLOSE_STATES[state]}: {line.strip()}")
+    return found
+
+
+def ends(lock: "monolock.Lock | monolock.aio.Lock") -> "tuple[tuple[str, int], tuple[str, int]]":
+    """The (local, remote) addresses of a lock's connection, for
+    time_wait_from once it is closed."""
+    if isinstance(lock, monolock.Lock):
+        sock = lock._sock  # pyright: ignore[reportPrivateUsage]
+        return sock.getsockname(), sock.getpeername()
+    t = lock._conn.transport  # pyright: ignore[reportPrivateUsage]
+    assert t is not None
+    return t.get_extra_info("sockname"), t.get_extra_info("peername")
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1], 16)
+
+
+def closed_how(c: socket.socket, timeout: float = 10.0) -> "tuple[bytes, str]":
+    """Reads the server side c until the client's close: the bytes read
+    and "eof" (a FIN), or "reset" (an RST)."""
+    c.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            b = c.recv(64)
+            if not b:
+                return got, "eof"
+            got += b
+    except ConnectionResetError:
+        return got, "reset"
+
+
+def serve_release(c: socket.socket, timeout: float = 10.0) -> bytes:
+    """What a server does on RELEASE: reads up to and including the RELEASE
+    byte (returning the bytes before it), then closes first."""
+    c.settimeout(timeout)
+    got = b""
+    while not got.endswith(RELEASE):
+        b = c.recv(1)
+        if not b:
+            raise EOFError(f"the client closed without RELEASE after {got!r}")
+        got += b
+    c.close()
+    return got[:-1]
+
+
 def _read_exact(c: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:

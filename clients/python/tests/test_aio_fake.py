@@ -6,7 +6,7 @@ import unittest
 
 import monolock
 import monolock.aio
-from tests.support import WAITING, FakeServer, acquired, error
+from tests.support import WAITING, FakeServer, acquired, closed_how, error, ends, serve_release, time_wait_from
 
 
 class AioFakeServerTest(unittest.TestCase):
@@ -21,6 +21,14 @@ class AioFakeServerTest(unittest.TestCase):
         c = await asyncio.get_running_loop().run_in_executor(None, self.srv.next)
         await asyncio.get_running_loop().run_in_executor(None, self.srv.read_acquire, c)
         return c
+
+    async def granted(self, lease: float) -> "tuple[monolock.aio.Lock, socket.socket]":
+        """A lock of a new client, granted by the fake server, and the
+        server's side of its connection."""
+        task = asyncio.ensure_future(monolock.aio.Client(self.srv.addr).acquire("job", lease=lease))
+        c = await self.next_acquire()
+        c.sendall(acquired(7))
+        return await task, c
 
     def test_push_then_eof(self) -> None:
         async def main() -> None:
@@ -46,6 +54,8 @@ class AioFakeServerTest(unittest.TestCase):
             task = asyncio.ensure_future(client.acquire("job", wait=False))
             c = await self.next_acquire()
             c.sendall(WAITING)
+            loop = asyncio.get_running_loop()
+            self.assertEqual(await loop.run_in_executor(None, serve_release, c), b"")  # it left the queue by RELEASE
             with self.assertRaises(monolock.Busy):
                 await task
             task = asyncio.ensure_future(client.run("job", self._noop))
@@ -86,17 +96,18 @@ class AioFakeServerTest(unittest.TestCase):
             except BlockingIOError:
                 data = None  # nothing, and not closed: the work may still run
             self.assertNotEqual(data, b"", "closed while the work still runs")
-            await lock.release()
             c.setblocking(True)
-            c.settimeout(5)
-            while c.recv(16):
-                pass
+            await lock.release()  # the work stopped: now it closes, by a reset, without RELEASE
+            rest, how = closed_how(c)
+            self.assertEqual(how, "reset")
+            self.assertLessEqual(rest, b"\x02")
 
         self.run_async(main())
 
     def test_close_does_not_wait_for_the_peer(self) -> None:
         # Over TLS, transport.close() waits for the peer's close_notify (up to
-        # asyncio's 30 s SSL shutdown timeout): every close is an abort().
+        # asyncio's 30 s SSL shutdown timeout): every close is an abort(),
+        # after the server's end of stream once the client sent RELEASE.
         from monolock import _wire
         from monolock._core import Session
         from monolock.aio import _Connection  # pyright: ignore[reportPrivateUsage]
@@ -111,11 +122,77 @@ class AioFakeServerTest(unittest.TestCase):
                 conn.data_received(acquired(7))
                 if end == "release":
                     conn.release()
+                    self.assertEqual(t.ends, [], "closed before the server did")
+                    conn.eof_received()
                 elif end == "error":
                     conn.data_received(error(0x02))
                 else:
                     conn.eof_received()
                 self.assertEqual(t.ends, ["abort"])
+
+    def test_release_waits_for_the_server_to_close_first(self) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            lock, c = await self.granted(10.0)
+            addrs = ends(lock)
+            served = loop.run_in_executor(None, serve_release, c)
+            await lock.release()
+            self.assertEqual(await served, b"")
+            self.assertIsNone(lock.error)
+            self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+
+        self.run_async(main())
+
+    def test_an_old_server_answers_release_with_error_0x13(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            task = asyncio.ensure_future(client.run("job", self._token, lease=10.0))
+            c = await self.next_acquire()
+            c.sendall(acquired(7))
+            c.settimeout(10)
+            self.assertEqual(await asyncio.get_running_loop().run_in_executor(None, c.recv, 1), b"\x03")
+            c.sendall(error(0x13, "unknown message type: 0x03"))
+            c.close()
+            self.assertEqual(await task, 7)  # no error surfaced
+
+        self.run_async(main())
+
+    def test_a_server_that_never_closes_is_reset_at_the_bound(self) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            lock, c = await self.granted(0.4)  # bound min(0.4 s, 2 s)
+            addrs = ends(lock)
+            closed = loop.run_in_executor(None, closed_how, c)
+            await lock.release()
+            got, how = await closed
+            self.assertEqual(got[-1:], b"\x03")
+            self.assertEqual(how, "reset")
+            self.assertIsNone(lock.error)
+            self.assertEqual(time_wait_from(*addrs), [])
+
+        self.run_async(main())
+
+    def test_the_longest_lease(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            loop = asyncio.get_running_loop()
+            task = asyncio.ensure_future(client.acquire("job", lease=0xFFFFFFFF / 1000))
+            c = await loop.run_in_executor(None, self.srv.next)
+            head = await loop.run_in_executor(None, self.srv.read_acquire, c)
+            self.assertEqual(head[2:6], b"\xff\xff\xff\xff")
+            c.sendall(acquired(7))
+            lock = await task
+            self.assertTrue(lock.valid())
+            served = loop.run_in_executor(None, serve_release, c)
+            await lock.release()
+            self.assertEqual(await served, b"")
+            self.assertIsNone(lock.error)
+
+        self.run_async(main())
+
+    @staticmethod
+    async def _token(lock: monolock.aio.Lock) -> int:
+        return lock.token
 
     @staticmethod
     async def _noop(lock: monolock.aio.Lock) -> None:

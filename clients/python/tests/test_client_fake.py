@@ -4,7 +4,7 @@ import socket
 import unittest
 
 import monolock
-from tests.support import WAITING, FakeServer, acquired, error
+from tests.support import RELEASE, WAITING, FakeServer, acquired, closed_how, error, ends, serve_release, time_wait_from
 
 
 class FakeServerTest(unittest.TestCase):
@@ -47,9 +47,9 @@ class FakeServerTest(unittest.TestCase):
             c = self.srv.next()
             self.srv.read_acquire(c)
             c.sendall(WAITING)
+            self.assertEqual(serve_release(c), b"")  # it left the queue by RELEASE
             with self.assertRaises(monolock.Busy):
                 fut.result(timeout=5)
-        self.assertEqual(c.recv(1), b"")  # it left the queue: closed
 
     def test_wait_elapses(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -61,8 +61,10 @@ class FakeServerTest(unittest.TestCase):
             c.sendall(WAITING)
             while True:  # answer heartbeats with WAITING until it leaves
                 b = c.recv(1)
-                if not b:
+                if b == RELEASE:
+                    c.close()
                     break
+                self.assertEqual(b, b"\x02")
                 c.sendall(WAITING)
             with self.assertRaises(monolock.Busy):
                 fut.result(timeout=5)
@@ -146,13 +148,10 @@ class FakeServerTest(unittest.TestCase):
         self.assertNotEqual(sent, b"", "closed while the work still runs")
         self.assertLessEqual(sent or b"", b"\x02")  # at most the unanswered heartbeat
         c.setblocking(True)
-        lock.release()  # the work stopped: now it closes
-        c.settimeout(5)
-        while True:
-            b = c.recv(16)
-            if not b:
-                break
-            self.assertEqual(b, b"\x02"[: len(b)] * len(b))
+        lock.release()  # the work stopped: now it closes, by a reset, without RELEASE
+        rest, how = closed_how(c)
+        self.assertEqual(how, "reset")
+        self.assertLessEqual(rest, b"\x02")
 
     def test_run_raises_lock_lost_after_fn(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -182,6 +181,88 @@ class FakeServerTest(unittest.TestCase):
             with self.subTest(name=name[:10], lease=lease), self.assertRaises(monolock.InvalidInput):
                 self.client.acquire(name, lease=lease)
         self.assertEqual(len(self.srv.accepted), 0)
+
+    def test_release_waits_for_the_server_to_close_first(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 10.0)
+            c = self.grant_next(7)
+            lock = fut.result(timeout=5)
+            addrs = ends(lock)
+            released = ex.submit(lock.release)
+            self.assertEqual(serve_release(c), b"")
+            released.result(timeout=5)
+        self.assertIsNone(lock.error)
+        self.assertTrue(lock.lost.is_set())
+        self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+
+    def test_an_old_server_answers_release_with_error_0x13(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.run, "job", lambda lock: lock.token, 10.0)
+            c = self.grant_next(7)
+            c.settimeout(10)
+            self.assertEqual(c.recv(1), RELEASE)
+            c.sendall(error(0x13, "unknown message type: 0x03"))
+            c.close()
+            self.assertEqual(fut.result(timeout=5), 7)  # no error surfaced
+
+    def test_a_server_that_never_closes_is_reset_at_the_bound(self) -> None:
+        lock = None
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 0.4)  # bound min(0.4 s, 2 s)
+            c = self.grant_next(7)
+            lock = fut.result(timeout=5)
+            addrs = ends(lock)
+            released = ex.submit(lock.release)
+            got, how = closed_how(c)
+            released.result(timeout=5)
+        self.assertEqual(got[-1:], RELEASE)
+        self.assertEqual(how, "reset")
+        self.assertIsNone(lock.error)
+        self.assertEqual(time_wait_from(*addrs), [])
+
+    def test_the_longest_lease(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        lease = 0xFFFFFFFF / 1000
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", lease)
+            c = self.srv.next()
+            head = self.srv.read_acquire(c)
+            self.assertEqual(head[2:6], b"\xff\xff\xff\xff")
+            c.sendall(acquired(7))
+            lock = fut.result(timeout=5)
+            self.assertTrue(lock.valid())
+            self.assertFalse(lock.lost.is_set())
+            released = ex.submit(lock.release)
+            self.assertEqual(serve_release(c), b"")
+            released.result(timeout=5)
+        self.assertIsNone(lock.error)
+
+    def test_a_fault_in_the_client_is_not_retried(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        from unittest import mock
+
+        from monolock._core import Session
+
+        class Faulty(Session):
+            def tick(self, now: float) -> None:
+                raise RuntimeError("injected fault")
+
+        with mock.patch("monolock.client.Session", Faulty), ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.run, "job", lambda lock: None, 10.0)
+            c = self.srv.next()
+            self.srv.read_acquire(c)
+            c.sendall(WAITING)  # the loop's timers run after each read
+            with self.assertRaises(monolock.ClientFault) as cm:
+                fut.result(timeout=5)
+        self.assertIn("injected fault", str(cm.exception))
+        self.assertEqual(len(self.srv.accepted), 1, "retried")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from math import inf, nextafter
 import ssl
 
 from monolock import Busy, CertificateRefused, ProtocolViolation, ServerError, Unavailable, _wire
-from monolock._common import Backoff, certificate_refusal, connect_error, retry_delay, shutdown_jitter
+from monolock._common import MAX_SELECT_WAIT, Backoff, certificate_refusal, client_fault, connect_error, retry_delay, select_timeout, shutdown_jitter
 from monolock._core import Session
 from monolock._schedule import HeartbeatSchedule
 
@@ -254,6 +254,228 @@ class SessionTest(unittest.TestCase):
         s.receive(acquired(7), 1.7)
         self.assertTrue(s.ended)
         self.assertFalse(s.valid(1.7))
+
+
+def error_frame(code: int, reason: bytes = b"") -> bytes:
+    return bytes([0x13, code, len(reason)]) + reason
+
+
+class ReleaseTest(unittest.TestCase):
+    """RELEASE, then the server's close within min(lease, 2 s), else a reset
+    (docs/protocol.md, RELEASE)."""
+
+    def held(self, lease: float = 10.0) -> Session:
+        s = session(lease)
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        take(s)
+        return s
+
+    def test_the_server_closes_first(self) -> None:
+        s = self.held()
+        s.release(1.0)
+        self.assertEqual(take(s), _wire.RELEASE)
+        self.assertFalse(s.close_due(1.0), "closed before the server did")
+        s.eof(1.001)
+        self.assertTrue(s.close_due(1.001))
+        self.assertFalse(s.abortive, "the server closed first: a plain close")
+        self.assertIsNone(s.error)
+        self.assertFalse(s.valid(1.001))
+
+    def test_the_bound_passes_and_the_connection_is_reset(self) -> None:
+        for lease, bound in ((10.0, 2.0), (2.0, 2.0), (0.5, 0.5)):
+            with self.subTest(lease=lease):
+                s = self.held(lease)
+                s.release(1.0)
+                self.assertEqual(take(s), _wire.RELEASE)
+                self.assertEqual(s.next_wakeup(), 1.0 + bound)
+                self.assertFalse(s.close_due(before(1.0 + bound)))
+                s.tick(1.0 + bound)
+                self.assertEqual(take(s), b"", "no heartbeat after RELEASE")
+                self.assertTrue(s.close_due(1.0 + bound))
+                self.assertTrue(s.abortive)
+                self.assertIsNone(s.error)
+
+    def test_anything_read_after_release_is_discarded(self) -> None:
+        # An old server answers RELEASE with ERROR 0x13 and closes; an answer
+        # or a push may cross the RELEASE. None is an error.
+        for late in (error_frame(0x13, b"unknown message type"), acquired(7), WAITING, acquired(8), b"\x7e"):
+            with self.subTest(late=late):
+                s = self.held()
+                s.release(1.0)
+                take(s)
+                s.receive(late, 1.001)
+                self.assertIsNone(s.error)
+                self.assertFalse(s.close_due(1.001), "waits for the end of stream")
+                self.assertEqual(take(s), b"")
+                s.eof(1.002)
+                self.assertTrue(s.close_due(1.002))
+                self.assertFalse(s.abortive)
+                self.assertIsNone(s.error)
+
+    def test_a_failed_write_or_read_resets(self) -> None:
+        s = self.held()
+        s.release(1.0)
+        s.eof(1.0, "write: broken pipe", reset=True)
+        self.assertTrue(s.close_due(1.0))
+        self.assertTrue(s.abortive)
+        self.assertIsNone(s.error)
+
+    def test_leaving_the_queue_and_before_the_answer(self) -> None:
+        s = session()
+        s.start(0.0)
+        s.receive(WAITING, 0.01)
+        s.release(0.02)
+        self.assertEqual(take(s), _wire.encode_acquire(2000, b"job") + _wire.RELEASE)
+        s = session()
+        s.start(0.0)  # no answer yet: RELEASE is valid in any state after ACQUIRE
+        s.release(0.0)
+        self.assertEqual(take(s), _wire.encode_acquire(2000, b"job") + _wire.RELEASE)
+
+    def test_after_a_heartbeat_not_written_yet(self) -> None:
+        s = self.held(1.0)
+        s.tick(0.25)  # due, queued, not written yet
+        s.release(0.25)
+        self.assertEqual(take(s), HB + _wire.RELEASE)
+
+    def test_after_a_give_up_a_reset_and_no_release(self) -> None:
+        s = self.held(1.0)
+        s.tick(0.8)
+        self.assertTrue(s.ended)
+        self.assertFalse(s.close_due(0.9))  # the work may still run
+        s.release(0.9)
+        self.assertEqual(take(s), b"")
+        self.assertTrue(s.close_due(0.9))
+        self.assertTrue(s.abortive)
+        # The same once the lease after the last send has passed, the work still running.
+        s = self.held(1.0)
+        s.tick(0.8)
+        self.assertTrue(s.close_due(1.0))
+        self.assertTrue(s.abortive)
+
+    def test_after_a_violation_a_reset_and_no_release(self) -> None:
+        s = self.held(1.0)
+        s.receive(WAITING, 0.1)
+        self.assertIsInstance(s.error, ProtocolViolation)
+        s.release(0.2)
+        self.assertEqual(take(s), b"")
+        self.assertTrue(s.abortive)
+
+    def test_after_the_server_ended_it_a_plain_close(self) -> None:
+        for end in ("error", "eof"):
+            with self.subTest(end=end):
+                s = self.held(1.0)
+                if end == "error":
+                    s.receive(error_frame(0x02), 0.1)
+                else:
+                    s.eof(0.1)
+                s.release(0.2)
+                self.assertEqual(take(s), b"")
+                self.assertTrue(s.close_due(0.2))
+                self.assertFalse(s.abortive)
+
+    def test_release_is_idempotent(self) -> None:
+        s = self.held()
+        s.release(1.0)
+        take(s)
+        s.release(1.5)
+        self.assertEqual(take(s), b"")
+        self.assertFalse(s.close_due(1.5), "a second release does not cut the wait short")
+        self.assertEqual(s.next_wakeup(), 3.0)
+
+
+class SameReadTest(unittest.TestCase):
+    """Frames that arrive together after an answer later than the heartbeat
+    interval: a push and an ERROR are ordinary frames, a second answer to one
+    request is a violation, and nothing is sent once the session ended."""
+
+    def waiting_with_late_answer(self) -> Session:
+        """Queued; the heartbeat sent at 0.5 is answered after the next one
+        was due (lease 2 s, interval 0.5 s)."""
+        s = session(2.0)
+        s.start(0.0)
+        s.receive(WAITING, 0.0)
+        s.tick(0.5)
+        self.assertEqual(take(s)[-1:], HB)
+        return s
+
+    def test_late_answer_push_and_error(self) -> None:
+        s = self.waiting_with_late_answer()
+        s.receive(WAITING + acquired(9) + error_frame(0x02, b"closed by administrator"), 1.2)
+        self.assertIsInstance(s.error, Unavailable)
+        self.assertEqual(getattr(s.error, "code"), 2)
+        self.assertTrue(s.granted)
+        self.assertEqual(take(s), b"", "a heartbeat sent after the ERROR")
+        self.assertTrue(s.close_due(1.2))
+        self.assertFalse(s.abortive)
+
+    def test_late_answer_and_push(self) -> None:
+        s = self.waiting_with_late_answer()
+        s.receive(WAITING + acquired(9), 1.2)
+        self.assertIsNone(s.error)
+        self.assertTrue(s.granted)
+        self.assertEqual(take(s), HB, "the late answer's heartbeat, once")
+        s.receive(acquired(9), 1.3)  # that heartbeat's answer
+        self.assertIsNone(s.error)
+
+    def held_with_heartbeat_in_flight(self) -> Session:
+        """Held; the heartbeat sent at 0.5 not answered yet (lease 2 s)."""
+        s = session(2.0)
+        s.start(0.0)
+        s.receive(acquired(7), 0.0)
+        s.tick(0.5)
+        self.assertEqual(take(s)[-1:], HB)
+        return s
+
+    def test_late_answer_and_error_while_held(self) -> None:
+        s = self.held_with_heartbeat_in_flight()
+        s.receive(acquired(7) + error_frame(0x18), 1.2)
+        self.assertIsInstance(s.error, ServerError)
+        self.assertEqual(take(s), b"")
+
+    def test_a_second_answer_to_one_request(self) -> None:
+        s = self.waiting_with_late_answer()
+        s.receive(WAITING + WAITING, 1.2)
+        self.assertIsInstance(s.error, ProtocolViolation)
+        self.assertEqual(take(s), b"", "a heartbeat sent after the violation")
+        s = self.held_with_heartbeat_in_flight()
+        s.receive(acquired(7) + acquired(7), 1.2)
+        self.assertIsInstance(s.error, ProtocolViolation)
+        self.assertEqual(take(s), b"")
+
+    def test_nothing_is_sent_after_the_end(self) -> None:
+        s = self.waiting_with_late_answer()
+        s.receive(WAITING + error_frame(0x01), 1.2)
+        s.tick(1.5)
+        s.tick(5.0)
+        self.assertEqual(take(s), b"")
+
+
+class LongLeaseTest(unittest.TestCase):
+    def test_the_longest_lease_waits_in_steps_the_os_accepts(self) -> None:
+        lease = _wire.MAX_LEASE_MS / 1000
+        self.assertEqual(_wire.lease_ms(lease), 0xFFFFFFFF)
+        s = Session(b"job", lease, _wire.lease_ms(lease))
+        s.start(0.0)
+        take(s)
+        wake = s.next_wakeup()
+        assert wake is not None
+        self.assertGreater(wake, 2**31 / 1000, "the deadline is past what epoll takes in one wait")
+        step = select_timeout(wake, 0.0)
+        assert step is not None
+        self.assertLessEqual(step, MAX_SELECT_WAIT)
+        s.receive(acquired(7), 0.0)
+        self.assertTrue(s.valid(lease * 0.8 - 1))
+        self.assertEqual(select_timeout(s.next_wakeup(), 0.0), MAX_SELECT_WAIT)
+        self.assertEqual(select_timeout(1.0, 0.5), 0.5)
+        self.assertEqual(select_timeout(1.0, 2.0, minimum=0.001), 0.001)
+        self.assertIsNone(select_timeout(None, 0.0))
+        s.release(10.0)
+        self.assertEqual(s.next_wakeup(), 12.0)  # the release bound: 2 s, not the lease
+
+    def test_a_client_fault_is_not_retried(self) -> None:
+        self.assertIsNone(retry_delay(client_fault(OverflowError("timeout is too large")), Backoff(), 2.0))
+        self.assertNotIsInstance(client_fault(RuntimeError("x")), Unavailable)
 
 
 def before(t: float) -> float:

@@ -8,7 +8,7 @@ import warnings
 
 import monolock
 import monolock.aio
-from tests.support import Server, aheld_past, held_past
+from tests.support import Server, aheld_past, ends, held_past, time_wait_from
 
 
 class RealServerTest(unittest.TestCase):
@@ -117,6 +117,62 @@ class RealServerTest(unittest.TestCase):
             warnings.simplefilter("always")
             asyncio.run(main())
         self.assertEqual([str(w.message) for w in seen], [])
+
+    def test_release_promotes_the_next_and_leaves_no_time_wait(self) -> None:
+        holder = self.client.acquire("rel", lease=10.0)
+        promoted = threading.Event()
+        got = []
+
+        def wait() -> None:
+            with self.client.lock("rel", lease=10.0) as lock:
+                got.append(lock.token)
+                promoted.set()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        self.await_waiters("rel", 1)
+        addrs = ends(holder)
+        holder.release()
+        self.assertIsNone(holder.error)
+        self.assertTrue(promoted.wait(10), "the waiter was not promoted")
+        t.join(10)
+        self.assertGreater(got[0], holder.token)
+        self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+        # A waiter that leaves the queue (its wait elapsed) releases the same way.
+        holder = self.client.acquire("rel", lease=10.0)
+        leaver = threading.Thread(target=lambda: self.assertRaises(monolock.Busy, self.client.acquire, "rel", 10.0, 0.3))
+        leaver.start()
+        leaver.join(10)
+        self.assertEqual(self.srv.waiters("rel"), 0)
+        holder.release()
+
+    def test_aio_release_promotes_the_next_and_leaves_no_time_wait(self) -> None:
+        async def main() -> None:
+            client = monolock.aio.Client(self.srv.addr)
+            holder = await client.acquire("arel", lease=10.0)
+            waiter = asyncio.ensure_future(client.acquire("arel", lease=10.0))
+            while self.srv.waiters("arel") != 1:
+                await asyncio.sleep(0.02)
+            addrs = ends(holder)
+            await holder.release()
+            self.assertIsNone(holder.error)
+            lock = await asyncio.wait_for(waiter, 10)
+            self.assertGreater(lock.token, holder.token)
+            self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+            await lock.release()
+
+        asyncio.run(main())
+
+    def test_the_longest_lease(self) -> None:
+        lease = 0xFFFFFFFF / 1000
+        with self.client.lock("long", lease=lease) as lock:
+            self.assertTrue(lock.valid())
+
+        async def main() -> None:
+            async with monolock.aio.Client(self.srv.addr).lock("long", lease=lease) as lock:
+                self.assertTrue(lock.valid())
+
+        asyncio.run(main())
 
     @staticmethod
     async def _token(lock: monolock.aio.Lock) -> int:

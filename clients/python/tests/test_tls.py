@@ -14,7 +14,7 @@ from typing import Callable
 
 import monolock
 import monolock.aio
-from tests.support import Server, aheld_past, held_past, make_pki, rss_kib
+from tests.support import Server, aheld_past, ends, held_past, make_pki, rss_kib, time_wait_from
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "needs openssl for a throwaway CA: apt-get install -y openssl")
@@ -181,6 +181,26 @@ class TLSTest(unittest.TestCase):
                 self.assertTrue(lock.valid())
 
         asyncio.run(main())
+
+    def test_release_over_tls_leaves_no_time_wait(self) -> None:
+        client = monolock.Client(self.srv.addr, ssl_context=self.ctx)
+        lock = client.acquire("tls-release", lease=10.0)
+        addrs = ends(lock)
+        lock.release()
+        self.assertIsNone(lock.error)
+        self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+        client.acquire("tls-release", lease=10.0, wait=5.0).release()
+
+        async def main() -> None:
+            aclient = monolock.aio.Client(self.srv.addr, ssl_context=self.ctx)
+            lock = await aclient.acquire("tls-release", lease=10.0)
+            addrs = ends(lock)
+            await lock.release()
+            self.assertIsNone(lock.error)
+            self.assertEqual(time_wait_from(*addrs), [], "the client closed first")
+            await (await aclient.acquire("tls-release", lease=10.0, wait=5.0)).release()
+
+        asyncio.run(asyncio.wait_for(main(), 20))
 
     def test_asyncio_server_stopped_while_held(self) -> None:
         async def main() -> None:

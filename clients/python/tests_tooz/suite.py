@@ -38,12 +38,14 @@ def counts(junit_xml: str) -> Tuple[int, int, int]:
     return total - failures - errors - skipped, failures + errors, skipped
 
 
-def _terminate(signum: int, frame: Optional[FrameType]) -> None:
+def terminate(signum: int, frame: Optional[FrameType]) -> None:
+    """A SIGTERM handler: exit through SystemExit, so that finally blocks and
+    cleanups (the server's stop) run."""
     raise SystemExit(128 + signum)
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
     # Server takes a TestCase for its cleanup and its skip; this one runs no test.
     owner = unittest.TestCase()
     try:

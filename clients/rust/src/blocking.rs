@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::address::Address;
 use crate::connect::{self, Settings, Wait};
 use crate::retry::{rand_up_to, Backoff};
-use crate::session::{Event, Session, Status};
+use crate::session::{Actions, Event, Request, Session, Status};
 use crate::Error;
 
 /// The stack of a session thread: it only reads, decodes and writes a few
@@ -117,30 +117,45 @@ impl Client {
 
     fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
         let (address, acquire) = self.settings.prepare(name, lease)?;
-        let tcp = Arc::new(connect_tcp(address, self.settings.connect_timeout)?);
-        let waker = tcp.clone();
-        let (conn, tls_resumed) = self.secure(address, Socket(tcp))?;
+        // One deadline for the TCP connect and the TLS handshake together.
+        let deadline = Instant::now() + self.settings.connect_timeout;
+        let tcp = Arc::new(connect_tcp(address, deadline)?);
+        let (tx, tls_resumed) = self.secure(address, &tcp, deadline)?;
         let shared = Arc::new(Shared::default());
         let (session, actions) = Session::start(acquire, lease, Instant::now());
-        shared.publish(session.status(), false);
+        let engine = Arc::new(Mutex::new(Engine {
+            session,
+            tx,
+            socket: Some(tcp.clone()),
+        }));
+        {
+            let mut e = lock_engine(&engine);
+            e.apply(actions, &shared);
+        }
+        let thread_engine = engine.clone();
         let thread_shared = shared.clone();
         thread::Builder::new()
             .name("monolock".into())
             .stack_size(THREAD_STACK)
-            .spawn(move || drive(conn, session, actions.send, thread_shared))
+            .spawn(move || drive(tcp, thread_engine, thread_shared))
             .map_err(Error::io)?;
         let lock = Lock {
             held: Held { shared },
-            waker,
+            engine,
             tls_resumed,
         };
         lock.await_grant(wait)
     }
 
     #[cfg(feature = "tls")]
-    fn secure(&self, address: &Address, mut tcp: Socket) -> Result<(Conn, Option<bool>), Error> {
+    fn secure(
+        &self,
+        address: &Address,
+        tcp: &TcpStream,
+        deadline: Instant,
+    ) -> Result<(Tx, Option<bool>), Error> {
         let Some(config) = &self.settings.tls else {
-            return Ok((Conn::Plain(tcp), None));
+            return Ok((Tx::Plain, None));
         };
         let name = Settings::server_name(address)?;
         let mut tls = rustls::ClientConnection::new(config.clone(), name).map_err(|e| {
@@ -149,37 +164,70 @@ impl Client {
                 address.full
             ))
         })?;
-        let limit = Some(self.settings.connect_timeout);
-        tcp.0
-            .set_read_timeout(limit)
-            .and_then(|()| tcp.0.set_write_timeout(limit))
-            .map_err(Error::io)?;
-        while tls.is_handshaking() {
-            if let Err(e) = tls.complete_io(&mut tcp) {
-                return Err(connect::connect_error(address, e));
-            }
-        }
+        handshake(&mut tls, tcp, deadline).map_err(|e| connect::connect_error(address, e))?;
         let resumed = tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        Ok((
-            Conn::Tls(Box::new(rustls::StreamOwned::new(tls, tcp))),
-            Some(resumed),
-        ))
+        Ok((Tx::Tls(Box::new(tls)), Some(resumed)))
     }
 
     #[cfg(not(feature = "tls"))]
-    fn secure(&self, _: &Address, tcp: Socket) -> Result<(Conn, Option<bool>), Error> {
-        Ok((Conn::Plain(tcp), None))
+    fn secure(&self, _: &Address, _: &TcpStream, _: Instant) -> Result<(Tx, Option<bool>), Error> {
+        Ok((Tx::Plain, None))
     }
 }
 
-fn connect_tcp(address: &Address, timeout: Duration) -> Result<TcpStream, Error> {
+/// Runs the TLS handshake to its end or to `deadline`, whichever comes
+/// first: each read and write waits only for what is left, so a server
+/// that sends one byte at a time cannot stretch it.
+#[cfg(feature = "tls")]
+fn handshake(
+    tls: &mut rustls::ClientConnection,
+    tcp: &TcpStream,
+    deadline: Instant,
+) -> io::Result<()> {
+    while tls.is_handshaking() || tls.wants_write() {
+        let left = time_left(deadline)?;
+        if tls.wants_write() {
+            tcp.set_write_timeout(Some(left))?;
+            tls.write_tls(&mut &*tcp).map_err(timed_out)?;
+            continue;
+        }
+        tcp.set_read_timeout(Some(left))?;
+        if tls.read_tls(&mut &*tcp).map_err(timed_out)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        tls.process_new_packets().map_err(io::Error::other)?;
+    }
+    Ok(())
+}
+
+/// A socket timeout, which Unix reports as WouldBlock, as the timeout it is.
+#[cfg(feature = "tls")]
+fn timed_out(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => io::ErrorKind::TimedOut.into(),
+        _ => e,
+    }
+}
+
+/// What is left until `deadline`, at least a microsecond (the socket
+/// timeouts refuse zero), or a timeout error once it has passed.
+fn time_left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    Ok(at_least_a_microsecond(left))
+}
+
+fn connect_tcp(address: &Address, deadline: Instant) -> Result<TcpStream, Error> {
     let addrs = address
         .full
         .to_socket_addrs()
         .map_err(|e| connect::connect_error(address, e))?;
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, timeout) {
+        let left = time_left(deadline).map_err(|e| connect::connect_error(address, e))?;
+        match TcpStream::connect_timeout(&addr, left) {
             Ok(tcp) => {
                 tcp.set_nodelay(true).map_err(Error::io)?;
                 return Ok(tcp);
@@ -190,68 +238,159 @@ fn connect_tcp(address: &Address, timeout: Duration) -> Result<TcpStream, Error>
     Err(connect::connect_error(address, last))
 }
 
-/// The socket, shared by the session's thread and its [`Lock`]: reads,
-/// writes and `shutdown` all take `&TcpStream`, so one descriptor serves
-/// both, and the lock's shutdown wakes the thread's read.
-struct Socket(Arc<TcpStream>);
-
-impl Read for Socket {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self.0).read(buf)
-    }
-}
-
-impl Write for Socket {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        (&*self.0).flush()
-    }
-}
-
-/// A connection, plain or TLS.
-enum Conn {
-    Plain(Socket),
+/// The sending half of a connection: plain, or the TLS state (which the
+/// reading half also goes through, under the same lock, once it has the
+/// bytes of a record).
+enum Tx {
+    Plain,
     #[cfg(feature = "tls")]
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Socket>>),
+    Tls(Box<rustls::ClientConnection>),
 }
 
-impl Conn {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Conn::Plain(tcp) => &tcp.0,
+/// A connection's session and its sending half, behind one lock: the
+/// session's thread steps it with what it reads and its timers, the
+/// caller's thread with the release (and writes RELEASE itself, since the
+/// thread may be blocked in a read for a while).
+struct Engine {
+    session: Session,
+    tx: Tx,
+    /// The socket until it is closed. The session's thread holds a clone
+    /// for its reads; the descriptor closes when both are gone.
+    socket: Option<Arc<TcpStream>>,
+}
+
+fn lock_engine(engine: &Mutex<Engine>) -> MutexGuard<'_, Engine> {
+    // A panic elsewhere while holding it leaves the state of a finished step.
+    engine.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Engine {
+    /// Carries out `actions` (and those of the steps they lead to), then
+    /// publishes the session's status.
+    fn apply(&mut self, mut actions: Actions, shared: &Shared) {
+        while let Some(request) = actions.send {
+            let deadline = self.session.write_deadline(request);
+            let written = match time_left(deadline) {
+                // Queued before the deadline, due after it: not written.
+                Err(_) => None,
+                Ok(left) => Some(self.write(request, left)),
+            };
+            actions = match written {
+                None => self.session.step(Event::Tick, Instant::now()),
+                Some(Ok(())) => Actions {
+                    send: None,
+                    ..actions
+                },
+                Some(Err(e)) => self.session.step(
+                    Event::Closed(connect::connection_error("write", e)),
+                    Instant::now(),
+                ),
+            };
+        }
+        if actions.close {
+            self.close(actions.abort);
+        }
+        shared.publish(self.session.status(), self.socket.is_none());
+    }
+
+    fn write(&mut self, request: Request, limit: Duration) -> io::Result<()> {
+        let Some(tcp) = &self.socket else {
+            return Err(io::ErrorKind::NotConnected.into());
+        };
+        tcp.set_write_timeout(Some(limit))?;
+        let frame = self.session.frame(request);
+        match &mut self.tx {
+            Tx::Plain => (&**tcp).write_all(frame),
             #[cfg(feature = "tls")]
-            Conn::Tls(tls) => &tls.sock.0,
+            Tx::Tls(tls) => {
+                tls.writer().write_all(frame)?;
+                flush_tls(tls, tcp)
+            }
+        }
+    }
+
+    /// Closes the connection: normally (the server closed first), or
+    /// abortively with SO_LINGER {on, 0}, so that the last close of the
+    /// descriptor sends an RST. Shutting the reading side down wakes the
+    /// session's thread if it is blocked in a read (it sends nothing).
+    fn close(&mut self, abort: bool) {
+        let Some(tcp) = self.socket.take() else {
+            return;
+        };
+        if abort {
+            let _ = socket2::SockRef::from(&*tcp).set_linger(Some(Duration::ZERO));
+            let _ = tcp.shutdown(Shutdown::Read);
+        } else {
+            let _ = tcp.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Bytes read from the server: decrypted first under TLS. Returns
+    /// false once the connection is closed.
+    fn received(&mut self, data: &[u8], shared: &Shared) {
+        match &mut self.tx {
+            Tx::Plain => {
+                let actions = self.session.step(Event::Read(data), Instant::now());
+                self.apply(actions, shared);
+            }
+            #[cfg(feature = "tls")]
+            Tx::Tls(_) => self.received_tls(data, shared),
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    fn received_tls(&mut self, mut data: &[u8], shared: &Shared) {
+        let mut plain = [0u8; connect::READ_SIZE];
+        while self.socket.is_some() {
+            let Tx::Tls(tls) = &mut self.tx else { return };
+            if data.is_empty() && !tls.wants_read() {
+                return;
+            }
+            if !data.is_empty() {
+                let fed = tls.read_tls(&mut data).and_then(|_| {
+                    tls.process_new_packets()
+                        .map(|_| ())
+                        .map_err(io::Error::other)
+                });
+                if let Err(e) = fed {
+                    // An alert sent by process_new_packets goes out first.
+                    if let Some(tcp) = &self.socket {
+                        let _ = flush_tls(tls, tcp);
+                    }
+                    let actions = self.session.step(
+                        Event::Closed(connect::connection_error("read", e)),
+                        Instant::now(),
+                    );
+                    return self.apply(actions, shared);
+                }
+            }
+            let event = match tls.reader().read(&mut plain) {
+                // close_notify: the server's FIN follows, maybe in another
+                // segment; the TCP end of stream is the end (closing
+                // between the two would cross that FIN and leave a
+                // TIME_WAIT on both sides).
+                Ok(0) => return,
+                Ok(n) => Event::Read(&plain[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if data.is_empty() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(e) => Event::Closed(connect::connection_error("read", e)),
+            };
+            let actions = self.session.step(event, Instant::now());
+            self.apply(actions, shared);
         }
     }
 }
 
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Conn::Plain(tcp) => tcp.read(buf),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.read(buf),
-        }
+#[cfg(feature = "tls")]
+fn flush_tls(tls: &mut rustls::ClientConnection, tcp: &TcpStream) -> io::Result<()> {
+    while tls.wants_write() {
+        tls.write_tls(&mut &*tcp)?;
     }
-}
-
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Conn::Plain(tcp) => tcp.write(buf),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Conn::Plain(tcp) => tcp.flush(),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.flush(),
-        }
-    }
+    Ok(())
 }
 
 /// The session's state as the thread publishes it, and the caller's stop.
@@ -264,9 +403,7 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Inner {
     status: Option<Status>,
-    /// The work has stopped (release or drop): the thread may close.
-    stop: bool,
-    /// The thread closed the connection and ended.
+    /// The connection is closed.
     closed: bool,
 }
 
@@ -281,7 +418,7 @@ impl Shared {
     /// only such a change wakes them: a heartbeat's answer costs no wakeup.
     fn publish(&self, status: &Status, closed: bool) {
         let mut inner = self.lock();
-        let wake = closed
+        let wake = closed != inner.closed
             || inner.status.as_ref().is_none_or(|old| {
                 (old.answered, old.granted, old.ended)
                     != (status.answered, status.granted, status.ended)
@@ -292,10 +429,6 @@ impl Shared {
         if wake {
             self.changed.notify_all();
         }
-    }
-
-    fn stop_asked(&self) -> bool {
-        self.lock().stop
     }
 
     /// Waits until `done` holds for the status, or `limit` passes; returns
@@ -333,85 +466,52 @@ fn status_of(i: &Inner) -> &Status {
 }
 
 /// The session's thread: the connection's permanent reader (rule 1) and
-/// its heartbeat sender; it closes the connection when the session says so.
-fn drive(
-    mut conn: Conn,
-    mut session: Session,
-    first: Option<crate::session::Request>,
-    shared: Arc<Shared>,
-) {
+/// its timers. It reads without the engine's lock, then steps the session
+/// with what it read under it, until the connection is closed.
+fn drive(tcp: Arc<TcpStream>, engine: Arc<Mutex<Engine>>, shared: Arc<Shared>) {
     let mut buf = [0u8; connect::READ_SIZE];
-    let mut send = first;
-    let mut stopped = false;
     loop {
-        let mut actions = None;
-        if let Some(request) = send.take() {
-            let left = session
-                .status()
-                .deadline
-                .saturating_duration_since(Instant::now());
-            // A write that blocks past the give-up means the lock is lost anyway.
-            let written = conn
-                .tcp()
-                .set_write_timeout(Some(at_least_a_microsecond(left)))
-                .and_then(|()| conn.write_all(session.frame(request)))
-                .and_then(|()| conn.flush());
-            if let Err(e) = written {
-                actions = Some(session.step(
-                    Event::Closed(connect::connection_error("write", e)),
-                    Instant::now(),
-                ));
+        let timeout = {
+            let e = lock_engine(&engine);
+            if e.socket.is_none() {
+                return;
             }
-        }
-        if !stopped && shared.stop_asked() {
-            stopped = true;
-            actions = Some(session.step(Event::Stop, Instant::now()));
-        }
-        let actions = actions.unwrap_or_else(|| session.step(Event::Tick, Instant::now()));
-        shared.publish(session.status(), false);
-        if actions.close {
-            break;
-        }
-        if actions.send.is_some() {
-            send = actions.send;
-            continue;
-        }
-        let timeout = actions
-            .wake_at
-            .map(|at| at_least_a_microsecond(at.saturating_duration_since(Instant::now())));
-        let event = match conn
-            .tcp()
+            let wake_at = e.session.wake_at();
+            wake_at.map(|at| at_least_a_microsecond(at.saturating_duration_since(Instant::now())))
+        };
+        let read = tcp
             .set_read_timeout(timeout)
-            .and_then(|()| conn.read(&mut buf))
-        {
-            Ok(0) if shared.stop_asked() => continue,
-            Ok(0) => Event::Closed(connect::end_of_stream()),
-            Ok(n) => Event::Read(&buf[..n]),
-            Err(e)
+            .and_then(|()| (&*tcp).read(&mut buf));
+        let mut e = lock_engine(&engine);
+        if e.socket.is_none() {
+            return; // closed by the caller's thread, which woke this read
+        }
+        match read {
+            Ok(0) => {
+                let actions = e.session.step(Event::Eof, Instant::now());
+                e.apply(actions, &shared);
+            }
+            Ok(n) => e.received(&buf[..n], &shared),
+            Err(err)
                 if matches!(
-                    e.kind(),
+                    err.kind(),
                     io::ErrorKind::WouldBlock
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
                 ) =>
             {
-                continue
+                let actions = e.session.step(Event::Tick, Instant::now());
+                e.apply(actions, &shared);
             }
-            Err(_) if shared.stop_asked() => continue,
-            Err(e) => Event::Closed(connect::connection_error("read", e)),
-        };
-        let actions = session.step(event, Instant::now());
-        shared.publish(session.status(), false);
-        if actions.close {
-            break;
+            Err(err) => {
+                let actions = e.session.step(
+                    Event::Closed(connect::connection_error("read", err)),
+                    Instant::now(),
+                );
+                e.apply(actions, &shared);
+            }
         }
-        send = actions.send;
     }
-    // Closing is the release. Shut the socket down: the lock keeps the
-    // descriptor until it is dropped.
-    let _ = conn.tcp().shutdown(Shutdown::Both);
-    drop(conn);
-    shared.publish(session.status(), true);
 }
 
 /// `set_read_timeout` refuses zero, and rounds down to the microsecond:
@@ -422,14 +522,25 @@ fn at_least_a_microsecond(d: Duration) -> Duration {
 
 /// One connection's claim on one named lock, held until [`Lock::release`]
 /// or until it is lost; a thread (one per lock) is its permanent reader and
-/// heartbeat sender. Dropping the lock releases it without blocking.
-#[derive(Debug)]
+/// heartbeat sender. Dropping the lock releases it without blocking: it
+/// sends RELEASE, and the thread closes the connection once the server has
+/// (abortively if the server has not by the thread's next timer, at most
+/// 0.8 × lease later; [`Lock::release`] waits min(lease, 2 s) at most).
 pub struct Lock {
     held: Held,
-    /// The socket the thread reads: shutting it down wakes that read, so a
-    /// release never waits for the next timer.
-    waker: Arc<TcpStream>,
+    /// The session: the release steps it on the caller's thread, which
+    /// writes RELEASE itself (the session's thread may be blocked in a read).
+    engine: Arc<Mutex<Engine>>,
     tls_resumed: Option<bool>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("held", &self.held)
+            .field("tls_resumed", &self.tls_resumed)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Lock {
@@ -464,21 +575,41 @@ impl Lock {
         self.tls_resumed
     }
 
-    /// Releases the lock by closing the connection and returns once it is
-    /// closed; after a loss it returns that loss as [`Error::Lost`].
+    /// Releases the lock: sends RELEASE and returns once the server has
+    /// closed the connection (its TIME_WAIT is then the server's), or,
+    /// when it has not within min(lease, 2 s), once the client has reset
+    /// it. After a loss it returns that loss as [`Error::Lost`].
     pub fn release(self) -> Result<(), Error> {
         self.stop();
-        self.held.shared.wait(None, |i| i.closed);
+        let shared = &self.held.shared;
+        loop {
+            let close_at = lock_engine(&self.engine).session.close_at();
+            let limit = close_at.map(|at| at.saturating_duration_since(Instant::now()));
+            shared.wait(limit, |i| i.closed);
+            let mut e = lock_engine(&self.engine);
+            if e.socket.is_none() {
+                break;
+            }
+            // The bound passed while the thread waits in a read armed
+            // before it: the close is this thread's to make.
+            let actions = e.session.step(Event::Tick, Instant::now());
+            e.apply(actions, shared);
+        }
         match self.lost_error() {
             Some(lost) => Err(lost),
             None => Ok(()),
         }
     }
 
+    /// The work has stopped: the session sends RELEASE (or, given up on,
+    /// closes), on this thread.
     fn stop(&self) {
-        self.held.shared.lock().stop = true;
-        // Wakes the thread's read at once; the thread then closes.
-        let _ = self.waker.shutdown(Shutdown::Both);
+        let mut e = lock_engine(&self.engine);
+        if e.socket.is_none() {
+            return;
+        }
+        let actions = e.session.step(Event::Stop, Instant::now());
+        e.apply(actions, &self.held.shared);
     }
 
     fn await_grant(self, wait: Wait) -> Result<Lock, Error> {

@@ -185,10 +185,56 @@ impl Client {
     }
 }
 
+/// A connection as the session's task closes it: its TCP stream under TLS.
+trait Abortable {
+    fn tcp(&mut self) -> &mut TcpStream;
+}
+
+impl Abortable for TcpStream {
+    fn tcp(&mut self) -> &mut TcpStream {
+        self
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Abortable for tokio_rustls::client::TlsStream<TcpStream> {
+    fn tcp(&mut self) -> &mut TcpStream {
+        let (tcp, _) = self.get_mut();
+        tcp
+    }
+}
+
+/// Closes the connection: abortively, SO_LINGER {on, 0} (an RST, which
+/// leaves no TIME_WAIT), or normally once the server's FIN has come. A
+/// TLS close_notify comes before that FIN, maybe in another segment: a
+/// close between the two would cross the server's FIN and leave a
+/// TIME_WAIT on both sides, so the TCP stream is read to its end first,
+/// until `bound` at the latest.
+async fn close<S: Abortable>(mut io: S, abort: bool, bound: Instant) {
+    let tcp = io.tcp();
+    if !abort {
+        let mut rest = [0u8; 64];
+        let until_fin = async {
+            while let Ok(n) = tcp.read(&mut rest).await {
+                if n == 0 {
+                    return;
+                }
+            }
+        };
+        let fin = tokio::time::timeout_at(tokio::time::Instant::from_std(bound), until_fin).await;
+        if fin.is_ok() {
+            return;
+        }
+    }
+    // Dropping `io` then resets the connection; should the option fail,
+    // the close is an ordinary one.
+    let _ = tcp.set_zero_linger();
+}
+
 /// Starts the session's task on a connected stream.
 fn start<S>(io: S, acquire: Vec<u8>, lease: Duration) -> Lock
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Abortable + Unpin + Send + 'static,
 {
     let (session, actions) = Session::start(acquire, lease, Instant::now());
     let (status_tx, status_rx) = watch::channel(session.status().clone());
@@ -204,7 +250,8 @@ where
 /// The session's task: the connection's permanent reader (rule 1) and its
 /// heartbeat sender. It ends, closing the connection, when the session says
 /// so; the [`Lock`] tells it the work has stopped by sending on, or
-/// dropping, `stop`.
+/// dropping, `stop`, and the session then sends RELEASE and waits for the
+/// server's close.
 async fn drive<S>(
     mut io: S,
     mut session: Session,
@@ -212,39 +259,47 @@ async fn drive<S>(
     status: watch::Sender<Status>,
     mut stop: oneshot::Receiver<()>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Abortable + Unpin,
 {
     let mut buf = [0u8; connect::READ_SIZE];
     let mut stopped = false;
     loop {
         if let Some(request) = actions.send {
-            // A write that blocks past the give-up means the lock is lost anyway.
-            let deadline = tokio::time::Instant::from_std(session.status().deadline);
-            let frame = session.frame(request);
-            let written = tokio::time::timeout_at(deadline, async {
-                io.write_all(frame).await?;
-                io.flush().await
-            })
-            .await;
-            let failed = match written {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(connect::connection_error("write", e)),
-                Err(_) => Some(Error::Unavailable(
-                    "connection lost: a write blocked past 0.8 × lease".into(),
-                )),
-            };
-            if let Some(err) = failed {
-                actions = session.step(Event::Closed(err), Instant::now());
+            // A write that blocks past the give-up (past the release bound
+            // for RELEASE) means the connection is of no use any more.
+            let deadline = session.write_deadline(request);
+            if Instant::now() >= deadline {
+                // Queued before the deadline, due after it: not written.
+                actions = session.step(Event::Tick, Instant::now());
+            } else {
+                let frame = session.frame(request);
+                let written =
+                    tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), async {
+                        io.write_all(frame).await?;
+                        io.flush().await
+                    })
+                    .await;
+                let failed = match written {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(connect::connection_error("write", e)),
+                    Err(_) => Some(Error::Unavailable(
+                        "connection lost: a write blocked past its deadline".into(),
+                    )),
+                };
+                if let Some(err) = failed {
+                    actions = session.step(Event::Closed(err), Instant::now());
+                }
             }
         }
         status.send_replace(session.status().clone());
         if actions.close {
-            return;
+            let bound = Instant::now() + crate::session::MAX_RELEASE_WAIT.min(session.lease());
+            return close(io, actions.abort, bound).await;
         }
         let wake = actions.wake_at.map(tokio::time::Instant::from_std);
         let event = tokio::select! {
             read = io.read(&mut buf) => match read {
-                Ok(0) => Event::Closed(connect::end_of_stream()),
+                Ok(0) => Event::Eof,
                 Ok(n) => Event::Read(&buf[..n]),
                 Err(e) => Event::Closed(connect::connection_error("read", e)),
             },
@@ -269,9 +324,10 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 /// or until it is lost. A task (one per lock) is the connection's permanent
 /// reader and heartbeat sender.
 ///
-/// Dropping the lock releases it: the connection closes without blocking
-/// (no runtime is needed in `Drop`), and the task, its timer and its socket
-/// are gone soon after.
+/// Dropping the lock releases it as [`Lock::release`] does, without
+/// blocking (no runtime is needed in `Drop`): the task sends RELEASE, and
+/// the task, its timer and its socket are gone once the server has closed
+/// (at most min(lease, 2 s) later).
 #[derive(Debug)]
 pub struct Lock {
     held: Held,
@@ -317,10 +373,13 @@ impl Lock {
         self.tls_resumed
     }
 
-    /// Releases the lock (or leaves the queue) by closing the connection,
-    /// and returns once it is closed. It also tells the client that the
-    /// work has stopped, which is what lets it close a lost lock's
-    /// connection. After a loss it returns that loss as [`Error::Lost`].
+    /// Releases the lock (or leaves the queue): sends RELEASE and returns
+    /// once the server has closed the connection, so that the TIME_WAIT of
+    /// the connection is the server's; when the server does not close
+    /// within min(lease, 2 s), the client resets the connection instead.
+    /// It also tells the client that the work has stopped, which is what
+    /// lets it close a lost lock's connection (with a reset: it gave up on
+    /// the server). After a loss it returns that loss as [`Error::Lost`].
     pub async fn release(mut self) -> Result<(), Error> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

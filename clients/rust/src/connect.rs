@@ -92,11 +92,6 @@ pub(crate) fn connection_error(op: &str, e: io::Error) -> Error {
     Error::Unavailable(format!("connection lost: {op}: {e}"))
 }
 
-/// The end of stream: the server closed the connection.
-pub(crate) fn end_of_stream() -> Error {
-    Error::Unavailable("connection lost: closed by the server".into())
-}
-
 #[cfg(feature = "tls")]
 fn tls_cause(e: &io::Error) -> Option<String> {
     e.get_ref()

@@ -11,6 +11,12 @@
 //!
 //! The rules are those of docs/protocol.md, "Writing a client in another
 //! language", cited by number.
+//!
+//! How a connection ends decides which side keeps the TIME_WAIT of its
+//! 4-tuple: whoever sends the first FIN. The release therefore asks the
+//! server to close first (RELEASE, then the server's end of stream); the
+//! client closes normally only once the server has closed, and abortively
+//! (an RST, which leaves no TIME_WAIT) when it gives up on the server.
 
 use std::time::{Duration, Instant};
 
@@ -23,12 +29,16 @@ use crate::Error;
 pub(crate) enum Event<'a> {
     /// Bytes read from the server.
     Read(&'a [u8]),
-    /// The connection ended: end of stream, a failed read or write, a TLS
-    /// alert; the error says which ([`Error::Unavailable`] or
-    /// [`Error::Tls`]). Lost at once, closed at once.
+    /// The server closed the connection (end of stream, a TLS
+    /// close_notify): it closed first, so the client's close is a normal one.
+    Eof,
+    /// A read or write failed, or a TLS alert came; the error says which
+    /// ([`Error::Unavailable`] or [`Error::Tls`]). Lost at once, closed at
+    /// once, abortively.
     Closed(Error),
     /// The caller released the lock, or the work has stopped (the lock was
-    /// dropped, `run`'s work returned or was cancelled).
+    /// dropped, `run`'s work returned or was cancelled). A live session
+    /// sends RELEASE and waits for the server's close.
     Stop,
     /// A timer fired (`wake_at` passed), or nothing happened at all.
     Tick,
@@ -39,16 +49,23 @@ pub(crate) enum Event<'a> {
 pub(crate) enum Request {
     Acquire,
     Heartbeat,
+    Release,
 }
 
+/// The longest wait for the server's close after RELEASE (when the lease is
+/// shorter, the lease): past it the client closes abortively.
+pub(crate) const MAX_RELEASE_WAIT: Duration = Duration::from_secs(2);
+
 /// What the driver does after a step, in this order: write `send`, close
-/// when `close`, else wake up at `wake_at` (with a [`Event::Tick`]) unless
-/// something happens first.
+/// when `close` (abortively, with SO_LINGER {on, 0}, when `abort`), else
+/// wake up at `wake_at` (with a [`Event::Tick`]) unless something happens
+/// first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub(crate) struct Actions {
     pub(crate) send: Option<Request>,
     pub(crate) close: bool,
+    pub(crate) abort: bool,
     pub(crate) wake_at: Option<Instant>,
 }
 
@@ -97,6 +114,12 @@ pub(crate) struct Session {
     last_send: Instant,
     heartbeat_due: Option<Instant>,
     close_by: Option<Instant>,
+    /// The close at `close_by` is abortive: the client gave up on the
+    /// server, or the server never closed after RELEASE.
+    abort: bool,
+    /// RELEASE is written: every frame from now on is discarded, the
+    /// server's end of stream is the end.
+    releasing: bool,
 }
 
 impl Session {
@@ -124,10 +147,18 @@ impl Session {
             last_send: now,
             heartbeat_due: None,
             close_by: None,
+            abort: false,
+            releasing: false,
         };
         s.send(now);
         let actions = s.actions(Some(Request::Acquire), now);
         (s, actions)
+    }
+
+    /// The lease asked for.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
     }
 
     /// The bytes of a request.
@@ -135,7 +166,24 @@ impl Session {
         match r {
             Request::Acquire => &self.acquire,
             Request::Heartbeat => &[wire::TYPE_HEARTBEAT],
+            Request::Release => &[wire::TYPE_RELEASE],
         }
+    }
+
+    /// When a write of `r` blocking longer means the connection is of no
+    /// use: the give-up deadline for a request, the release bound for
+    /// RELEASE.
+    pub(crate) fn write_deadline(&self, r: Request) -> Instant {
+        match (r, self.close_by) {
+            (Request::Release, Some(bound)) => bound,
+            _ => self.status.deadline,
+        }
+    }
+
+    /// When the connection is due to close, if it is.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn close_at(&self) -> Option<Instant> {
+        self.close_by
     }
 
     pub(crate) fn status(&self) -> &Status {
@@ -154,26 +202,50 @@ impl Session {
                     self.timeout
                 )),
                 now,
-                false,
+                Ending::GaveUp,
             );
         }
         match event {
+            // After RELEASE whatever the server says is the end, not news:
+            // an old server's ERROR 0x13 (unknown type) included.
+            Event::Read(_) if self.releasing => {}
             Event::Read(data) => {
                 if !self.status.ended {
                     send = self.receive(data, now);
                 }
             }
+            Event::Eof => {
+                if !self.status.ended {
+                    self.end(
+                        Error::Unavailable("connection lost: closed by the server".into()),
+                        now,
+                        Ending::ByServer,
+                    );
+                }
+                // The server closed first: a normal close leaves no TIME_WAIT here.
+                self.close(now, false);
+            }
             Event::Closed(err) => {
                 if !self.status.ended {
-                    self.end(err, now, true);
+                    self.end(err, now, Ending::Failed);
                 }
-                self.close_by = Some(now);
+                if self.close_by.is_none_or(|t| t > now) {
+                    self.close(now, true);
+                }
             }
             Event::Stop => {
                 self.work_stopped = true;
-                self.status.ended = true;
-                self.heartbeat_due = None;
-                self.close_by = Some(now);
+                if !self.status.ended {
+                    // A live session: the server closes first (RELEASE).
+                    self.status.ended = true;
+                    self.heartbeat_due = None;
+                    self.releasing = true;
+                    self.close(now + MAX_RELEASE_WAIT.min(self.lease), true);
+                    send = Some(Request::Release);
+                } else if !self.releasing && self.close_by.is_some_and(|t| t > now) {
+                    // Given up on, kept open for the work: the work is done.
+                    self.close(now, self.abort);
+                }
             }
             Event::Tick => {}
         }
@@ -185,10 +257,31 @@ impl Session {
                 }
             }
         }
+        if self.status.ended && send != Some(Request::Release) {
+            // Nothing is sent once the session ended, not even a heartbeat
+            // an answer queued before a later frame ended it.
+            send = None;
+        }
         self.actions(send, now)
     }
 
+    fn close(&mut self, at: Instant, abort: bool) {
+        self.close_by = Some(at);
+        self.abort = abort;
+    }
+
     fn actions(&self, send: Option<Request>, now: Instant) -> Actions {
+        let close = self.close_by.is_some_and(|t| now >= t);
+        Actions {
+            send,
+            close,
+            abort: close && self.abort,
+            wake_at: self.wake_at(),
+        }
+    }
+
+    /// When a [`Event::Tick`] next has something to do.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
         let mut wake_at = self.close_by;
         if !self.status.ended {
             wake_at = earliest(wake_at, Some(self.status.deadline));
@@ -196,11 +289,7 @@ impl Session {
                 wake_at = earliest(wake_at, self.heartbeat_due);
             }
         }
-        Actions {
-            send,
-            close: self.close_by.is_some_and(|t| now >= t),
-            wake_at,
-        }
+        wake_at
     }
 
     fn send(&mut self, now: Instant) {
@@ -221,26 +310,26 @@ impl Session {
                     return send;
                 }
             };
-            if send.is_some() {
-                // The heartbeat just queued has not been written yet: no
-                // frame after this one can be its answer.
-                self.violation("a frame that answers no request".into(), now);
-                return send;
+            // A heartbeat queued by an earlier frame of this read is not
+            // written yet: no frame can answer it. A push and an ERROR are
+            // still ordinary frames; only a second answer is a violation.
+            let answerable = self.in_flight && send.is_none();
+            if let Some(queued) = self.frame_in(frame, answerable, now) {
+                send = Some(queued);
             }
-            send = self.frame_in(frame, now);
             if self.status.ended {
                 return send;
             }
         }
     }
 
-    fn frame_in(&mut self, frame: Frame, now: Instant) -> Option<Request> {
+    fn frame_in(&mut self, frame: Frame, answerable: bool, now: Instant) -> Option<Request> {
         match (frame, self.state) {
             (Frame::Error { code, reason }, _) => {
-                self.end(Error::Server { code, reason }, now, true);
+                self.end(Error::Server { code, reason }, now, Ending::ByServer);
                 None
             }
-            (Frame::Waiting, State::Sent | State::Waiting) if self.in_flight => {
+            (Frame::Waiting, State::Sent | State::Waiting) if answerable => {
                 self.state = State::Waiting;
                 self.status.answered = true;
                 self.acknowledged(now)
@@ -254,9 +343,7 @@ impl Session {
                 self.grant(token);
                 None
             }
-            (Frame::Acquired(token), State::Held)
-                if token == self.status.token && self.in_flight =>
-            {
+            (Frame::Acquired(token), State::Held) if token == self.status.token && answerable => {
                 self.acknowledged(now)
             }
             (Frame::Acquired(token), State::Held) if token != self.status.token => {
@@ -266,6 +353,13 @@ impl Session {
             }
             (Frame::Waiting, State::Held) => {
                 self.violation("WAITING after ACQUIRED".into(), now);
+                None
+            }
+            (frame, _) if self.in_flight => {
+                self.violation(
+                    format!("{frame:?} after the answer to the request in flight, before the next request"),
+                    now,
+                );
                 None
             }
             (frame, _) => {
@@ -300,25 +394,40 @@ impl Session {
     }
 
     fn violation(&mut self, detail: String, now: Instant) {
-        self.end(Error::Protocol(detail), now, false);
+        self.end(Error::Protocol(detail), now, Ending::GaveUp);
     }
 
-    /// Lost (rule 8): no more requests. The connection stays open while the
+    /// Lost (rule 8): no more requests. When the client gave up on the
+    /// server (silence, a violation), the connection stays open while the
     /// caller's work may still run, so that the server's expiry, not this
     /// close, hands the lock on; but no longer than the lease after the last
-    /// send, when the server drops the session anyway. With no work running
-    /// (not granted, or already stopped), or when the server ended the
-    /// connection itself, it closes at once (rule 7).
-    fn end(&mut self, err: Error, now: Instant, close_now: bool) {
+    /// send, when the server drops the session anyway; that close is
+    /// abortive. With no work running (not granted, or already stopped), or
+    /// when the connection ended, it closes at once (rule 7): normally when
+    /// the server ended it (it closes first), abortively after a failure.
+    fn end(&mut self, err: Error, now: Instant, how: Ending) {
         self.status.ended = true;
         self.status.error = Some(err);
         self.heartbeat_due = None;
-        self.close_by = Some(if close_now || !self.status.granted || self.work_stopped {
-            now
-        } else {
-            self.last_send + self.lease
-        });
+        let at = match how {
+            Ending::GaveUp if self.status.granted && !self.work_stopped => {
+                self.last_send + self.lease
+            }
+            _ => now,
+        };
+        self.close(at, how != Ending::ByServer);
     }
+}
+
+/// Why a session ends, which decides how its connection closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// The server ended it (ERROR, end of stream): it closes first.
+    ByServer,
+    /// A read or write failed: nothing to wait for.
+    Failed,
+    /// The client gave up on the server (silence, a protocol violation).
+    GaveUp,
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

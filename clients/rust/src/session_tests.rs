@@ -222,7 +222,7 @@ fn waiting_and_the_push_in_one_read() {
 fn an_error_frame_ends_and_closes_at_once() {
     let mut f = Fixture::held(LEASE);
     let a = f.read(20 * MS, &[0x13, 0x02, 0x01, b'x']);
-    assert!(a.close);
+    assert!(a.close && !a.abort);
     match &f.s.status().error {
         Some(Error::Server { code: 2, reason }) => assert_eq!(reason, "x"),
         other => panic!("{other:?}"),
@@ -232,11 +232,8 @@ fn an_error_frame_ends_and_closes_at_once() {
 #[test]
 fn the_end_of_stream_closes_at_once() {
     let mut f = Fixture::held(LEASE);
-    let a = f.s.step(
-        Event::Closed(Error::Unavailable("end of stream".into())),
-        f.at(20 * MS),
-    );
-    assert!(a.close);
+    let a = f.s.step(Event::Eof, f.at(20 * MS));
+    assert!(a.close && !a.abort);
     assert!(matches!(f.s.status().error, Some(Error::Unavailable(_))));
 }
 
@@ -261,7 +258,7 @@ fn a_broken_frame_is_silence_the_connection_stays_until_the_work_stops() {
 }
 
 #[test]
-fn a_frame_after_the_answer_that_sent_a_heartbeat_is_a_violation() {
+fn a_second_answer_after_the_answer_that_queued_a_heartbeat_is_a_violation() {
     let mut f = Fixture::held(LEASE);
     let _ = f.tick(480 * MS);
     let mut two = ACQUIRED_T.to_vec();
@@ -269,20 +266,176 @@ fn a_frame_after_the_answer_that_sent_a_heartbeat_is_a_violation() {
     // The first answer comes past the interval, so a heartbeat is queued;
     // the second cannot answer it.
     let a = f.read(1000 * MS, &two);
-    assert_eq!(a.send, Some(Request::Heartbeat));
     assert!(matches!(f.s.status().error, Some(Error::Protocol(_))));
+    assert_eq!(a.send, None, "nothing is sent once the session ended");
+}
+
+/// A session waiting in the queue whose heartbeat is answered late, past
+/// the interval, so that the answer queues the next heartbeat at once.
+fn queued_with_a_late_answer_then(frames: &[u8]) -> (Fixture, Actions) {
+    let (mut f, _) = Fixture::new(LEASE);
+    let _ = f.read(MS, &[wire::TYPE_WAITING]);
+    assert_eq!(f.tick(498 * MS).send, Some(Request::Heartbeat));
+    // WAITING 600 ms after the send: past the interval.
+    let mut read = vec![wire::TYPE_WAITING];
+    read.extend_from_slice(frames);
+    let a = f.read(1098 * MS, &read);
+    (f, a)
 }
 
 #[test]
-fn stop_while_queued_closes_at_once_without_an_error() {
+fn the_promotion_push_in_the_read_of_a_late_answer_is_a_grant() {
+    let (f, a) = queued_with_a_late_answer_then(&ACQUIRED_T);
+    assert!(f.s.status().error.is_none(), "{:?}", f.s.status().error);
+    assert!(f.s.status().granted && !f.s.status().ended);
+    assert_eq!(f.s.status().token, T);
+    assert_eq!(
+        a.send,
+        Some(Request::Heartbeat),
+        "the late answer's heartbeat"
+    );
+}
+
+#[test]
+fn an_error_in_the_read_of_a_late_answer_keeps_its_code_and_sends_nothing() {
+    for code in [0x01u8, 0x02] {
+        let (f, a) = queued_with_a_late_answer_then(&[0x13, code, 0]);
+        match &f.s.status().error {
+            Some(Error::Server { code: c, .. }) => assert_eq!(*c, code),
+            other => panic!("0x{code:02x}: {other:?}"),
+        }
+        assert!(f.s.status().error.as_ref().unwrap().is_retriable());
+        assert_eq!(a.send, None, "nothing is sent once the session ended");
+        assert!(a.close && !a.abort, "the server closes first");
+    }
+    // While held: the loss carries the code.
+    let mut f = Fixture::held(LEASE);
+    let _ = f.tick(480 * MS);
+    let mut read = ACQUIRED_T.to_vec();
+    read.extend_from_slice(&[0x13, 0x02, 0]);
+    let a = f.read(1000 * MS, &read);
+    assert_eq!(a.send, None);
+    assert_eq!(
+        Error::lost(f.s.status().error.clone().unwrap()).code(),
+        Some(0x02)
+    );
+}
+
+#[test]
+fn stop_while_queued_sends_release_and_closes_at_the_servers_close() {
     let (mut f, _) = Fixture::new(LEASE);
     let _ = f.read(MS, &[wire::TYPE_WAITING]);
     let a = f.stop(2 * MS);
-    assert!(a.close);
+    assert_eq!(a.send, Some(Request::Release));
+    assert_eq!(f.s.frame(Request::Release), [0x03]);
+    assert!(!a.close);
     assert!(f.s.status().ended && f.s.status().error.is_none());
     // Nothing revives it.
     let a = f.read(3 * MS, &ACQUIRED_T);
-    assert!(!f.s.status().granted && a.send.is_none());
+    assert!(!f.s.status().granted && a.send.is_none() && !a.close);
+    let a = f.s.step(Event::Eof, f.at(4 * MS));
+    assert!(
+        a.close && !a.abort,
+        "the server closed first: a normal close"
+    );
+    assert!(f.s.status().error.is_none());
+}
+
+#[test]
+fn release_waits_for_the_servers_close_at_most_two_seconds() {
+    let mut f = Fixture::held(Duration::from_secs(60));
+    let a = f.stop(20 * MS);
+    assert_eq!(a.send, Some(Request::Release));
+    let bound = 20 * MS + 2000 * MS;
+    assert_eq!(a.wake_at, Some(f.at(bound)));
+    assert_eq!(f.s.write_deadline(Request::Release), f.at(bound));
+    assert!(!f.tick(bound - 1).close);
+    let a = f.tick(bound);
+    assert!(a.close && a.abort, "no close from the server: reset");
+    assert!(f.s.status().error.is_none(), "a release, not a loss");
+}
+
+#[test]
+fn release_waits_at_most_the_lease_when_it_is_shorter() {
+    let mut f = Fixture::held(Duration::from_millis(400));
+    let _ = f.stop(20 * MS);
+    assert!(!f.tick(420 * MS - 1).close);
+    let a = f.tick(420 * MS);
+    assert!(a.close && a.abort);
+}
+
+#[test]
+fn an_old_servers_error_after_release_is_not_an_error() {
+    let mut f = Fixture::held(LEASE);
+    let _ = f.stop(20 * MS);
+    let a = f.read(21 * MS, &[0x13, 0x13, 0x01, b'x']);
+    assert!(!a.close && a.send.is_none());
+    let a = f.s.step(Event::Eof, f.at(22 * MS));
+    assert!(a.close && !a.abort);
+    assert!(f.s.status().error.is_none());
+}
+
+#[test]
+fn a_failure_after_release_resets_at_once() {
+    let mut f = Fixture::held(LEASE);
+    let _ = f.stop(20 * MS);
+    let a = f.s.step(
+        Event::Closed(Error::Unavailable("reset".into())),
+        f.at(21 * MS),
+    );
+    assert!(a.close && a.abort);
+    assert!(f.s.status().error.is_none(), "a release, not a loss");
+}
+
+#[test]
+fn a_given_up_session_resets_and_sends_no_release() {
+    // The work stops after the give-up: no RELEASE, a reset.
+    let mut f = Fixture::held(LEASE);
+    let _ = f.tick(1600 * MS);
+    let a = f.stop(1700 * MS);
+    assert_eq!(a.send, None);
+    assert!(a.close && a.abort);
+    // The work hangs: the close at the last send + lease is a reset too.
+    let mut f = Fixture::held(LEASE);
+    let a = f.tick(1600 * MS);
+    assert!(!a.close);
+    let a = f.tick(2000 * MS);
+    assert!(a.close && a.abort);
+    // Given up before the grant: a reset at once.
+    let (mut f, _) = Fixture::new(LEASE);
+    let a = f.tick(1600 * MS);
+    assert!(a.close && a.abort);
+}
+
+#[test]
+fn a_session_the_server_ended_closes_normally() {
+    let mut f = Fixture::held(LEASE);
+    let a = f.s.step(Event::Eof, f.at(20 * MS));
+    assert!(a.close && !a.abort);
+    let mut f = Fixture::held(LEASE);
+    let a = f.read(20 * MS, &[0x13, 0x02, 0]);
+    assert!(a.close && !a.abort);
+    let mut f = Fixture::held(LEASE);
+    let a = f.s.step(
+        Event::Closed(Error::Unavailable("reset".into())),
+        f.at(20 * MS),
+    );
+    assert!(a.close && a.abort, "a failed read: nothing to wait for");
+}
+
+#[test]
+fn the_longest_lease_does_not_overflow() {
+    let lease = crate::MAX_LEASE;
+    let (mut f, a) = Fixture::new(lease);
+    assert_eq!(a.wake_at, Some(f.at(lease.as_nanos() as u64 * 4 / 5)));
+    let _ = f.read(10 * MS, &ACQUIRED_T);
+    assert!(f.valid(10 * MS));
+    let quarter = lease / 4;
+    let due = f.t0 + quarter - Duration::from_millis(20);
+    assert_eq!(f.s.wake_at(), Some(due));
+    let a = f.stop(20 * MS);
+    assert_eq!(a.send, Some(Request::Release));
+    assert_eq!(a.wake_at, Some(f.at(20 * MS + 2000 * MS)));
 }
 
 #[test]

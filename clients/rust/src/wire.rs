@@ -8,6 +8,8 @@ use crate::Error;
 pub(crate) const VERSION: u8 = 1;
 pub(crate) const TYPE_ACQUIRE: u8 = 0x01;
 pub(crate) const TYPE_HEARTBEAT: u8 = 0x02;
+/// The end of a session: the server closes the connection first.
+pub(crate) const TYPE_RELEASE: u8 = 0x03;
 pub(crate) const TYPE_WAITING: u8 = 0x11;
 pub(crate) const TYPE_ACQUIRED: u8 = 0x12;
 pub(crate) const TYPE_ERROR: u8 = 0x13;

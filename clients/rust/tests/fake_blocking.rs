@@ -19,7 +19,7 @@ fn hear(rx: &mpsc::Receiver<&'static str>) -> &'static str {
 }
 
 #[test]
-fn heartbeats_are_answered_and_release_closes_with_a_fin() {
+fn heartbeats_are_answered_and_release_waits_for_the_servers_close() {
     let (tx, rx) = mpsc::channel();
     let fake = Fake::start(move |_, mut c| {
         assert_eq!(read_acquire(&mut c), (400, "é/x".as_bytes().to_vec()));
@@ -30,7 +30,7 @@ fn heartbeats_are_answered_and_release_closes_with_a_fin() {
         // client's socket would be a reset, not a FIN.
         read_heartbeat(&mut c);
         tx.send("two heartbeats").unwrap();
-        read_eof(&mut c);
+        release_and_close(&mut c);
         tx.send("closed").unwrap();
     });
     let lock = Client::new(&fake.addr).lock("é/x", LEASE).unwrap();
@@ -50,7 +50,7 @@ fn a_queued_lock_is_granted_by_the_push_and_try_lock_is_busy() {
             send(&mut c, &acquired(T));
             answer_heartbeats(&mut c, T);
         } else {
-            read_eof(&mut c);
+            release_and_close(&mut c);
         }
     });
     let client = Client::new(&fake.addr);
@@ -98,7 +98,7 @@ fn dropping_a_lock_closes_its_connection() {
     let fake = Fake::start(move |_, mut c| {
         read_acquire(&mut c);
         send(&mut c, &acquired(T));
-        read_eof(&mut c);
+        release_and_close(&mut c);
         tx.send("closed").unwrap();
     });
     let lock = Client::new(&fake.addr)
@@ -135,7 +135,7 @@ fn a_silent_server_is_given_up_and_closed() {
     let (tx, rx) = mpsc::channel();
     let fake = Fake::start(move |_, mut c| {
         read_acquire(&mut c);
-        read_eof(&mut c);
+        read_reset(&mut c); // never answers: given up, reset
         tx.send("closed").unwrap();
     });
     let got = Client::new(&fake.addr).lock("s", Duration::from_millis(200));
@@ -149,4 +149,65 @@ fn a_dead_server_is_unavailable() {
         Client::new(dead_address()).lock("x", LEASE),
         Err(Error::Unavailable(_))
     ));
+}
+
+#[test]
+fn the_promotion_push_in_the_read_of_a_late_answer_grants_the_lock() {
+    let fake = Fake::start(|_, mut c| {
+        queued_then_late(&mut c, Duration::from_millis(700), &acquired(T), T)
+    });
+    let lock = Client::new(&fake.addr)
+        .lock("p", Duration::from_secs(2))
+        .unwrap();
+    assert_eq!(lock.token(), T);
+    lock.release().unwrap();
+}
+
+#[test]
+fn shutting_down_in_the_read_of_a_late_answer_is_retried_by_run() {
+    let fake = Fake::start(|n, mut c| late_shutdown_then_grant(n, &mut c));
+    let token = Client::new(&fake.addr)
+        .run("s", Duration::from_secs(2), |lock| {
+            Ok::<_, Error>(lock.token())
+        })
+        .unwrap();
+    assert_eq!(token, 7, "granted on the second connection");
+}
+
+#[test]
+fn release_resets_a_server_that_never_closes() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |_, mut c| {
+        grant_and_never_close(&mut c, T);
+        tx.send("reset").unwrap();
+    });
+    let lock = Client::new(&fake.addr).lock("n", LEASE).unwrap();
+    lock.release().unwrap();
+    assert_eq!(hear(&rx), "reset");
+}
+
+#[test]
+fn an_old_servers_error_after_release_is_the_end_not_an_error() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |_, mut c| {
+        grant_as_an_old_server(&mut c, T);
+        tx.send("closed").unwrap();
+    });
+    let lock = Client::new(&fake.addr).lock("o", LEASE).unwrap();
+    lock.release().unwrap();
+    assert_eq!(hear(&rx), "closed");
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn the_tls_handshake_is_bounded_by_the_connect_timeout() {
+    let fake = Fake::start(|_, mut c| drip(&mut c));
+    let client = Client::new(&fake.addr)
+        .with_tls(tls_config_trusting_nothing())
+        .with_connect_timeout(Duration::from_millis(300));
+    let got = client.lock("d", LEASE);
+    match &got {
+        Err(Error::Unavailable(m)) => assert!(m.contains("timed out"), "{m}"),
+        other => panic!("want the connect timeout, got {other:?}"),
+    }
 }

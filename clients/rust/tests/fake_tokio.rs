@@ -24,7 +24,7 @@ async fn hear(rx: &mut UnboundedReceiver<&'static str>) -> &'static str {
 }
 
 #[tokio::test]
-async fn heartbeats_are_answered_and_release_closes_with_a_fin() {
+async fn heartbeats_are_answered_and_release_waits_for_the_servers_close() {
     let (tx, mut rx) = unbounded_channel();
     let fake = Fake::start(move |_, mut c| {
         assert_eq!(read_acquire(&mut c), (400, b"nightly-import".to_vec()));
@@ -35,7 +35,7 @@ async fn heartbeats_are_answered_and_release_closes_with_a_fin() {
         // client's socket would be a reset, not a FIN.
         read_heartbeat(&mut c);
         tx.send("two heartbeats").unwrap();
-        read_eof(&mut c);
+        release_and_close(&mut c);
         tx.send("closed").unwrap();
     });
     let lock = Client::new(&fake.addr)
@@ -72,7 +72,7 @@ async fn try_lock_on_a_held_lock_is_busy_and_leaves_the_queue() {
     let fake = Fake::start(move |_, mut c| {
         read_acquire(&mut c);
         send(&mut c, &WAITING);
-        read_eof(&mut c);
+        release_and_close(&mut c);
         tx.send("left").unwrap();
     });
     let client = Client::new(&fake.addr);
@@ -98,11 +98,15 @@ async fn lock_timeout_leaves_the_queue_when_the_wait_runs_out() {
     assert_eq!(hear(&mut rx).await, "left");
 }
 
-/// Answers heartbeats with WAITING until the client closes.
+/// Answers heartbeats with WAITING until the client releases (then closes
+/// first).
 fn answer_waiting(c: &mut std::net::TcpStream) {
     use std::io::Read;
     let mut b = [0u8; 1];
     while let Ok(1) = c.read(&mut b) {
+        if b[0] == 0x03 {
+            return;
+        }
         send(c, &WAITING);
     }
 }
@@ -212,7 +216,7 @@ fn dropping_a_lock_outside_the_runtime_closes_it_and_leaves_no_task() {
     let fake = Fake::start(move |_, mut c| {
         read_acquire(&mut c);
         send(&mut c, &acquired(T));
-        read_eof(&mut c);
+        release_and_close(&mut c);
         tx.send("closed").unwrap();
     });
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -271,7 +275,7 @@ async fn a_silent_server_is_given_up_and_closed() {
     let (tx, mut rx) = unbounded_channel();
     let fake = Fake::start(move |_, mut c| {
         read_acquire(&mut c);
-        read_eof(&mut c); // never answers
+        read_reset(&mut c); // never answers: given up, reset
         tx.send("closed").unwrap();
     });
     let got = Client::new(&fake.addr)
@@ -288,4 +292,53 @@ async fn a_dead_server_is_unavailable() {
         matches!(&got, Err(e) if e.is_retriable() && matches!(e, Error::Unavailable(_))),
         "{got:?}"
     );
+}
+
+#[tokio::test]
+async fn the_promotion_push_in_the_read_of_a_late_answer_grants_the_lock() {
+    let fake = Fake::start(|_, mut c| {
+        queued_then_late(&mut c, Duration::from_millis(700), &acquired(T), T)
+    });
+    let lock = Client::new(&fake.addr)
+        .lock("p", Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(lock.token(), T);
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutting_down_in_the_read_of_a_late_answer_is_retried_by_run() {
+    let fake = Fake::start(|n, mut c| late_shutdown_then_grant(n, &mut c));
+    let token = Client::new(&fake.addr)
+        .run("s", Duration::from_secs(2), |lock| async move {
+            Ok::<_, Error>(lock.token())
+        })
+        .await
+        .unwrap();
+    assert_eq!(token, 7, "granted on the second connection");
+}
+
+#[tokio::test]
+async fn release_resets_a_server_that_never_closes() {
+    let (tx, mut rx) = unbounded_channel();
+    let fake = Fake::start(move |_, mut c| {
+        grant_and_never_close(&mut c, T);
+        tx.send("reset").unwrap();
+    });
+    let lock = Client::new(&fake.addr).lock("n", LEASE).await.unwrap();
+    lock.release().await.unwrap();
+    assert_eq!(hear(&mut rx).await, "reset");
+}
+
+#[tokio::test]
+async fn an_old_servers_error_after_release_is_the_end_not_an_error() {
+    let (tx, mut rx) = unbounded_channel();
+    let fake = Fake::start(move |_, mut c| {
+        grant_as_an_old_server(&mut c, T);
+        tx.send("closed").unwrap();
+    });
+    let lock = Client::new(&fake.addr).lock("o", LEASE).await.unwrap();
+    lock.release().await.unwrap();
+    assert_eq!(hear(&mut rx).await, "closed");
 }

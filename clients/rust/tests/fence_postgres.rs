@@ -1,6 +1,7 @@
 //! The fence helper against a real PostgreSQL, named by
 //! `MONOLOCK_TEST_POSTGRES` (`go run ./internal/testsupport/testdb/withdb --
-//! make rust-test` starts a throwaway one).
+//! make rust-test` starts a throwaway one). Without it they fail, unless
+//! `MONOLOCK_TEST_SKIP_DATABASES=1` skips them on purpose.
 #![cfg(all(feature = "fence-postgres", feature = "tokio"))]
 
 use std::time::Duration;
@@ -8,13 +9,23 @@ use std::time::Duration;
 use monolock::fence::{self, FenceError};
 use tokio_postgres::NoTls;
 
+/// The variable that skips these tests on purpose, for a machine without
+/// PostgreSQL: without it a missing `MONOLOCK_TEST_POSTGRES` is a failure, so
+/// that a run which meant to test the fence cannot pass without testing it.
+const SKIP: &str = "MONOLOCK_TEST_SKIP_DATABASES";
+
 fn database() -> Option<String> {
     match std::env::var("MONOLOCK_TEST_POSTGRES") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            eprintln!("SKIP: set MONOLOCK_TEST_POSTGRES to run the fence tests (make rust-test starts a throwaway PostgreSQL with withdb)");
+        _ if std::env::var_os(SKIP).is_some_and(|v| v == "1") => {
+            eprintln!("SKIP: {SKIP}=1: the fence tests against PostgreSQL are skipped on purpose");
             None
         }
+        _ => panic!(
+            "MONOLOCK_TEST_POSTGRES is not set: the fence tests need a PostgreSQL; \
+             run them under internal/testsupport/testdb/withdb (make rust-test does), \
+             or set {SKIP}=1 to skip them on purpose"
+        ),
     }
 }
 

@@ -73,3 +73,56 @@ fn blocking_hold_queue_promote_and_run() {
         .unwrap();
     assert!(token > first);
 }
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn async_release_leaves_no_time_wait_on_the_client_and_promotes_the_waiter() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::Client::new(&server.addr);
+    let held = client.lock("tw", LEASE).await.unwrap();
+    // /proc/net/tcp may be long: read off the runtime, whose one thread
+    // runs the session's heartbeats.
+    let server_port = port_of(&server.addr);
+    let port = tokio::task::spawn_blocking(move || client_port_towards(server_port))
+        .await
+        .unwrap()
+        .expect("the holder's connection");
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move { client.lock("tw", LEASE).await })
+    };
+    let first = held.token();
+    held.release().await.unwrap();
+    let time_wait = tokio::task::spawn_blocking(move || time_wait_on(port, server_port));
+    assert!(
+        !time_wait.await.unwrap(),
+        "a TIME_WAIT on the client's port {port}"
+    );
+    let promoted = waiter.await.unwrap().unwrap();
+    assert!(promoted.token() > first);
+    promoted.release().await.unwrap();
+}
+
+#[cfg(feature = "blocking")]
+#[test]
+fn blocking_release_leaves_no_time_wait_on_the_client_and_promotes_the_waiter() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::blocking::Client::new(&server.addr);
+    let held = client.lock("tw", LEASE).unwrap();
+    let port = client_port_towards(port_of(&server.addr)).expect("the holder's connection");
+    let waiter = {
+        let client = client.clone();
+        std::thread::spawn(move || client.lock("tw", LEASE))
+    };
+    let first = held.token();
+    held.release().unwrap();
+    assert!(
+        !time_wait_on(port, port_of(&server.addr)),
+        "a TIME_WAIT on the client's port {port}"
+    );
+    let promoted = waiter.join().unwrap().unwrap();
+    assert!(promoted.token() > first);
+    promoted.release().unwrap();
+}

@@ -110,7 +110,17 @@ async fn async_mutual_tls_identity_and_resumption() {
         Some(false),
         "a client's first connection"
     );
+    let server_port = port_of(&server.addr);
+    let port = tokio::task::spawn_blocking(move || client_port_towards(server_port))
+        .await
+        .unwrap()
+        .expect("the connection");
     first.release().await.unwrap();
+    let time_wait = tokio::task::spawn_blocking(move || time_wait_on(port, server_port));
+    assert!(
+        !time_wait.await.unwrap(),
+        "RELEASE inside TLS: the server closes first"
+    );
     for name in ["nightly/b", "nightly/c"] {
         let lock = client.lock(name, LEASE).await.unwrap();
         assert_eq!(
@@ -141,7 +151,12 @@ fn blocking_mutual_tls_identity_and_resumption() {
     let client = monolock::blocking::Client::new(&server.addr).with_tls(pki.config(&pki.ca));
     let first = client.lock("nightly/a", LEASE).unwrap();
     assert_eq!(first.tls_resumed(), Some(false));
+    let port = client_port_towards(port_of(&server.addr)).expect("the connection");
     first.release().unwrap();
+    assert!(
+        !time_wait_on(port, port_of(&server.addr)),
+        "RELEASE inside TLS: the server closes first"
+    );
     let again = client.lock("nightly/b", LEASE).unwrap();
     assert_eq!(again.tls_resumed(), Some(true));
     // A heartbeat round trip over TLS, then the release.

@@ -4,7 +4,8 @@ package testdb
 type Option func(*options)
 
 type options struct {
-	durable bool
+	durable        bool
+	maxConnections int // PostgreSQL's max_connections; 0: 50
 }
 
 // Durable starts the server with commits flushed and synced to disk, as a
@@ -15,8 +16,12 @@ type options struct {
 // rather than the disk.
 func Durable() Option { return func(o *options) { o.durable = true } }
 
+// MaxConnections lets a PostgreSQL server take n client connections at
+// once instead of 50, for a benchmark that opens one per worker.
+func MaxConnections(n int) Option { return func(o *options) { o.maxConnections = n } }
+
 func optionsOf(opts []Option) options {
-	var o options
+	o := options{maxConnections: 50}
 	for _, opt := range opts {
 		opt(&o)
 	}

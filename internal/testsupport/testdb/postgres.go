@@ -40,7 +40,7 @@ func StartPostgres(opts ...Option) (*Server, error) {
 		// commit: the data is thrown away.
 		args := []string{"-D", data, "-p", strconv.Itoa(port),
 			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
-			"-c", "max_connections=50", "-c", "shared_buffers=16MB", "-c", "logging_collector=off"}
+			"-c", "max_connections=" + strconv.Itoa(o.maxConnections), "-c", "shared_buffers=16MB", "-c", "logging_collector=off"}
 		if !o.durable {
 			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 		}

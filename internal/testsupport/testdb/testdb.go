@@ -38,6 +38,9 @@ const (
 	EnvMySQL    = "MONOLOCK_TEST_MYSQL"
 )
 
+// ErrNotInstalled is the cause when a server's programs are missing.
+var ErrNotInstalled = errors.New("not installed")
+
 // startTimeout bounds initialisation plus start-up of one server.
 const startTimeout = time.Minute
 
@@ -66,6 +69,10 @@ func (s *Server) Close() error {
 	})
 	return os.RemoveAll(s.dir)
 }
+
+// Pid is the server's main process (PostgreSQL's postmaster), the leader of
+// its process group.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Log returns the server's last lines of output, for a failing test.
 func (s *Server) Log() string { return s.log.String() }
@@ -268,5 +275,5 @@ func binary(name string, dirs ...string) (string, error) {
 			return matches[len(matches)-1], nil // the highest version
 		}
 	}
-	return "", fmt.Errorf("testdb: %s is not installed: run make fence-deps (Debian's postgresql and mariadb-server)", name)
+	return "", fmt.Errorf("testdb: %s is %w: run make fence-deps (Debian's postgresql and mariadb-server)", name, ErrNotInstalled)
 }

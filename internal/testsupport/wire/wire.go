@@ -50,6 +50,23 @@ type Options struct {
 	TLS    *tls.Config   // nil: plain TCP
 	Label  string        // Conn.Label; the local address when empty
 	Safety time.Duration // Conn.Safety, also the connect and handshake timeout
+	// From is the local address to connect from, "" for the system's
+	// choice: another loopback address (127.0.0.0/8) stands for another
+	// client host, as the server's per-source rules see it.
+	From string
+}
+
+// Dialer returns the dialer o describes, with timeout.
+func (o Options) Dialer(timeout time.Duration) (*net.Dialer, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if o.From != "" {
+		ip := net.ParseIP(o.From)
+		if ip == nil {
+			return nil, fmt.Errorf("dial from %q: not an IP address", o.From)
+		}
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	return d, nil
 }
 
 // New wraps an open connection.
@@ -66,9 +83,11 @@ func Dial(addr string, o Options) (*Conn, error) {
 	if safety <= 0 {
 		safety = DefaultSafety
 	}
-	d := &net.Dialer{Timeout: safety}
+	d, err := o.Dialer(safety)
+	if err != nil {
+		return nil, err
+	}
 	var nc net.Conn
-	var err error
 	if o.TLS != nil {
 		nc, err = tls.DialWithDialer(d, "tcp", addr, o.TLS)
 	} else {

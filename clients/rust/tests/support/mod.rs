@@ -62,14 +62,132 @@ pub fn read_heartbeat(conn: &mut TcpStream) {
     assert_eq!(b[0], 0x02, "a heartbeat");
 }
 
-/// Waits for the client's end of stream (an orderly close).
-pub fn read_eof(conn: &mut TcpStream) {
+/// Waits for the client's RELEASE (heartbeats may come before it), then
+/// closes first, as the server does, and checks that the client's close
+/// comes after it and is an orderly one (a FIN, no reset).
+pub fn release_and_close(conn: &mut TcpStream) {
+    let mut b = [0u8; 1];
+    loop {
+        conn.read_exact(&mut b)
+            .expect("RELEASE before the client's close");
+        match b[0] {
+            0x03 => break,
+            0x02 => continue,
+            other => panic!("only heartbeats before RELEASE, got 0x{other:02x}"),
+        }
+    }
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
     let mut rest = Vec::new();
-    conn.read_to_end(&mut rest).expect("an orderly close (FIN)");
-    assert!(
-        rest.iter().all(|&b| b == 0x02),
-        "only heartbeats before the close: {rest:x?}"
-    );
+    conn.read_to_end(&mut rest)
+        .expect("an orderly close (FIN) after the server's");
+    assert!(rest.is_empty(), "nothing after RELEASE: {rest:x?}");
+}
+
+/// As a server from before RELEASE: answers it with ERROR 0x13 (unknown
+/// message type) and closes; the client's close must follow, orderly.
+pub fn release_before_error(conn: &mut TcpStream) {
+    let mut b = [0u8; 1];
+    conn.read_exact(&mut b).expect("RELEASE");
+    assert_eq!(b[0], 0x03, "RELEASE");
+    send(conn, &error(0x13, "unknown message type 0x03"));
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest)
+        .expect("an orderly close (FIN) after the server's");
+    assert!(rest.is_empty(), "nothing after RELEASE: {rest:x?}");
+}
+
+/// A TLS configuration that trusts no certificate at all (for a server
+/// that never gets as far as sending one).
+#[cfg(feature = "tls")]
+pub fn tls_config_trusting_nothing() -> monolock::rustls::ClientConfig {
+    monolock::rustls::ClientConfig::builder()
+        .with_root_certificates(monolock::rustls::RootCertStore::empty())
+        .with_no_client_auth()
+}
+
+/// Waits for the client to reset the connection (an abortive close: SO_LINGER
+/// {on, 0}), having sent nothing but heartbeats; no RELEASE.
+pub fn read_reset(conn: &mut TcpStream) {
+    let mut b = [0u8; 64];
+    loop {
+        match conn.read(&mut b) {
+            Ok(0) => panic!("an orderly close (FIN), want a reset"),
+            Ok(n) => assert!(
+                b[..n].iter().all(|&x| x == 0x02),
+                "only heartbeats before the reset: {:x?}",
+                &b[..n]
+            ),
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Reads what the client sends until it stops; the server never closes.
+pub fn ignore_until_reset(conn: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 64];
+    loop {
+        match conn.read(&mut b) {
+            Ok(0) => panic!("an orderly close (FIN) after {got:x?}, want a reset"),
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+                return got;
+            }
+        }
+    }
+}
+
+/// The client's local port of its one connection to `server_port`, from
+/// /proc/net/tcp and tcp6 (ESTABLISHED), or None.
+pub fn client_port_towards(server_port: u16) -> Option<u16> {
+    tcp_table()
+        .into_iter()
+        .find(|e| e.remote_port == server_port && e.local_port != server_port && e.state == 0x01)
+        .map(|e| e.local_port)
+}
+
+/// The port in `addr` (`host:port`).
+pub fn port_of(addr: &str) -> u16 {
+    addr.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Whether /proc/net/tcp or tcp6 has a TIME_WAIT entry whose local port is
+/// `port` and remote port `server_port` (the same local port may be in use
+/// towards another server).
+pub fn time_wait_on(port: u16, server_port: u16) -> bool {
+    tcp_table()
+        .into_iter()
+        .any(|e| e.local_port == port && e.remote_port == server_port && e.state == 0x06)
+}
+
+struct TcpEntry {
+    local_port: u16,
+    remote_port: u16,
+    state: u8,
+}
+
+fn tcp_table() -> Vec<TcpEntry> {
+    let mut out = Vec::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let port = |a: &str| u16::from_str_radix(a.rsplit(':').next().unwrap(), 16).unwrap();
+            out.push(TcpEntry {
+                local_port: port(f[1]),
+                remote_port: port(f[2]),
+                state: u8::from_str_radix(f[3], 16).unwrap(),
+            });
+        }
+    }
+    out
 }
 
 pub fn acquired(token: u64) -> Vec<u8> {
@@ -86,10 +204,14 @@ pub fn error(code: u8, reason: &str) -> Vec<u8> {
     f
 }
 
-/// Answers every heartbeat with ACQUIRED(token) until the client closes.
+/// Answers every heartbeat with ACQUIRED(token) until the client releases
+/// (then closes first) or closes.
 pub fn answer_heartbeats(conn: &mut TcpStream, token: u64) {
     let mut b = [0u8; 1];
     while let Ok(1) = conn.read(&mut b) {
+        if b[0] == 0x03 {
+            return;
+        }
         assert_eq!(b[0], 0x02);
         if conn.write_all(&acquired(token)).is_err() {
             return;
@@ -190,4 +312,64 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A script: WAITING at once, then the first heartbeat's answer held back
+/// `late` (past the interval) and sent in one write with `then`; after
+/// that, every heartbeat is answered with ACQUIRED(token) until the release.
+pub fn queued_then_late(c: &mut TcpStream, late: Duration, then: &[u8], token: u64) {
+    read_acquire(c);
+    send(c, &WAITING);
+    read_heartbeat(c);
+    thread::sleep(late); // the answer is late on purpose
+    let mut read = WAITING.to_vec();
+    read.extend_from_slice(then);
+    send(c, &read);
+    answer_heartbeats(c, token);
+}
+
+/// A TLS server that never finishes a handshake: it drips a record header
+/// claiming 16 KiB, then one byte every 20 ms, for `PATIENCE`, then closes.
+pub fn drip(c: &mut TcpStream) {
+    let mut hello = [0u8; 512];
+    let _ = c.read(&mut hello); // the ClientHello
+    let header = [0x16, 0x03, 0x03, 0x40, 0x00];
+    let start = std::time::Instant::now();
+    for b in header.iter().chain(std::iter::repeat(&0u8)) {
+        if start.elapsed() > PATIENCE || c.write_all(&[*b]).is_err() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Grants the lock, then never closes: the client must send RELEASE and
+/// then reset the connection at its bound.
+pub fn grant_and_never_close(c: &mut TcpStream, token: u64) {
+    read_acquire(c);
+    send(c, &acquired(token));
+    let got = ignore_until_reset(c);
+    assert_eq!(
+        got.last(),
+        Some(&0x03),
+        "RELEASE before the reset: {got:x?}"
+    );
+}
+
+/// Grants the lock, then answers RELEASE as a server from before it does.
+pub fn grant_as_an_old_server(c: &mut TcpStream, token: u64) {
+    read_acquire(c);
+    send(c, &acquired(token));
+    release_before_error(c);
+}
+
+/// The first connection queues, then gets a late WAITING with ERROR 0x01
+/// (shutting down) in one read; the next is granted token 7.
+pub fn late_shutdown_then_grant(n: usize, c: &mut TcpStream) {
+    if n == 0 {
+        return queued_then_late(c, Duration::from_millis(700), &error(0x01, ""), 0);
+    }
+    read_acquire(c);
+    send(c, &acquired(7));
+    answer_heartbeats(c, 7);
 }

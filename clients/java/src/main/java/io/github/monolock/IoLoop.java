@@ -112,7 +112,7 @@ final class IoLoop implements Runnable {
         } finally {
             for (SelectionKey k : selector.keys()) {
                 Connection c = (Connection) k.attachment();
-                apply(c, c.step.release(System.nanoTime()));
+                apply(c, c.step.abandon(System.nanoTime()));
             }
             dead = true;
             drainAfterStop();
@@ -217,7 +217,7 @@ final class IoLoop implements Runnable {
         }
         long now = System.nanoTime();
         if (n < 0) {
-            apply(c, c.step.connectionLost(now, "the server closed the connection", null, true));
+            apply(c, c.step.endOfStream(now));
             return;
         }
         if (n > 0) apply(c, c.step.receive(in, now));
@@ -227,18 +227,6 @@ final class IoLoop implements Runnable {
     /** Carries out what a step asked for. */
     void apply(Connection c, int actions) {
         SessionStep s = c.step;
-        if ((actions & SessionStep.SEND) != 0 && (actions & SessionStep.CLOSE) == 0) {
-            byte[] frame = s.takeSend();
-            if (frame != null) {
-                try {
-                    writeBuffer.clear();
-                    writeBuffer.put(frame).flip();
-                    write(c, writeBuffer);
-                } catch (IOException e) {
-                    actions |= s.connectionLost(System.nanoTime(), describe(e), e, true);
-                }
-            }
-        }
         if ((actions & SessionStep.GRANTED) != 0) {
             c.lease = new Lease(c, FencingToken.ofBits(s.token()));
             c.lease.deadline = s.deadline();
@@ -255,13 +243,37 @@ final class IoLoop implements Runnable {
             c.lease.deadline = s.deadline();
             if ((actions & SessionStep.LOST) != 0) c.lease.markLost(s.lost());
         }
-        if ((actions & SessionStep.CLOSE) != 0) close(c);
+        // After the futures: a release the grant's handling asked for is a send too.
+        if ((actions & SessionStep.SEND) != 0 && (actions & SessionStep.CLOSE) == 0) {
+            byte[] frame = s.takeSend();
+            if (frame != null) {
+                try {
+                    writeBuffer.clear();
+                    writeBuffer.put(frame).flip();
+                    write(c, writeBuffer);
+                } catch (IOException e) {
+                    actions |= s.connectionLost(System.nanoTime(), describe(e), e, true);
+                }
+            }
+        }
+        if ((actions & SessionStep.CLOSE) != 0) close(c, (actions & SessionStep.ABORT) != 0);
         timers.set(c, s.wakeAt());
     }
 
-    private void close(Connection c) {
+    /**
+     * Closes c's connection: normally once the server has closed (it sent the
+     * first FIN and keeps the TIME_WAIT), or abortively, SO_LINGER {on, 0},
+     * an RST that leaves no TIME_WAIT, when the client gives up on the server.
+     */
+    private void close(Connection c, boolean abort) {
         if (c.channel != null && c.channel.isOpen()) {
-            if (c.tls != null && c.tls.handshakeDone()) {
+            if (abort) {
+                try {
+                    c.channel.setOption(StandardSocketOptions.SO_LINGER, 0);
+                } catch (IOException | UnsupportedOperationException ignored) {
+                    // The close is an ordinary one then.
+                }
+            } else if (c.tls != null && c.tls.handshakeDone()) {
                 ByteBuffer out = tlsOut(c.tls);
                 out.clear();
                 c.tls.closeOutbound(out);

@@ -31,6 +31,8 @@ public final class Lease implements AutoCloseable {
     volatile long deadline;
     /** isValid saw the deadline pass: false from then on, whatever answer comes next. */
     private volatile boolean expired;
+    /** close was called: no longer held, while RELEASE waits for the server's close. */
+    private volatile boolean released;
     private Thread worker;
     private boolean interruptedWorker;
 
@@ -80,7 +82,7 @@ public final class Lease implements AutoCloseable {
      * @return true while the lock is confirmed
      */
     public boolean isValid() {
-        if (expired || lost.isDone() || closed.isDone()) return false;
+        if (expired || released || lost.isDone() || closed.isDone()) return false;
         if (System.nanoTime() - deadline < 0) return true;
         expired = true;
         IoLoop loop = connection.loop;
@@ -120,13 +122,21 @@ public final class Lease implements AutoCloseable {
         return connection.tls != null && connection.tls.resumed();
     }
 
+    /** The connection, for the tests of this package. */
+    Connection connection() {
+        return connection;
+    }
+
     /**
-     * Releases the lock by closing the connection, and returns once it is
-     * closed (at once when called on the client's I/O thread). Idempotent;
-     * safe after a loss, and never throws.
+     * Releases the lock: sends RELEASE and returns once the server has closed
+     * the connection (the server, closing first, keeps its TIME_WAIT), or,
+     * when it has not within min(lease, 2 s), once the client has reset it
+     * (at once when called on the client's I/O thread). Idempotent; safe
+     * after a loss, and never throws.
      */
     @Override
     public void close() {
+        released = true;
         if (closed.isDone()) return;
         IoLoop loop = connection.loop;
         loop.execute(() -> loop.apply(connection, connection.step.release(System.nanoTime())));

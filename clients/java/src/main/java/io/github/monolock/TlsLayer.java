@@ -8,6 +8,7 @@ import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLEngineResult;
 import javax.net.ssl.SSLEngineResult.HandshakeStatus;
 import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLSession;
 
 /**
  * TLS on a non-blocking channel through an {@link SSLEngine}. The engine is
@@ -106,14 +107,25 @@ final class TlsLayer {
         if (r.getHandshakeStatus() == HandshakeStatus.FINISHED) {
             done = true;
             resumed = createdBefore != null && engine.getSession().getCreationTime() < createdBefore;
+            // JSSE (TLS 1.3) links each session issued by a ticket to the
+            // session the ticket came from, and keeps the session of a full
+            // handshake in the context's cache by its ID for the cache's
+            // timeout (a day): every later resumed session of this client
+            // then stays reachable from it, one per lock. Taking the full
+            // handshake's session out of the cache now, before its ticket
+            // arrives (so that nothing derived from it yet is invalidated
+            // with it), leaves only the newest ticket's session cached; the
+            // ticket still arrives and the next connection resumes with it.
+            SSLSession s = engine.getSession();
+            if (!resumed && "TLSv1.3".equals(s.getProtocol())) s.invalidate();
         }
     }
 
     /**
      * Reads what the socket has and decrypts every whole record into app
      * (cleared first, then flipped for reading). Returns -1 at the end of the
-     * stream (a TCP FIN or the server's close_notify), else the bytes of
-     * plaintext. Records the engine wants to send back (a KeyUpdate answer)
+     * TCP stream, else the bytes of plaintext (0 for a close_notify alone).
+     * Records the engine wants to send back (a KeyUpdate answer)
      * go to out.
      */
     int read(SocketChannel ch, ByteBuffer app, ByteBuffer out) throws IOException {
@@ -127,8 +139,13 @@ final class TlsLayer {
                 if (r.getHandshakeStatus() == HandshakeStatus.NEED_TASK) runTasks();
                 if (engine.getHandshakeStatus() == HandshakeStatus.NEED_WRAP) engine.wrap(EMPTY, out);
                 if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
+                    // close_notify. The server's FIN follows, maybe in another
+                    // segment: the end is the TCP end of stream, since a close
+                    // between the two would cross that FIN and leave a
+                    // TIME_WAIT on both sides.
                     app.flip();
-                    return app.hasRemaining() ? app.remaining() : -1;
+                    if (app.hasRemaining()) return app.remaining();
+                    return n < 0 ? -1 : 0;
                 }
                 if (r.getStatus() == SSLEngineResult.Status.BUFFER_UNDERFLOW) break;
                 if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {

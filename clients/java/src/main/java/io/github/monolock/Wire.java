@@ -13,6 +13,8 @@ final class Wire {
     static final byte VERSION = 1;
     static final byte TYPE_ACQUIRE = 0x01;
     static final byte TYPE_HEARTBEAT = 0x02;
+    /** The end of a session: the server closes the connection first. */
+    static final byte TYPE_RELEASE = 0x03;
     static final int TYPE_WAITING = 0x11;
     static final int TYPE_ACQUIRED = 0x12;
     static final int TYPE_ERROR = 0x13;

@@ -74,7 +74,10 @@ class FakeServerTest {
         return all;
     }
 
-    /** Reads heartbeats until none arrives within ms; returns the first thing that is not a heartbeat: -1 EOF, -2 silence. */
+    /** What drainHeartbeats returns for the client's reset (an abortive close, SO_LINGER 0). */
+    private static final int RESET = -3;
+
+    /** Reads heartbeats until none arrives within ms; returns the first thing that is not a heartbeat: -1 EOF, -2 silence, RESET. */
     private static int drainHeartbeats(Socket s, int ms, OutputStream answer, byte[] reply) throws IOException {
         s.setSoTimeout(ms);
         InputStream in = s.getInputStream();
@@ -84,10 +87,53 @@ class FakeServerTest {
                 b = in.read();
             } catch (SocketTimeoutException e) {
                 return -2;
+            } catch (java.net.SocketException e) {
+                if (String.valueOf(e.getMessage()).contains("reset")) return RESET;
+                throw e;
             }
             if (b != 0x02) return b;
             if (answer != null) answer.write(reply);
         }
+    }
+
+    /**
+     * Expects RELEASE (after heartbeats, answered with reply), closes first as
+     * the server does, and checks that the client's close follows, orderly.
+     */
+    private static void releaseAndClose(Socket s, byte[] reply) throws IOException {
+        assertEquals(0x03, drainHeartbeats(s, 10_000, reply == null ? null : s.getOutputStream(), reply), "RELEASE");
+        s.shutdownOutput();
+        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "the client's orderly close after the server's");
+    }
+
+    /** A lock granted token 42 by the fake server, and the fake's end of its connection. */
+    private record Granted(Lease lease, Socket socket) {}
+
+    private Granted granted(String name, Duration lease) throws Exception {
+        Thread grant = grantNext();
+        Lease l = client.lock(name, lease);
+        grant.join();
+        return new Granted(l, next());
+    }
+
+    /** What the fake server does on its side of a connection. */
+    private interface Script {
+        void run() throws IOException;
+    }
+
+    /** Closes l while script plays the server on a thread of its own; both must finish. */
+    private static void closeWhileTheFakeRuns(Lease l, Script script) throws InterruptedException {
+        Thread server = new Thread(() -> {
+            try {
+                script.run();
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+        });
+        server.start();
+        l.close();
+        server.join(10_000);
+        assertFalse(server.isAlive());
     }
 
     /** Grants the next connection token 42, then hands its socket back to the test (next()). */
@@ -124,37 +170,35 @@ class FakeServerTest {
         t.start();
         Socket s = next();
         assertArrayEquals(Wire.acquire(400, Validate.name("x")), readAcquire(s));
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "nothing after ACQUIRE, then the close");
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "nothing after ACQUIRE, then the reset of a give-up");
         t.join(10_000);
         assertTrue(got.get().getMessage().contains("0.8 × lease"), got.get().getMessage());
     }
 
     @Test
     void afterAGiveUpTheConnectionStaysOpenUntilTheWorkStops() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("silent", Duration.ofSeconds(2));
-        grant.join();
-        Socket s = next();
+        Granted g = granted("silent", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
         l.lost().get(10, TimeUnit.SECONDS);
         // Lost at ~1.6 s; the close is due at the last send + 2 s. Right after
         // the loss the connection must still be open, with nothing more sent.
         assertEquals(-2, drainHeartbeats(s, 100, null, null), "open and silent after the give-up");
         l.close();
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null), "closed once the work stopped");
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "reset once the work stopped, no RELEASE");
     }
 
     @Test
     void anUnknownFrameIsALossAndTheCloseWaitsForTheWork() throws Exception {
-        Thread grant = grantNext();
-        Lease l = client.lock("violation", Duration.ofSeconds(10));
-        grant.join();
-        Socket s = next();
+        Granted g = granted("violation", Duration.ofSeconds(10));
+        Lease l = g.lease();
+        Socket s = g.socket();
         s.getOutputStream().write(0x7e);
         LockLostException lost = l.lost().get(10, TimeUnit.SECONDS);
         assertEquals(LockLostException.Why.PROTOCOL, lost.why());
         assertEquals(-2, drainHeartbeats(s, 200, null, null), "kept open while the work may run");
         l.close();
-        assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null));
     }
 
     @Test
@@ -240,6 +284,65 @@ class FakeServerTest {
         waiter.interrupt();
         waiter.join(10_000);
         assertFalse(waiter.isAlive());
-        assertEquals(-1, drainHeartbeats(s, 10_000, s.getOutputStream(), new byte[] {0x11}), "the connection closed: out of the queue");
+        releaseAndClose(s, new byte[] {0x11}); // out of the queue
+    }
+
+    @Test
+    void releaseWaitsForTheServersClose() throws Exception {
+        Granted g = granted("r", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
+        closeWhileTheFakeRuns(l, () -> releaseAndClose(s, SessionStepTest.acquired(42)));
+        assertFalse(l.isValid());
+    }
+
+    @Test
+    void releaseResetsAServerThatNeverCloses() throws Exception {
+        Granted g = granted("n", Duration.ofMillis(400));
+        Lease l = g.lease();
+        Socket s = g.socket();
+        l.close(); // returns at the bound, min(lease, 2 s)
+        assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
+        assertEquals(RESET, drainHeartbeats(s, 10_000, null, null), "RELEASE, then the reset at the bound");
+    }
+
+    @Test
+    void anOldServersErrorAfterReleaseIsTheEnd() throws Exception {
+        Granted g = granted("o", Duration.ofSeconds(2));
+        Lease l = g.lease();
+        Socket s = g.socket();
+        closeWhileTheFakeRuns(l, () -> {
+            assertEquals(0x03, drainHeartbeats(s, 10_000, s.getOutputStream(), SessionStepTest.acquired(42)));
+            s.getOutputStream().write(SessionStepTest.error(0x13, "unknown message type 0x03"));
+            s.shutdownOutput();
+            assertEquals(-1, drainHeartbeats(s, 10_000, null, null));
+        });
+        assertTrue(l.lost().getNow(null) == null, "a release, not a loss");
+    }
+
+    @Test
+    void thePushInTheReadOfALateAnswerGrantsTheLock() throws Exception {
+        Thread script = new Thread(() -> {
+            try {
+                Socket s = next();
+                readAcquire(s);
+                s.getOutputStream().write(0x11);
+                assertEquals(0x02, s.getInputStream().read());
+                Thread.sleep(700); // the answer is late on purpose: past the interval
+                byte[] both = new byte[10];
+                both[0] = 0x11;
+                System.arraycopy(SessionStepTest.acquired(9), 0, both, 1, 9);
+                s.getOutputStream().write(both);
+                releaseAndClose(s, SessionStepTest.acquired(9));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        });
+        script.start();
+        try (Lease l = client.lock("p", Duration.ofSeconds(2))) {
+            assertEquals("9", l.token().toString());
+        }
+        script.join(10_000);
+        assertFalse(script.isAlive());
     }
 }

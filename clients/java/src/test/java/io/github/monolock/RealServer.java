@@ -112,6 +112,36 @@ final class RealServer implements AutoCloseable {
         }
     }
 
+    /** The server's port. */
+    int port() {
+        return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
+    }
+
+    /** The local port of a lease's connection. */
+    static int localPort(Lease l) throws IOException {
+        return ((java.net.InetSocketAddress) l.connection().channel.getLocalAddress()).getPort();
+    }
+
+    /**
+     * Whether /proc/net/tcp or tcp6 has a TIME_WAIT entry (state 06) from the
+     * local port localPort to the remote port remotePort: whoever sent the
+     * first FIN of a connection keeps one.
+     */
+    static boolean timeWait(int localPort, int remotePort) throws IOException {
+        for (String file : new String[] {"/proc/net/tcp", "/proc/net/tcp6"}) {
+            Path p = Path.of(file);
+            if (!Files.exists(p)) continue;
+            List<String> lines = Files.readAllLines(p);
+            for (String line : lines.subList(1, lines.size())) {
+                String[] f = line.trim().split("\\s+");
+                int local = Integer.parseInt(f[1].substring(f[1].lastIndexOf(':') + 1), 16);
+                int remote = Integer.parseInt(f[2].substring(f[2].lastIndexOf(':') + 1), 16);
+                if (local == localPort && remote == remotePort && f[3].equals("06")) return true;
+            }
+        }
+        return false;
+    }
+
     void forceRelease(String name) throws IOException, InterruptedException {
         HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create("http://" + admin + "/api/locks/" + name + "/release"))
                 .POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());

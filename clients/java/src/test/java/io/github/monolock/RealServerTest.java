@@ -59,6 +59,29 @@ class RealServerTest {
     }
 
     @Test
+    void releaseLeavesNoTimeWaitOnTheClientAndPromotesTheWaiter() throws Exception {
+        Lease holder = client.lock("tw", LEASE);
+        CompletableFuture<Lease> waiter = client.lockAsync("tw", LEASE);
+        server.awaitWaiters("tw", 1);
+        int port = RealServer.localPort(holder);
+        holder.close(); // returns once the server has closed
+        assertFalse(RealServer.timeWait(port, server.port()), "a TIME_WAIT on the client's port " + port);
+        try (Lease next = RealServer.await(waiter)) {
+            assertTrue(next.token().isAfter(holder.token()));
+        }
+    }
+
+    @Test
+    void theLongestLeaseIsHeldAndReleased() throws Exception {
+        Duration max = Duration.ofMillis(0xffff_ffffL);
+        try (Lease l = client.lock("max", max)) {
+            assertEquals(max, l.lease());
+            assertTrue(l.isValid());
+        }
+        assertTrue(client.tryLock("max", LEASE).isPresent(), "released");
+    }
+
+    @Test
     void tryLockIsEmptyWhileHeld() throws Exception {
         try (Lease held = client.lock("busy", LEASE)) {
             assertEquals(Optional.empty(), client.tryLock("busy", LEASE));

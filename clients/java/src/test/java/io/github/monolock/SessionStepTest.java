@@ -1,5 +1,6 @@
 package io.github.monolock;
 
+import static io.github.monolock.SessionStep.ABORT;
 import static io.github.monolock.SessionStep.CLOSE;
 import static io.github.monolock.SessionStep.FAILED;
 import static io.github.monolock.SessionStep.GRANTED;
@@ -95,7 +96,7 @@ class SessionStepTest {
     void theGiveUpWhileQueuedFailsTheAttemptAndClosesAtOnce() {
         SessionStep s = step(2000, SessionStep.WAIT_FOREVER);
         assertEquals(0, s.tick(T0 + 1600 * MS - 1));
-        assertEquals(FAILED | CLOSE, s.tick(T0 + 1600 * MS));
+        assertEquals(FAILED | CLOSE | ABORT, s.tick(T0 + 1600 * MS));
         assertInstanceOf(ServerUnavailableException.class, s.failure());
         assertTrue(((ServerUnavailableException) s.failure()).isRetriable());
     }
@@ -195,8 +196,10 @@ class SessionStepTest {
     @Test
     void tryLockFailsBusyAtTheFirstWaiting() {
         SessionStep s = step(2000, 0);
-        assertEquals(FAILED | CLOSE, feed(s, WAITING, T0 + MS));
+        assertEquals(FAILED | SEND, feed(s, WAITING, T0 + MS), "leaves the queue with RELEASE");
+        assertArrayEquals(new byte[] {0x03}, s.takeSend());
         assertInstanceOf(LockBusyException.class, s.failure());
+        assertEquals(CLOSE, s.endOfStream(T0 + 2 * MS), "the server closed first: a normal close");
     }
 
     @Test
@@ -207,9 +210,11 @@ class SessionStepTest {
         s.takeSend();
         feed(s, WAITING, T0 + MS);
         s.tick(T0 + 500 * MS);
+        s.takeSend(); // written: the next WAITING answers it
         feed(s, WAITING, T0 + 501 * MS);
         assertEquals(0, s.tick(T0 + 1000 * MS - 1) & FAILED);
-        assertEquals(FAILED | CLOSE, s.tick(T0 + 1000 * MS));
+        assertEquals(FAILED | SEND, s.tick(T0 + 1000 * MS));
+        assertArrayEquals(new byte[] {0x03}, s.takeSend());
         assertInstanceOf(LockBusyException.class, s.failure());
     }
 
@@ -246,7 +251,7 @@ class SessionStepTest {
         assertEquals(LOST, s.tick(T0 + 1600 * MS));
         assertEquals(0, s.tick(T0 + 1700 * MS));
         assertNull(s.takeSend(), "nothing is sent after the give-up");
-        assertEquals(CLOSE, s.release(T0 + 1800 * MS), "the work stopped: close now");
+        assertEquals(CLOSE | ABORT, s.release(T0 + 1800 * MS), "the work stopped: close now, given up on: a reset");
         assertEquals(NEVER, s.wakeAt());
     }
 
@@ -258,7 +263,7 @@ class SessionStepTest {
         s.tick(T0 + 1600 * MS);
         assertEquals(hb + 2000 * MS, s.wakeAt());
         assertEquals(0, s.tick(hb + 2000 * MS - 1));
-        assertEquals(CLOSE, s.tick(hb + 2000 * MS));
+        assertEquals(CLOSE | ABORT, s.tick(hb + 2000 * MS));
         assertEquals(0, s.release(hb + 2100 * MS), "a release after the close is harmless");
     }
 
@@ -281,8 +286,10 @@ class SessionStepTest {
     @Test
     void endOfStreamIsALossThatClosesAtOnce() {
         SessionStep s = held(MS);
-        assertEquals(LOST | CLOSE, s.connectionLost(T0 + 2 * MS, "EOF", null, true));
+        assertEquals(LOST | CLOSE, s.endOfStream(T0 + 2 * MS), "the server closed first: a normal close");
         assertEquals(LockLostException.Why.CLOSED, s.lost().why());
+        SessionStep f = held(MS);
+        assertEquals(LOST | CLOSE | ABORT, f.connectionLost(T0 + 2 * MS, "reset", null, true), "a failure: a reset");
     }
 
     @Test
@@ -292,7 +299,7 @@ class SessionStepTest {
             SessionStep s = held(MS);
             assertEquals(LOST, feed(s, b, T0 + 2 * MS), "kept open until the work stops");
             assertEquals(LockLostException.Why.PROTOCOL, s.lost().why());
-            assertEquals(CLOSE, s.release(T0 + 3 * MS));
+            assertEquals(CLOSE | ABORT, s.release(T0 + 3 * MS));
         }
         SessionStep s = held(MS); // ACQUIRED with no request in flight
         assertEquals(LOST, feed(s, acquired(7), T0 + 2 * MS));
@@ -304,15 +311,118 @@ class SessionStepTest {
         s.start(T0);
         assertEquals(T0 + 10_000 * MS, s.wakeAt());
         assertEquals(0, s.tick(T0 + 10_000 * MS - 1));
-        assertEquals(FAILED | CLOSE, s.tick(T0 + 10_000 * MS));
+        assertEquals(FAILED | CLOSE | ABORT, s.tick(T0 + 10_000 * MS));
         assertEquals(0, s.connected(T0 + 10_001 * MS), "a connect after the timeout sends nothing");
     }
 
     @Test
-    void aReleaseWhileQueuedClosesAtOnce() {
+    void aReleaseWhileQueuedSendsReleaseAndClosesAtTheServersClose() {
         SessionStep s = step(2000, -1);
         feed(s, WAITING, T0 + MS);
-        assertEquals(CLOSE, s.release(T0 + 2 * MS));
+        assertEquals(SEND, s.release(T0 + 2 * MS));
+        assertArrayEquals(new byte[] {0x03}, s.takeSend());
         assertEquals(0, feed(s, acquired(9), T0 + 3 * MS), "a grant after the release is ignored");
+        assertEquals(CLOSE, s.endOfStream(T0 + 4 * MS), "the server closed first: a normal close");
+        assertNull(s.failure());
+    }
+
+    @Test
+    void aReleaseWaitsForTheServersCloseAtMostTwoSecondsThenResets() {
+        SessionStep s = step(60_000, -1);
+        feed(s, acquired(7), T0 + MS);
+        assertEquals(SEND, s.release(T0 + 10 * MS));
+        assertArrayEquals(new byte[] {0x03}, s.takeSend());
+        long bound = T0 + 10 * MS + 2000 * MS;
+        assertEquals(bound, s.wakeAt());
+        assertEquals(0, s.tick(bound - 1));
+        assertEquals(CLOSE | ABORT, s.tick(bound), "the server never closed: a reset");
+        assertNull(s.lost(), "a release, not a loss");
+        assertEquals(0, s.release(bound + 1), "a second release is harmless");
+    }
+
+    @Test
+    void aReleaseWaitsAtMostTheLeaseWhenItIsShorter() {
+        SessionStep s = step(400, -1);
+        feed(s, acquired(7), T0 + MS);
+        s.release(T0 + 10 * MS);
+        assertEquals(T0 + 410 * MS, s.wakeAt());
+    }
+
+    @Test
+    void anOldServersErrorAfterReleaseIsTheEndNotAnError() {
+        SessionStep s = held(MS);
+        s.release(T0 + 10 * MS);
+        assertEquals(0, feed(s, error(0x13, "unknown message type"), T0 + 11 * MS));
+        assertEquals(CLOSE, s.endOfStream(T0 + 12 * MS));
+        assertNull(s.lost());
+        SessionStep f = held(MS);
+        f.release(T0 + 10 * MS);
+        assertEquals(CLOSE | ABORT, f.connectionLost(T0 + 11 * MS, "reset", null, true), "a failed read after RELEASE: a reset");
+        assertNull(f.lost());
+    }
+
+    @Test
+    void theClientClosingAbandonsWithAResetAtOnce() {
+        SessionStep s = held(MS);
+        assertEquals(CLOSE | ABORT, s.abandon(T0 + 10 * MS));
+        assertNull(s.takeSend());
+    }
+
+    /** Queued, the heartbeat sent at 498 ms answered 600 ms later (past the interval) together with more. */
+    private static SessionStep queuedWithALateAnswerThen(byte[] more, int[] actions) {
+        SessionStep s = step(2000, -1);
+        feed(s, WAITING, T0 + MS);
+        assertEquals(SEND, s.tick(T0 + 498 * MS));
+        s.takeSend();
+        byte[] read = new byte[1 + more.length];
+        read[0] = 0x11;
+        System.arraycopy(more, 0, read, 1, more.length);
+        actions[0] = feed(s, read, T0 + 1098 * MS);
+        return s;
+    }
+
+    @Test
+    void thePushInTheReadOfALateAnswerIsAGrant() {
+        int[] a = new int[1];
+        SessionStep s = queuedWithALateAnswerThen(acquired(7), a);
+        assertEquals(GRANTED | SEND, a[0], "granted, and the late answer's heartbeat");
+        assertNull(s.lost());
+        assertTrue(s.valid(T0 + 1099 * MS));
+    }
+
+    @Test
+    void anErrorInTheReadOfALateAnswerKeepsItsCode() {
+        int[] a = new int[1];
+        SessionStep s = queuedWithALateAnswerThen(error(0x01, ""), a);
+        assertEquals(FAILED | CLOSE, a[0]);
+        assertNull(s.takeSend(), "nothing is sent once the session ended");
+        assertEquals(1, ((ServerUnavailableException) s.failure()).code().getAsInt());
+    }
+
+    @Test
+    void aSecondAnswerInTheReadOfALateAnswerIsAViolation() {
+        SessionStep s = held(MS);
+        assertEquals(SEND, s.tick(T0 + 500 * MS));
+        s.takeSend();
+        byte[] two = new byte[18];
+        System.arraycopy(acquired(7), 0, two, 0, 9);
+        System.arraycopy(acquired(7), 0, two, 9, 9);
+        // The first answer comes past the interval and queues a heartbeat; the
+        // second cannot answer it.
+        assertEquals(LOST, feed(s, two, T0 + 1100 * MS));
+        assertEquals(LockLostException.Why.PROTOCOL, s.lost().why());
+        assertNull(s.takeSend(), "nothing is sent once the session ended");
+    }
+
+    @Test
+    void theLongestLeaseDoesNotOverflow() {
+        long max = 0xffff_ffffL;
+        SessionStep s = step(max, -1);
+        assertEquals(T0 + max * 800_000L, s.wakeAt(), "the give-up of ACQUIRE");
+        assertEquals(GRANTED, feed(s, acquired(7), T0 + MS));
+        assertEquals(T0 + max * 250_000L - 2 * MS, s.wakeAt(), "a heartbeat every lease/4 less 2 × RTT");
+        assertTrue(s.valid(T0 + max * 800_000L - 1));
+        assertEquals(SEND, s.release(T0 + 2 * MS));
+        assertEquals(T0 + 2 * MS + 2000 * MS, s.wakeAt());
     }
 }

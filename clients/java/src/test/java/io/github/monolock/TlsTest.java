@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.File;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -21,6 +23,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLSession;
 import javax.net.ssl.TrustManagerFactory;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -80,7 +83,9 @@ class TlsTest {
             server.awaitWaiters("tls", 1);
             Thread.sleep(2500); // longer than the lease: heartbeats over TLS keep it
             assertTrue(first.isValid());
+            int port = RealServer.localPort(first);
             first.close();
+            assertFalse(RealServer.timeWait(port, server.port()), "RELEASE inside TLS: the server closes first");
             FencingToken last = first.token();
             try (Lease l = RealServer.await(waiting)) {
                 assertTrue(l.isTlsResumed(), "a later connection resumes the session of an earlier one");
@@ -94,6 +99,31 @@ class TlsTest {
                     last = l.token();
                 }
             }
+        }
+    }
+
+    @Test
+    void resumedSessionsDoNotPileUp() throws Exception {
+        int locks = 200;
+        try (RealServer server = server();
+                MonolockClient client = MonolockClient.builder(server.address).sslContext(context("client")).build()) {
+            List<WeakReference<SSLSession>> sessions = new ArrayList<>();
+            ReferenceQueue<SSLSession> gone = new ReferenceQueue<>();
+            for (int i = 0; i < locks; i++) {
+                try (Lease l = client.lock("tls-" + i, LEASE)) {
+                    if (i > 0) assertTrue(l.isTlsResumed(), "lock " + i + " resumes");
+                    sessions.add(new WeakReference<>(l.connection().tls.engine.getSession(), gone));
+                }
+            }
+            // Every session but the newest (whose ticket the next connection
+            // uses) must be collectable: wait for their references to clear.
+            int cleared = 0;
+            for (int tries = 0; cleared < locks - 2 && tries < 20; tries++) {
+                System.gc();
+                while (gone.remove(100) != null) cleared++;
+            }
+            long alive = sessions.stream().filter(r -> r.get() != null).count();
+            assertTrue(alive <= 2, alive + " of " + locks + " TLS sessions still reachable after a GC: each resumed lock keeps one");
         }
     }
 
