@@ -17,7 +17,8 @@ type servers struct {
 	selfBin     string
 	logDir      string
 	n           int
-	version     string // what the first monolock reported
+	version     string      // what the first monolock reported
+	procs       *proc.Group // every server it started, stopped at the end or on an interrupt
 }
 
 func (s *servers) logPath(tag string) string {
@@ -34,7 +35,7 @@ func (s *servers) monolock(tag string) (*proc.Process, error) { return s.monoloc
 // monolockWith starts bin/monolock on a free loopback port with extra flags.
 func (s *servers) monolockWith(tag string, extra ...string) (*proc.Process, error) {
 	args := append([]string{"-log-level", "info"}, extra...) // proc.Monolock adds -listen 127.0.0.1:0 -log-format json
-	c, err := proc.Monolock(s.monolockBin, serverOptions("monolock", s.logPath("monolock-"+tag), args))
+	c, err := proc.Monolock(s.monolockBin, s.options("monolock", s.logPath("monolock-"+tag), args))
 	if err == nil && s.version == "" {
 		s.version = c.Version
 	}
@@ -43,7 +44,7 @@ func (s *servers) monolockWith(tag string, extra ...string) (*proc.Process, erro
 
 // floor starts the bare gnet server (this binary's floor-server subcommand).
 func (s *servers) floor(tag string) (*proc.Process, error) {
-	o := serverOptions(sysBareGnet, s.logPath("floor-"+tag), []string{"floor-server", "-listen", "127.0.0.1:0"})
+	o := s.options(sysBareGnet, s.logPath("floor-"+tag), []string{"floor-server", "-listen", "127.0.0.1:0"})
 	o.StartLine = floorStarted
 	return proc.Start(s.selfBin, o)
 }
@@ -51,12 +52,12 @@ func (s *servers) floor(tag string) (*proc.Process, error) {
 // floorGoAccept starts the bare gnet server that accepts the EMFILE-safe way
 // (a Go listener and EnrollContext), the floor of monolock's accept path.
 func (s *servers) floorGoAccept(tag string) (*proc.Process, error) {
-	o := serverOptions(sysFloorSafe, s.logPath("floor-go-accept-"+tag), []string{"floor-server", "-go-accept", "-listen", "127.0.0.1:0"})
+	o := s.options(sysFloorSafe, s.logPath("floor-go-accept-"+tag), []string{"floor-server", "-go-accept", "-listen", "127.0.0.1:0"})
 	o.StartLine = floorStarted
 	return proc.Start(s.selfBin, o)
 }
 
-// serverOptions are the harness's settings for the servers it measures.
-func serverOptions(name, logPath string, args []string) proc.Options {
-	return proc.Options{Name: name, Args: args, LogFile: logPath, StartTimeout: 15 * time.Second, StopGrace: 5 * time.Second}
+// options are the harness's settings for the servers it measures.
+func (s *servers) options(name, logPath string, args []string) proc.Options {
+	return proc.Options{Name: name, Args: args, LogFile: logPath, StartTimeout: 15 * time.Second, StopGrace: 5 * time.Second, Group: s.procs}
 }

@@ -194,8 +194,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = os.Chmod(tmp, 0o755) // peers running as another user need to reach their directories
 	defer func() { _ = os.RemoveAll(tmp) }()
 
+	procs := &proc.Group{} // every child process of this run
 	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp,
-		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir}}
+		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir, procs: procs}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -214,11 +215,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go func() {
 		s := <-sig
 		b.prog.log(fmt.Sprintf("bench: %v: stopping servers", s))
-		proc.StopAll()
+		procs.StopAll()
 		_ = os.RemoveAll(tmp)
 		os.Exit(130)
 	}()
-	defer proc.StopAll()
+	defer procs.StopAll()
 
 	if opt.waitQuiet > 0 {
 		b.prog.log("waiting for the machine to be quiet …")
@@ -227,7 +228,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(peerList) > 0 {
 		b.step("starting peers")
-		b.peers, rep.Peers = startPeers(peerList, tmp, logDir, opt.redisRetry)
+		b.peers, rep.Peers = startPeers(procs, peerList, tmp, logDir, opt.redisRetry)
 		for _, s := range rep.Peers {
 			if s.Status == "skipped" {
 				b.skipped = append(b.skipped, s)

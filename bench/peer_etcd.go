@@ -14,6 +14,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // etcd, one member: clientv3/concurrency Session + Mutex, each worker with
@@ -28,7 +32,7 @@ type etcdPeer struct {
 // etcdSessionTTL is the lease of S1/S2 sessions (seconds).
 const etcdSessionTTL = 30
 
-func startEtcd(tmp, logPath string) (*etcdPeer, error) {
+func startEtcd(procs *proc.Group, tmp, logPath string) (*etcdPeer, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, errSkip("etcd is not installed (package etcd-server; make bench-peers)")
@@ -47,7 +51,7 @@ func startEtcd(tmp, logPath string) (*etcdPeer, error) {
 	}
 	curl := "http://127.0.0.1:" + strconv.Itoa(cport)
 	purl := "http://127.0.0.1:" + strconv.Itoa(pport)
-	proc, err := startPeerProc("etcd", bin, []string{
+	proc, err := startPeerProc(procs, "etcd", bin, []string{
 		"--name", "bench", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", curl, "--advertise-client-urls", curl,
 		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
@@ -218,7 +222,7 @@ func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int,
 	}()
 
 	// Two keep-alive periods under the session's own refresh, then silence.
-	if err := sleepCtx(ctx, ttl/2); err != nil {
+	if err := poll.Sleep(ctx, ttl/2); err != nil {
 		return 0, 0, err
 	}
 	hs.Orphan()

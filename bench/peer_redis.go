@@ -15,6 +15,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/monolock/monolock/internal/testsupport/proc"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // Redis, single instance, the documented recipe: SET name token NX PX lease
@@ -36,7 +40,7 @@ type redisPeer struct {
 	retry   time.Duration // a waiter sleeps a random time in [retry, 2·retry)
 }
 
-func startRedis(tmp, logPath string, retry time.Duration) (*redisPeer, error) {
+func startRedis(procs *proc.Group, tmp, logPath string, retry time.Duration) (*redisPeer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errSkip("redis-server is not installed (make bench-peers)")
@@ -49,7 +53,7 @@ func startRedis(tmp, logPath string, retry time.Duration) (*redisPeer, error) {
 	if err := mkdirAll(dir); err != nil {
 		return nil, err
 	}
-	proc, err := startPeerProc("redis", bin, []string{
+	proc, err := startPeerProc(procs, "redis", bin, []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning",
 		"--maxclients", "10000",
@@ -116,7 +120,7 @@ func (c *redisClient) Lock(ctx context.Context, name string) (uint64, bool, erro
 		if ok {
 			return 0, false, nil
 		}
-		if err := sleepCtx(ctx, c.p.retry+time.Duration(c.rng.Int64N(int64(c.p.retry)))); err != nil {
+		if err := poll.Sleep(ctx, c.p.retry+time.Duration(c.rng.Int64N(int64(c.p.retry)))); err != nil {
 			return 0, false, err
 		}
 	}
@@ -134,17 +138,6 @@ func (c *redisClient) Unlock(ctx context.Context, name string) error {
 }
 
 func (c *redisClient) Close() { _ = c.c.Close() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Expiry: the holder takes the lock with PX lease and extends it twice, a
 // lease/4 apart, with a compare-and-PEXPIRE script; then it goes silent. The
@@ -195,7 +188,7 @@ func (p *redisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int
 	chk.Grant(name, 0, mono(), 0, false)
 	last := t0
 	for range holderBeats {
-		if err := sleepCtx(ctx, time.Duration(last+int64(lease/4)-mono())); err != nil {
+		if err := poll.Sleep(ctx, time.Duration(last+int64(lease/4)-mono())); err != nil {
 			return 0, err
 		}
 		t := mono()

@@ -61,8 +61,8 @@ type peerProc struct {
 
 // startPeerProc starts a peer's server; its output goes to logPath. The
 // caller probes it for readiness (waitFor).
-func startPeerProc(name, bin string, args []string, logPath string, cred *syscall.Credential, stopSig syscall.Signal, dir string) (*peerProc, error) {
-	p, err := proc.Start(bin, proc.Options{Name: name, Args: args, LogFile: logPath, Credential: cred, StopSignal: stopSig, StopGrace: 10 * time.Second})
+func startPeerProc(procs *proc.Group, name, bin string, args []string, logPath string, cred *syscall.Credential, stopSig syscall.Signal, dir string) (*peerProc, error) {
+	p, err := proc.Start(bin, proc.Options{Name: name, Args: args, LogFile: logPath, Credential: cred, StopSignal: stopSig, StopGrace: 10 * time.Second, Group: procs})
 	if err != nil {
 		return nil, err
 	}
@@ -280,9 +280,9 @@ func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 // peerNames are the peers the harness knows, in table order.
 var peerNames = []string{"redis", "etcd", "postgres"}
 
-// startPeers starts the chosen peers at once; a peer that cannot start is
+// startPeers starts the chosen peers at once, in procs; a peer that cannot start is
 // skipped with its reason.
-func startPeers(names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []PeerStatus) {
+func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []PeerStatus) {
 	type started struct {
 		p   peer
 		err error
@@ -300,12 +300,12 @@ func startPeers(names []string, tmp, logDir string, redisRetry time.Duration) ([
 			switch name {
 			case "redis":
 				var rp *redisPeer
-				if rp, err = startRedis(tmp, logPath, redisRetry); err == nil {
+				if rp, err = startRedis(procs, tmp, logPath, redisRetry); err == nil {
 					p = rp
 				}
 			case "etcd":
 				var ep *etcdPeer
-				if ep, err = startEtcd(tmp, logPath); err == nil {
+				if ep, err = startEtcd(procs, tmp, logPath); err == nil {
 					p = ep
 				}
 			case "postgres":

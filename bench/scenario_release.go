@@ -137,7 +137,7 @@ func (b *bench) s9Run(inNetns bool, args ...string) (res releaseLoopResult, err 
 			}
 		}
 		addr = netnsServerAddr + ":" + netnsPort
-		o := serverOptions("monolock", b.srv.logPath("monolock-s9-netns"), []string{"-log-level", "info", "-listen", addr})
+		o := b.srv.options("monolock", b.srv.logPath("monolock-s9-netns"), []string{"-log-level", "info", "-listen", addr})
 		o.Netns = pair.server
 		if srv, err = proc.Monolock(b.srv.monolockBin, o); err != nil {
 			return res, err

@@ -23,6 +23,9 @@ type (
 	LockInfo   = admin.LockInfo
 	HolderInfo = admin.HolderInfo
 	WaiterInfo = admin.WaiterInfo
+	LockQuery  = admin.LockQuery
+	LockList   = admin.LockList
+	Stats      = admin.Stats
 )
 
 // snapshotTurn bounds the sessions one call of a lock listing visits, so
@@ -39,25 +42,6 @@ const maxRereads = 3
 // read it in pieces.
 var ErrLockMoving = errors.New("the lock's queue changed while it was being read in pieces; retry")
 
-// LockQuery selects a page of the held locks, in name order.
-type LockQuery struct {
-	// Match accepts the names to list; nil accepts every name. It is
-	// called on the caller's goroutine, never on the loop.
-	Match func(name string) bool
-	// After skips the names up to and including it ("" skips none): the
-	// Next of the previous page.
-	After string
-	// Limit bounds the locks of the page; 0 or less means no bound.
-	Limit int
-}
-
-// LockPage is one page of held locks.
-type LockPage struct {
-	Locks []LockInfo // sorted by name
-	Total int        // the names Match accepted, before After and Limit
-	Next  string     // the After of the next page; "" when this is the last
-}
-
 // Locks returns the page q selects of the locks with a holder, each with
 // its full queue. The names are read in calls of at most namesPerCall (see
 // lockNames), matched, sorted and cut to the page here, off the loop; only
@@ -65,16 +49,16 @@ type LockPage struct {
 // sessions, so a page costs the loop its names and its own sessions, not
 // every lock's. Each lock is read as lockReader describes; a lock released
 // between calls is left out, so a page may hold fewer than Limit.
-func (s *Server) Locks(ctx context.Context, q LockQuery) (LockPage, error) {
+func (s *Server) Locks(ctx context.Context, q LockQuery) (LockList, error) {
 	names, err := s.lockNames(ctx)
 	if err != nil {
-		return LockPage{}, err
+		return LockList{}, err
 	}
 	if q.Match != nil {
 		names = slices.DeleteFunc(names, func(name string) bool { return !q.Match(name) })
 	}
 	slices.Sort(names)
-	page := LockPage{Total: len(names)}
+	page := LockList{Total: len(names)}
 	if q.After != "" {
 		i, found := slices.BinarySearch(names, q.After)
 		if found {
@@ -373,17 +357,6 @@ func (o *owner) closeByAdmin(s *session, reason string) {
 // allows every lock. Sessions already granted or queued are not re-judged.
 func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
 	return s.call(ctx, func(o *owner) { o.authorizer = a })
-}
-
-// Stats is a snapshot of the server's state.
-type Stats struct {
-	Sessions    int    // open connections
-	Locks       int    // locks with a holder
-	Waiters     int    // sessions queued behind a holder
-	Timers      int    // armed timers
-	Grants      uint64 // fencing tokens issued since start
-	Expiries    uint64 // holders' leases run out since start
-	NewestToken uint64 // the last token issued; 0 before the first
 }
 
 // Stats reads a consistent snapshot on the event loop.

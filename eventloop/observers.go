@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -91,30 +92,19 @@ func (noMetrics) NewcomerRefused()                      {}
 func (noMetrics) TLSHandshakeError()                    {}
 func (noMetrics) TLSChainRefused(string)                {}
 
-// ReleaseReason says why a session ended, and so why its holder, if any,
-// stopped holding. The loop decides it; metrics index their series by it
-// and the audit log prints its name. The names below are the only place the
-// reasons are spelled.
-type ReleaseReason uint8
+// ReleaseReason says why a session ended; it is declared in locktable, so
+// that the features beside the loop (metrics, audit) can name it without
+// importing the loop.
+type ReleaseReason = locktable.ReleaseReason
 
 // The release reasons.
 const (
-	ReleaseGraceful      ReleaseReason = iota // the client closed its connection (FIN or RST)
-	ReleaseExpired                            // no heartbeat within the lease
-	ReleaseIOTimeout                          // no ACQUIRE, a half-sent frame or undrained output for io-timeout
-	ReleaseForce                              // an administrator's force-release or kick
-	ReleaseShutdown                           // the server shut down
-	ReleaseProtocolError                      // the client broke the protocol
-	ReleaseFrame                              // the client sent RELEASE, and the server closed first
-	ReleaseReasons                            // how many reasons there are
+	ReleaseGraceful      = locktable.ReleaseGraceful
+	ReleaseExpired       = locktable.ReleaseExpired
+	ReleaseIOTimeout     = locktable.ReleaseIOTimeout
+	ReleaseForce         = locktable.ReleaseForce
+	ReleaseShutdown      = locktable.ReleaseShutdown
+	ReleaseProtocolError = locktable.ReleaseProtocolError
+	ReleaseFrame         = locktable.ReleaseFrame
+	ReleaseReasons       = locktable.ReleaseReasons
 )
-
-var releaseReasonNames = [ReleaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error", "released"}
-
-// String is the reason's name in metrics labels and audit events.
-func (r ReleaseReason) String() string {
-	if r < ReleaseReasons {
-		return releaseReasonNames[r]
-	}
-	return "unknown"
-}

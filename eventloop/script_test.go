@@ -340,7 +340,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 		if err != nil {
 			sc.fatalf("list limit=: %v", err)
 		}
-		var page LockPage
+		var page LockList
 		calls := sc.admin(td, func() (err error) {
 			page, err = sc.r.srv.Locks(sc.t.Context(), LockQuery{
 				Match: func(name string) bool { return strings.HasSuffix(name, suffix) },

@@ -19,43 +19,75 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/tlsrecord"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // An attack prepares what it needs (connections that take a while to open,
 // a server of its own with extra witnesses), then runs until ctx ends and
-// says in a few words what it did.
+// says in a few words what it did. What prepare made reaches run as a
+// value prepare returns and run takes (see withState), never through a
+// package variable.
 type attack struct {
-	n       int
-	name    string
-	prepare func(e *env) (extra []*witnesses, stop func(), err error)
-	run     func(ctx context.Context, e *env) string
+	n     int
+	name  string
+	start func(e *env) (prepared, error)
+}
+
+// prepared is an attack ready to run: run is bound to what its prepare
+// made, extra watches the servers of its own, and stop (nil: nothing)
+// undoes what prepare made once run has returned.
+type prepared struct {
+	run   func(ctx context.Context) string
+	extra []*witnesses
+	stop  func()
+}
+
+// withState is an attack whose prepare returns state S for its run, the
+// witnesses of any server of its own, and what to stop after the run.
+func withState[S any](n int, name string,
+	prepare func(e *env) (state S, extra []*witnesses, stop func(), err error),
+	run func(ctx context.Context, e *env, state S) string,
+) attack {
+	return attack{n: n, name: name, start: func(e *env) (prepared, error) {
+		state, extra, stop, err := prepare(e)
+		if err != nil {
+			return prepared{}, err
+		}
+		return prepared{run: func(ctx context.Context) string { return run(ctx, e, state) }, extra: extra, stop: stop}, nil
+	}}
+}
+
+// stateless is an attack that needs no preparing.
+func stateless(n int, name string, run func(ctx context.Context, e *env) string) attack {
+	return attack{n: n, name: name, start: func(e *env) (prepared, error) {
+		return prepared{run: func(ctx context.Context) string { return run(ctx, e) }}, nil
+	}}
 }
 
 var attacks = []attack{
-	{1, "admin reads of a long queue", prepareLongQueue, runLongQueueReads},
-	{2, "silent TLS sockets", nothing, runSilentTLS},
-	{3, "slow HTTP clients", nothing, runSlowHTTP},
-	{4, "KeyUpdate floods", nothing, runKeyUpdates},
-	{5, "non-reading pipeliners", nothing, runPipeliners},
-	{6, "expensive ?match=", prepareManyNames, runExpensiveMatch},
-	{7, "half-sent TLS handshake messages", nothing, runHalfSentTLS},
-	{8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion},
-	{9, "silent waiters and churners at the limit, plain", prepareSilentWaitersPlain, runSilentWaiters},
-	{10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters},
-	{11, "forged client chains", prepareForgedChain, runForgedChains},
-	{12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs},
-	{13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles},
-	{14, "DNS rebinding", prepareRebinding, runRebinding},
-	{15, "a client not reading a full listing", prepareLongListing, runNonReader},
-	{16, "full listings ten times a second", prepareLongListing, runFullPollers},
-	{17, "FIFOs and 256 MiB files at reloaded paths", nothing, runReloads},
-	{18, "young silent waiters and churners at the limit, plain", prepareYoungWaitersPlain, runSilentWaiters},
-	{19, "young silent waiters and churners at the limit, mTLS", prepareYoungWaitersMTLS, runSilentWaiters},
-	{20, "slow heartbeaters and churners at the limit, plain", prepareSlowHeartbeatersPlain, runSilentWaiters},
-	{21, "slow heartbeaters and churners at the limit, mTLS", prepareSlowHeartbeatersMTLS, runSilentWaiters},
+	withState(1, "admin reads of a long queue", prepareLongQueue, runLongQueueReads),
+	stateless(2, "silent TLS sockets", runSilentTLS),
+	stateless(3, "slow HTTP clients", runSlowHTTP),
+	stateless(4, "KeyUpdate floods", runKeyUpdates),
+	stateless(5, "non-reading pipeliners", runPipeliners),
+	withState(6, "expensive ?match=", prepareManyNames, runExpensiveMatch),
+	stateless(7, "half-sent TLS handshake messages", runHalfSentTLS),
+	withState(8, "descriptor exhaustion with mTLS", prepareLimitedServer, runExhaustion),
+	withState(9, "silent waiters and churners at the limit, plain", prepareSilentWaitersPlain, runSilentWaiters),
+	withState(10, "silent waiters and churners at the limit, mTLS", prepareSilentWaitersMTLS, runSilentWaiters),
+	withState(11, "forged client chains", prepareForgedChain, runForgedChains),
+	withState(12, "client certificates with 1,000 SANs", prepareManySANs, runManySANs),
+	withState(13, "50 consoles on 10,000 locks", prepareConsoleLocks, runConsoles),
+	withState(14, "DNS rebinding", prepareRebinding, runRebinding),
+	withState(15, "a client not reading a full listing", prepareLongListing, runNonReader),
+	withState(16, "full listings ten times a second", prepareLongListing, runFullPollers),
+	stateless(17, "FIFOs and 256 MiB files at reloaded paths", runReloads),
+	withState(18, "young silent waiters and churners at the limit, plain", prepareYoungWaitersPlain, runSilentWaiters),
+	withState(19, "young silent waiters and churners at the limit, mTLS", prepareYoungWaitersMTLS, runSilentWaiters),
+	withState(20, "slow heartbeaters and churners at the limit, plain", prepareSlowHeartbeatersPlain, runSilentWaiters),
+	withState(21, "slow heartbeaters and churners at the limit, mTLS", prepareSlowHeartbeatersMTLS, runSilentWaiters),
 }
-
-func nothing(*env) ([]*witnesses, func(), error) { return nil, nil, nil }
 
 // fleet runs n copies of f until ctx ends and waits for them.
 func fleet(ctx context.Context, n int, f func(ctx context.Context, i int)) {
@@ -76,14 +108,7 @@ func closeWith(ctx context.Context, c io.Closer) func() bool {
 }
 
 // pause sleeps d or until ctx ends; it reports whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
+func pause(ctx context.Context, d time.Duration) bool { return poll.Sleep(ctx, d) == nil }
 
 // awaitClose reads c until the server closes it or ctx ends.
 func awaitClose(ctx context.Context, c net.Conn) {
@@ -157,23 +182,21 @@ func fdRoom(want int) int {
 
 const longQueueLock = "adversarial/long-queue"
 
-var longQueue []*wire.Conn
-
-func prepareLongQueue(e *env) ([]*witnesses, func(), error) {
+// prepareLongQueue returns the waiters it queued.
+func prepareLongQueue(e *env) ([]*wire.Conn, []*witnesses, func(), error) {
 	h, err := holders(e.tPlain, 1, func(int) string { return longQueueLock }, protocol.TypeAcquired)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ws, err := holders(e.tPlain, fdRoom(10_000), func(int) string { return longQueueLock }, protocol.TypeWaiting)
 	if err != nil {
 		closeAll(h)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	longQueue = ws
-	return nil, func() { closeAll(ws); closeAll(h) }, nil
+	return ws, nil, func() { closeAll(ws); closeAll(h) }, nil
 }
 
-func runLongQueueReads(ctx context.Context, e *env) string {
+func runLongQueueReads(ctx context.Context, e *env, longQueue []*wire.Conn) string {
 	u := "http://" + e.plain.AdminAddr + "/api/locks/" + url.PathEscape(longQueueLock)
 	var ok, failed atomic.Int64
 	hc := &http.Client{Timeout: 15 * time.Second}
@@ -345,19 +368,17 @@ func runPipeliners(ctx context.Context, e *env) string {
 
 // --- 6: expensive ?match= ---------------------------------------------------
 
-var manyNames []*wire.Conn
-
-func prepareManyNames(e *env) ([]*witnesses, func(), error) {
+// prepareManyNames returns the holders of the names.
+func prepareManyNames(e *env) ([]*wire.Conn, []*witnesses, func(), error) {
 	prefix := strings.Repeat("a", protocol.MaxNameLen-6)
 	hs, err := holders(e.tPlain, fdRoom(4_000), func(i int) string { return fmt.Sprintf("%s%06d", prefix, i) }, protocol.TypeAcquired)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	manyNames = hs
-	return nil, func() { closeAll(hs) }, nil
+	return hs, nil, func() { closeAll(hs) }, nil
 }
 
-func runExpensiveMatch(ctx context.Context, e *env) string {
+func runExpensiveMatch(ctx context.Context, e *env, manyNames []*wire.Conn) string {
 	pattern := "*" + strings.Repeat("?", 200) + "b*"
 	u := "http://" + e.plain.AdminAddr + "/api/locks?match=" + url.QueryEscape(pattern)
 	var mu sync.Mutex
@@ -413,24 +434,22 @@ func runHalfSentTLS(ctx context.Context, e *env) string {
 
 const limitedNofile = 256
 
-var limited *proc.Process
-
-func prepareLimitedServer(e *env) ([]*witnesses, func(), error) {
+// prepareLimitedServer returns the server it started.
+func prepareLimitedServer(e *env) (*proc.Process, []*witnesses, func(), error) {
 	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, limitedNofile), e.cfg.server,
 		"-listen", "127.0.0.1:0", "-log-format", "json", "-log-level", "info", "-ops-listen", "127.0.0.1:0"}, e.tlsArgs...)
 	p, err := proc.Start("/bin/sh", proc.Options{
 		Name: "monolock (nofile 256)", Args: args, StartLine: proc.StartedMessage,
-		LogFile: filepath.Join(e.dir, "limited.log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second,
+		LogFile: filepath.Join(e.dir, "limited.log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second, Group: e.procs,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", limitedNofile, err)
+		return nil, nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", limitedNofile, err)
 	}
-	limited = p
 	w := watch(target{name: "mTLS-limited", addr: p.Addr, ops: p.OpsAddr, tls: e.tMTLS.tls, pid: p.Pid()})
-	return []*witnesses{w}, func() { _ = p.Stop() }, nil
+	return p, []*witnesses{w}, func() { _ = p.Stop() }, nil
 }
 
-func runExhaustion(ctx context.Context, e *env) string {
+func runExhaustion(ctx context.Context, e *env, limited *proc.Process) string {
 	var opened atomic.Int64
 	fleet(ctx, 400, func(ctx context.Context, _ int) {
 		c, err := net.DialTimeout("tcp", limited.Addr, time.Second)

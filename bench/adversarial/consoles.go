@@ -27,21 +27,19 @@ const (
 	consolePage    = "/api/locks?limit=50"
 )
 
-var consoleHeld []*wire.Conn
-
-func prepareConsoleLocks(e *env) ([]*witnesses, func(), error) {
+// prepareConsoleLocks returns the holders of the locks the consoles show.
+func prepareConsoleLocks(e *env) ([]*wire.Conn, []*witnesses, func(), error) {
 	hs, err := holders(e.tPlain, fdRoom(consoleLocks), func(i int) string { return fmt.Sprintf("console/%05d", i) }, protocol.TypeAcquired)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	consoleHeld = hs
-	return nil, func() { closeAll(hs) }, nil
+	return hs, nil, func() { closeAll(hs) }, nil
 }
 
 // runConsoles opens consoleCount consoles at once, each with a connection
 // of its own as each operator's browser has, refreshing on the same 2 s
 // ticks: every poll of every console lands together.
-func runConsoles(ctx context.Context, e *env) string {
+func runConsoles(ctx context.Context, e *env, consoleHeld []*wire.Conn) string {
 	base := "http://" + e.plain.AdminAddr
 	var (
 		mu       sync.Mutex

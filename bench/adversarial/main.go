@@ -129,16 +129,17 @@ func run() int {
 			cfg.only[n] = true
 		}
 	}
+	procs := &proc.Group{} // every server of this run, stopped at its end or on an interrupt
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		proc.StopAll()
+		procs.StopAll()
 		os.Exit(2)
 	}()
-	defer proc.StopAll()
+	defer procs.StopAll()
 
-	e, err := setUp(cfg)
+	e, err := setUp(cfg, procs)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "adversarial: %v\n", err)
 		return 2
@@ -173,6 +174,7 @@ func run() int {
 // env is the servers under attack and their witnesses.
 type env struct {
 	cfg     config
+	procs   *proc.Group // every process the run starts: give it as proc.Options.Group
 	dir     string
 	pki     *certstest.PKI
 	plain   *proc.Process
@@ -183,20 +185,20 @@ type env struct {
 	tMTLS   target
 }
 
-func setUp(cfg config) (*env, error) {
+func setUp(cfg config, procs *proc.Group) (*env, error) {
 	dir, err := os.MkdirTemp("", "monolock-adversarial-")
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, dir: dir}
+	e := &env{cfg: cfg, dir: dir, procs: procs}
 	if e.pki, err = certstest.Generate(dir); err != nil {
 		return nil, fmt.Errorf("make the TLS material: %w", err)
 	}
 	e.tlsArgs = []string{"-tls-cert", e.pki.Server.Cert, "-tls-key", e.pki.Server.Key, "-tls-client-ca", e.pki.CA}
-	if e.plain, err = startServer(cfg.server, filepath.Join(dir, "plain.log"), "-ops-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"); err != nil {
+	if e.plain, err = e.startServer(filepath.Join(dir, "plain.log"), "-ops-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	if e.mtls, err = startServer(cfg.server, filepath.Join(dir, "mtls.log"), append([]string{"-ops-listen", "127.0.0.1:0"}, e.tlsArgs...)...); err != nil {
+	if e.mtls, err = e.startServer(filepath.Join(dir, "mtls.log"), append([]string{"-ops-listen", "127.0.0.1:0"}, e.tlsArgs...)...); err != nil {
 		return nil, err
 	}
 	e.tPlain = target{name: "plain", addr: e.plain.Addr, ops: e.plain.OpsAddr, pid: e.plain.Pid()}
@@ -219,10 +221,12 @@ func (e *env) tearDown() {
 	_ = os.RemoveAll(e.dir)
 }
 
-// startServer runs the binary with args on a free loopback port, logging
-// to logFile.
-func startServer(bin, logFile string, args ...string) (*proc.Process, error) {
+// startServer runs the server binary with args on a free loopback port,
+// logging to logFile.
+func (e *env) startServer(logFile string, args ...string) (*proc.Process, error) {
+	bin := e.cfg.server
 	p, err := proc.Monolock(bin, proc.Options{
+		Group:        e.procs,
 		Args:         append([]string{"-log-level", "info"}, args...),
 		LogFile:      logFile,
 		StartTimeout: 15 * time.Second,
@@ -270,7 +274,8 @@ func (r row) summary() string {
 // for the duration and collects what they saw.
 func (e *env) run(a attack) row {
 	r := row{a: a}
-	extra, stop, err := a.prepare(e)
+	p, err := a.start(e)
+	extra, stop := p.extra, p.stop
 	if err != nil {
 		r.err = err
 		return r
@@ -294,7 +299,7 @@ func (e *env) run(a attack) row {
 		w.take() // the window starts now
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.duration)
-	r.note = a.run(ctx, e)
+	r.note = p.run(ctx)
 	cancel()
 	for _, w := range watched {
 		r.seen.add(w.take())

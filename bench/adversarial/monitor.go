@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
@@ -75,21 +76,23 @@ func (w window) violated() bool {
 	return w.canaryLost > 0 || w.probesFailed > 0 || w.readyFailed > 0
 }
 
-// witnesses watch one target until stop.
+// witnesses watch one target until close.
 type witnesses struct {
-	t    target
-	mu   sync.Mutex
-	cur  window
-	stop chan struct{}
-	wg   sync.WaitGroup
-	seq  atomic.Int64
+	t      target
+	mu     sync.Mutex
+	cur    window
+	closed context.Context    // ends when close is called
+	end    context.CancelFunc // ends closed
+	wg     sync.WaitGroup
+	seq    atomic.Int64
 
 	holding     chan struct{} // closed once the canary first holds its lock
 	holdingOnce sync.Once
 }
 
 func watch(t target) *witnesses {
-	w := &witnesses{t: t, stop: make(chan struct{}), holding: make(chan struct{})}
+	w := &witnesses{t: t, holding: make(chan struct{})}
+	w.closed, w.end = context.WithCancel(context.Background())
 	w.wg.Add(4)
 	go w.memory()
 	go w.canary()
@@ -122,7 +125,7 @@ func (w *witnesses) take() window {
 }
 
 func (w *witnesses) close() {
-	close(w.stop)
+	w.end()
 	w.wg.Wait()
 }
 
@@ -135,14 +138,9 @@ func (w *witnesses) record(f func(*window)) {
 // why names the target in a failure's reason.
 func (w *witnesses) why(err error) string { return w.t.name + " server: " + err.Error() }
 
-func (w *witnesses) sleep(d time.Duration) bool {
-	select {
-	case <-w.stop:
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
+// sleep waits d unless the witnesses are closed; it reports whether they
+// are still open.
+func (w *witnesses) sleep(d time.Duration) bool { return pause(w.closed, d) }
 
 // canary holds the lock and heartbeats; a heartbeat not answered with its
 // token within the lease, or any error, is a lost lock, after which it

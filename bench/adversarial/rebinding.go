@@ -39,12 +39,10 @@ type rebindTarget struct {
 	waiter *wire.Conn
 }
 
-var rebind rebindTarget
-
-func prepareRebinding(e *env) ([]*witnesses, func(), error) {
+func prepareRebinding(e *env) (rebindTarget, []*witnesses, func(), error) {
 	h, err := wire.Dial(e.tPlain.addr, wire.Options{Safety: 30 * time.Second})
 	if err != nil {
-		return nil, nil, err
+		return rebindTarget{}, nil, nil, err
 	}
 	f, err := h.RequestErr(protocol.AppendAcquire(nil, 600_000, rebindLock))
 	if err == nil && f.Type != protocol.TypeAcquired {
@@ -52,15 +50,14 @@ func prepareRebinding(e *env) ([]*witnesses, func(), error) {
 	}
 	if err != nil {
 		_ = h.NC.Close()
-		return nil, nil, err
+		return rebindTarget{}, nil, nil, err
 	}
 	ws, err := holders(e.tPlain, 1, func(int) string { return rebindLock }, protocol.TypeWaiting)
 	if err != nil {
 		_ = h.NC.Close()
-		return nil, nil, err
+		return rebindTarget{}, nil, nil, err
 	}
-	rebind = rebindTarget{holder: h, token: f.Token, waiter: ws[0]}
-	return nil, func() { _ = h.NC.Close(); closeAll(ws) }, nil
+	return rebindTarget{holder: h, token: f.Token, waiter: ws[0]}, nil, func() { _ = h.NC.Close(); closeAll(ws) }, nil
 }
 
 // rebindCall is one request of the page, with the Host its browser sends.
@@ -68,7 +65,7 @@ type rebindCall struct {
 	what, method, addr, path string
 }
 
-func runRebinding(ctx context.Context, e *env) string {
+func runRebinding(ctx context.Context, e *env, rebind rebindTarget) string {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	do := func(c rebindCall, host string) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, c.method, "http://"+c.addr+c.path, nil)

@@ -52,7 +52,7 @@ func startReloadServer(e *env, name string) (*reloadServer, error) {
 	if err := os.WriteFile(s.acl, []byte(`{"rules": [{"identity": "`+certstest.ClientURI+`", "locks": ["*"]}]}`), 0o600); err != nil {
 		return nil, err
 	}
-	s.p, err = startServer(e.cfg.server, filepath.Join(dir, "server.log"), "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key,
+	s.p, err = e.startServer(filepath.Join(dir, "server.log"), "-tls-cert", pki.Server.Cert, "-tls-key", pki.Server.Key,
 		"-tls-client-ca", pki.CA, "-acl-file", s.acl, "-audit-log", s.audit)
 	return s, err
 }

@@ -56,17 +56,16 @@ type waitersAttack struct {
 	done     sync.WaitGroup
 }
 
-var silentWaiters *waitersAttack
-
-func prepareSilentWaitersPlain(e *env) ([]*witnesses, func(), error) {
+func prepareSilentWaitersPlain(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, false, agedWaiters)
 }
 
-func prepareSilentWaitersMTLS(e *env) ([]*witnesses, func(), error) {
+func prepareSilentWaitersMTLS(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, true, agedWaiters)
 }
 
-func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, stop func(), err error) {
+// prepareWaiters returns the limited server and its attackers.
+func prepareWaiters(e *env, mtls bool, shape waiterShape) (_ *waitersAttack, extra []*witnesses, stop func(), err error) {
 	a := &waitersAttack{shape: shape}
 	defer func() {
 		if err != nil {
@@ -86,17 +85,17 @@ func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, s
 	}
 	a.srv, err = proc.Start("/bin/sh", proc.Options{
 		Name: fmt.Sprintf("monolock (%s, nofile %d)", name, e.cfg.waitersNofile), Args: args, StartLine: proc.StartedMessage,
-		LogFile: filepath.Join(e.dir, "waiters-"+name+".log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second,
+		LogFile: filepath.Join(e.dir, "waiters-"+name+".log"), StartTimeout: 15 * time.Second, StopGrace: 15 * time.Second, Group: e.procs,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", e.cfg.waitersNofile, err)
+		return nil, nil, nil, fmt.Errorf("start a server limited to %d descriptors: %w", e.cfg.waitersNofile, err)
 	}
 	a.direct = target{name: name + "-limited", addr: a.srv.Addr, ops: a.srv.OpsAddr, pid: a.srv.Pid()}
 	if mtls {
 		a.direct.tls = e.clientTLS()
 	}
 	if a.proxy, err = faultproxy.New(a.srv.Addr); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a.proxy.SetDelay(slowOneWay)
 	a.slow = a.direct
@@ -111,13 +110,13 @@ func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, s
 	// rest in child processes.
 	open, err := openDescriptors(a.srv.Pid())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	n := e.cfg.waitersNofile - open - evictableSlots - 1
 	attacker := a.direct
 	attacker.from = attackSource
 	if a.waiters, err = holders(attacker, 1, func(int) string { return silentQueue }, protocol.TypeAcquired); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// The margin leaves room for the witnesses, the honest clients and
 	// the proxy's two descriptors a connection: at this process's limit
@@ -125,14 +124,14 @@ func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, s
 	here := min(n, max(0, fdRoom(1<<30)-e.cfg.churners-harnessMargin))
 	more, err := holders(attacker, here, func(int) string { return silentQueue }, protocol.TypeWaiting)
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
+		return nil, nil, nil, fmt.Errorf("queue %d silent waiters: %w", here, err)
 	}
 	a.waiters = append(a.waiters, more...)
 	a.queued = 1 + here
 	for left := n - here; left > 0; left -= childWaiters {
 		ch, err := startWaiterChild(e, attacker, min(left, childWaiters), shape.heartbeat)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		a.children = append(a.children, ch)
 		a.queued += min(left, childWaiters)
@@ -145,7 +144,7 @@ func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, s
 	}
 	churn, err := wire.Options{From: attackSource}.Dialer(time.Second)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a.done.Go(func() {
 		fleet(ctx, e.cfg.churners, func(ctx context.Context, _ int) {
@@ -162,9 +161,8 @@ func prepareWaiters(e *env, mtls bool, shape waiterShape) (extra []*witnesses, s
 	// The window starts once the churners fill the rest, and for aged
 	// waiters once they have been silent past the limit.
 	pause(context.Background(), shape.age)
-	silentWaiters = a
 	a.watched = []*witnesses{watch(a.direct), watch(a.slow)}
-	return a.watched, a.close, nil
+	return a, a.watched, a.close, nil
 }
 
 func (a *waitersAttack) close() {
@@ -257,8 +255,7 @@ func honestTake(t target, name string) (time.Duration, error) {
 // ports, each on a fresh connection, over and over during the attack.
 const httpProbeLoops = 4
 
-func runSilentWaiters(ctx context.Context, e *env) string {
-	a := silentWaiters
+func runSilentWaiters(ctx context.Context, e *env, a *waitersAttack) string {
 	var direct, slow honestTally
 	var ops, admin probeTally
 	var seq atomic.Int64

@@ -38,22 +38,20 @@ const (
 // listingHeld are the held locks, each named with listingNamePad bytes
 // so that a full listing is larger than what a loopback socket's buffers
 // take in: a client that does not read keeps the server writing.
-var listingHeld []*wire.Conn
 
 const listingNamePad = 240
 
-func prepareLongListing(e *env) ([]*witnesses, func(), error) {
+func prepareLongListing(e *env) ([]*wire.Conn, []*witnesses, func(), error) {
 	pad := strings.Repeat("x", listingNamePad)
 	hs, err := holders(e.tPlain, fdRoom(consoleLocks), func(i int) string { return fmt.Sprintf("listing/%s/%05d", pad, i) }, protocol.TypeAcquired)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	listingHeld = hs
-	return nil, func() { closeAll(hs) }, nil
+	return hs, nil, func() { closeAll(hs) }, nil
 }
 
 // runNonReader holds one full listing unread while the consoles poll.
-func runNonReader(ctx context.Context, e *env) string {
+func runNonReader(ctx context.Context, e *env, _ []*wire.Conn) string {
 	size := fullListingSize(e) // before the non-reader, which may hold the turn
 	d := net.Dialer{Timeout: time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		// A small receive window: the answer stays in the server's buffers.
@@ -76,7 +74,7 @@ func runNonReader(ctx context.Context, e *env) string {
 // runFullPollers runs four clients asking for every lock ten times a
 // second; once they have asked for listingWarmUp, the consoles poll, and
 // the clients go on until the last poll is answered or given up.
-func runFullPollers(_ context.Context, e *env) string {
+func runFullPollers(_ context.Context, e *env, listingHeld []*wire.Conn) string {
 	// Bounded by the polls, not by -duration: the pollers must outlast them.
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex

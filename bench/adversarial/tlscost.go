@@ -55,12 +55,10 @@ func serverCPU(e *env) time.Duration {
 
 // --- 9: forged client chains ------------------------------------------------
 
-var forgedChain tls.Certificate
-
-func prepareForgedChain(e *env) ([]*witnesses, func(), error) {
-	var err error
-	forgedChain, err = e.pki.ForgedChain(e.cfg.forgedCerts, elliptic.P521())
-	return nil, nil, err
+// prepareForgedChain returns the forged chain the attackers present.
+func prepareForgedChain(e *env) (tls.Certificate, []*witnesses, func(), error) {
+	forgedChain, err := e.pki.ForgedChain(e.cfg.forgedCerts, elliptic.P521())
+	return forgedChain, nil, nil, err
 }
 
 // runForgedChains calibrates for the first quarter of the attack with 4
@@ -69,7 +67,7 @@ func prepareForgedChain(e *env) ([]*witnesses, func(), error) {
 // adds 64 clients presenting a leaf and -forged-certs (60) self-signed P-521 certificates
 // bearing the client CA's name (the server's CPU per forged handshake, the
 // honest clients' p99 under the attack).
-func runForgedChains(ctx context.Context, e *env) string {
+func runForgedChains(ctx context.Context, e *env, forgedChain tls.Certificate) string {
 	deadline, _ := ctx.Deadline()
 	calibrate, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/4))
 	var honest honestClients
@@ -159,19 +157,17 @@ func quantile(sorted []time.Duration, pct int) time.Duration {
 
 // --- 10: certificates with 1,000 SANs -----------------------------------------
 
-var manySANs tls.Certificate
-
-func prepareManySANs(e *env) ([]*witnesses, func(), error) {
-	var err error
-	manySANs, err = e.pki.ClientChain(certstest.ChainOptions{SANs: 999})
-	return nil, nil, err
+// prepareManySANs returns the certificate of 1,000 SANs.
+func prepareManySANs(e *env) (tls.Certificate, []*witnesses, func(), error) {
+	manySANs, err := e.pki.ClientChain(certstest.ChainOptions{SANs: 999})
+	return manySANs, nil, nil, err
 }
 
 // runManySANs has 64 clients open sessions with a valid certificate of
 // 1,000 SANs, up to 2,000 of them, and hold each that gets in: 137 KiB of
 // server memory apiece if the server keeps the certificate, none if it
 // refuses it.
-func runManySANs(ctx context.Context, e *env) string {
+func runManySANs(ctx context.Context, e *env, manySANs tls.Certificate) string {
 	n := int64(fdRoom(2000))
 	cfg := e.pki.WithCertificate(manySANs)
 	var refused, held, seq atomic.Int64

@@ -54,19 +54,19 @@ var (
 	slowHeartbeater = waiterShape{name: "each heartbeating every 50s", age: time.Second, heartbeat: slowHeartbeat}
 )
 
-func prepareYoungWaitersPlain(e *env) ([]*witnesses, func(), error) {
+func prepareYoungWaitersPlain(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, false, youngWaiters)
 }
 
-func prepareYoungWaitersMTLS(e *env) ([]*witnesses, func(), error) {
+func prepareYoungWaitersMTLS(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, true, youngWaiters)
 }
 
-func prepareSlowHeartbeatersPlain(e *env) ([]*witnesses, func(), error) {
+func prepareSlowHeartbeatersPlain(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, false, slowHeartbeater)
 }
 
-func prepareSlowHeartbeatersMTLS(e *env) ([]*witnesses, func(), error) {
+func prepareSlowHeartbeatersMTLS(e *env) (*waitersAttack, []*witnesses, func(), error) {
 	return prepareWaiters(e, true, slowHeartbeater)
 }
 

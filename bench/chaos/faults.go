@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/internal/testsupport/faultproxy"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // faultStats counts the faults injected, by kind.
@@ -59,7 +61,7 @@ func injectFaults(stop context.Context, p *faultproxy.Proxy, fs faultSchedule, s
 		p.SetDelay(0)
 	}()
 	for {
-		sleepCtx(stop, fs.minQuiet+rand.N(fs.maxQuiet-fs.minQuiet))
+		_ = poll.Sleep(stop, fs.minQuiet+rand.N(fs.maxQuiet-fs.minQuiet))
 		if stop.Err() != nil {
 			return
 		}
@@ -68,17 +70,17 @@ func injectFaults(stop context.Context, p *faultproxy.Proxy, fs faultSchedule, s
 		case k < 25:
 			stats.add("freeze client→server")
 			p.Freeze(faultproxy.ClientToServer)
-			sleepCtx(stop, freeze)
+			_ = poll.Sleep(stop, freeze)
 			p.Thaw(faultproxy.ClientToServer)
 		case k < 50:
 			stats.add("freeze server→client")
 			p.Freeze(faultproxy.ServerToClient)
-			sleepCtx(stop, freeze)
+			_ = poll.Sleep(stop, freeze)
 			p.Thaw(faultproxy.ServerToClient)
 		case k < 70:
 			stats.add("freeze both")
 			p.Freeze(faultproxy.Both)
-			sleepCtx(stop, freeze)
+			_ = poll.Sleep(stop, freeze)
 			// A partition that heals with a cut, or just heals.
 			if rand.IntN(3) == 0 {
 				p.CutAll()
@@ -90,7 +92,7 @@ func injectFaults(stop context.Context, p *faultproxy.Proxy, fs faultSchedule, s
 		default:
 			stats.add("delay")
 			p.SetDelay(time.Millisecond + rand.N(fs.maxDelay))
-			sleepCtx(stop, logUniform(200*time.Millisecond, 4*time.Second))
+			_ = poll.Sleep(stop, logUniform(200*time.Millisecond, 4*time.Second))
 			p.SetDelay(0)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/client"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // workload is the clients' side of a run.
@@ -148,7 +150,7 @@ func (wk *worker) loop(stop context.Context) {
 		} else {
 			wk.viaDo(stop, lock, lease, wait)
 		}
-		sleepCtx(stop, time.Duration(rand.IntN(150))*time.Millisecond)
+		_ = poll.Sleep(stop, time.Duration(rand.IntN(150))*time.Millisecond)
 	}
 }
 
@@ -188,7 +190,7 @@ func (wk *worker) viaHandle(stop context.Context, lock string, lease, wait time.
 			if errors.As(err, &se) && !se.Retryable() {
 				return
 			}
-			sleepCtx(ctx, backoff/2+rand.N(backoff/2))
+			_ = poll.Sleep(ctx, backoff/2+rand.N(backoff/2))
 			backoff = min(2*backoff, time.Second)
 			continue
 		}
@@ -313,17 +315,4 @@ func logUniform(lo, hi time.Duration) time.Duration {
 	}
 	f := math.Log(float64(lo)) + rand.Float64()*(math.Log(float64(hi))-math.Log(float64(lo)))
 	return time.Duration(math.Exp(f))
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/monolock/monolock/client"
 	"github.com/monolock/monolock/internal/testsupport/fenced"
 	"github.com/monolock/monolock/protocol"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // event is one line the client process writes for the harness: what a
@@ -120,7 +122,7 @@ func (w *worker) run(ctx context.Context) {
 		if err != nil {
 			w.out.emit(event{Kind: "dialfail", C: w.id, At: now(), Why: err.Error()})
 			half := step / 2
-			pause(ctx, half+time.Duration(rand.Int64N(int64(half)+1)))
+			_ = poll.Sleep(ctx, half+time.Duration(rand.Int64N(int64(half)+1)))
 			step = min(2*step, 5*time.Second)
 			continue
 		}
@@ -129,7 +131,7 @@ func (w *worker) run(ctx context.Context) {
 		lost := w.hold(ctx, l)
 		_ = l.Close()
 		if errors.Is(lost, protocol.ErrShuttingDown) {
-			pause(ctx, time.Duration(rand.Int64N(int64(min(time.Second, w.lease/4))+1)))
+			_ = poll.Sleep(ctx, time.Duration(rand.Int64N(int64(min(time.Second, w.lease/4))+1)))
 		}
 	}
 }
@@ -164,10 +166,10 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 		if long {
 			d := time.Duration(2500+rand.IntN(2000)) * time.Millisecond
 			w.out.emit(event{Kind: "paused", C: w.id, Hold: h, At: now(), Until: time.Now().Add(d).UnixNano()})
-			pause(ctx, d)
+			_ = poll.Sleep(ctx, d)
 			long = false
 		} else {
-			pause(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
+			_ = poll.Sleep(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
 		}
 		ok := w.res.Write(ctx, l.Name(), strconv.Itoa(w.id), tok).Accepted
 		w.out.emit(event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: ok, At: now()})
@@ -181,13 +183,4 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 	}
 	<-ended
 	return l.Err()
-}
-
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

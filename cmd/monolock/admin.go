@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/adminhttp"
 	"github.com/monolock/monolock/internal/certs"
@@ -148,6 +149,10 @@ func (d *daemon) adminHandler() http.Handler {
 	}
 	return adminhttp.New(d.srv, info)
 }
+
+// The admin API declares what it needs of the server (adminhttp.Backend);
+// the loop implements it without either importing the other.
+var _ adminhttp.Backend = (*eventloop.Server)(nil)
 
 // consoleURL is where a browser on this host finds the console of the admin
 // port bound to bound: its address, or loopback for an address that stands

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -95,6 +96,9 @@ func (a *adminFlags) client() (*adminClient, error) {
 		ResponseHeaderTimeout: adminTimeout,
 		// No proxy: the admin API belongs on loopback.
 	}
+	if u.Scheme == "http" {
+		tr.DialContext = dialHTTPAnswers(&net.Dialer{Timeout: connectTimeout})
+	}
 	if u.Scheme == "https" {
 		// The admin port's own files; without them, an https:// URL (a
 		// proxy in front of the API) keeps using the -tls-* flags.
@@ -152,10 +156,40 @@ func (e *unreachableError) Error() string {
 	return fmt.Sprintf("admin API at %s unreachable: %v (is the server running with -admin-listen, and is -admin or MONOLOCK_ADMIN_ADDRESS its address?)", e.base, e.err)
 }
 
-// notHTTP reports whether err says that the peer answered, but not in
-// HTTP (net/http's transport gives such errors no type of their own).
-func notHTTP(err error) bool {
-	return strings.Contains(err.Error(), "malformed HTTP")
+// errNotHTTP is a plain-HTTP peer that answered with bytes that cannot
+// begin an HTTP/1.x answer, such as the lock port's error frame.
+var errNotHTTP = errors.New("the answer does not begin with HTTP/")
+
+// httpAnswerConn fails the read that shows the answer is not HTTP with
+// errNotHTTP: net/http's transport reports a malformed answer with an error
+// of no type of its own, and the caller's advice depends on telling it.
+type httpAnswerConn struct {
+	net.Conn
+	checked int // leading bytes of the answer found to match "HTTP/"
+}
+
+const httpAnswerPrefix = "HTTP/"
+
+func (c *httpAnswerConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	for i := 0; i < n && c.checked < len(httpAnswerPrefix); i++ {
+		if p[i] != httpAnswerPrefix[c.checked] {
+			return 0, errNotHTTP
+		}
+		c.checked++
+	}
+	return n, err
+}
+
+// dialHTTPAnswers dials with d and checks that the answers are HTTP.
+func dialHTTPAnswers(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &httpAnswerConn{Conn: conn}, nil
+	}
 }
 
 // apiError is an error answer: a JSON {"error": ...} from the admin API, or
@@ -186,7 +220,7 @@ func (c *adminClient) call(method, path string, query url.Values) ([]byte, error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		if notHTTP(err) {
+		if errors.Is(err, errNotHTTP) {
 			return nil, &apiError{notAPI: true, msg: fmt.Sprintf("%s does not answer in HTTP: -admin (or MONOLOCK_ADMIN_ADDRESS) must be the server's -admin-listen address, not its lock port (%v)", c.base, err)}
 		}
 		if terr := tlsMismatch(c.base, c.cert, err); terr != nil {

@@ -234,6 +234,17 @@ func checkTrailing(data []byte, dec *json.Decoder) error {
 	return fmt.Errorf("unexpected data after the JSON object at line %d, column %d (%q); the file must hold exactly one object", line, col, snippet(rest))
 }
 
+// unknownFieldError is a field that a rule does not have, so that a caller
+// can say more about a field it recognizes from another kind of file.
+type unknownFieldError struct {
+	field   string
+	allowed []string
+}
+
+func (e *unknownFieldError) Error() string {
+	return fmt.Sprintf("unknown field %q; the fields are %s", e.field, quoteAll(e.allowed))
+}
+
 // checkKeys fails on a duplicate key in the JSON object data, or on a key
 // that is not spelt exactly as one of allowed (encoding/json matches field
 // names case-insensitively; the ACL does not). data has already been decoded
@@ -257,7 +268,7 @@ func checkKeys(data []byte, allowed ...string) error {
 					return fmt.Errorf("field %q: field names are case sensitive; write %q", key, a)
 				}
 			}
-			return fmt.Errorf("unknown field %q; the fields are %s", key, quoteAll(allowed))
+			return &unknownFieldError{field: key, allowed: allowed}
 		}
 		if seen[key] {
 			return fmt.Errorf("field %q appears twice; keep one", key)

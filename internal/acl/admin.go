@@ -124,7 +124,7 @@ func parseAdminRule(raw json.RawMessage) (adminRule, error) {
 	if err := dec.Decode(&in); err != nil {
 		if isUnknownField(err) {
 			if kerr := checkKeys(raw, fieldIdentity, fieldRoles); kerr != nil {
-				if strings.Contains(kerr.Error(), `"`+fieldLocks+`"`) {
+				if unknown, ok := errors.AsType[*unknownFieldError](kerr); ok && unknown.field == fieldLocks {
 					kerr = fmt.Errorf("%w (is the lock ACL given as -admin-acl-file? The admin ACL grants roles, not locks)", kerr)
 				}
 				return adminRule{}, kerr

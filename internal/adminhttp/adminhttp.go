@@ -57,7 +57,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/adminhttp/console"
 	"github.com/monolock/monolock/internal/glob"
@@ -67,13 +66,15 @@ import (
 )
 
 // Backend is the running server, as the admin API needs it.
-// *eventloop.Server satisfies it.
+// It is declared here, by its user; cmd/monolock plugs the loop's
+// *eventloop.Server in, whose methods take and return the shapes of
+// protocol/admin.
 type Backend interface {
 	// Locks returns the page q selects of the held locks, sorted by name,
 	// each with its full FIFO queue. q.Match must be called on the caller's
 	// goroutine, never on the server's event loop, where a costly pattern
 	// over many names would delay every client.
-	Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.LockPage, error)
+	Locks(ctx context.Context, q admin.LockQuery) (admin.LockList, error)
 	// Lock returns one lock; ok is false when it is idle.
 	Lock(ctx context.Context, name string) (admin.LockInfo, bool, error)
 	// ForceRelease takes the lock from its holder; ok is false when idle.
@@ -83,10 +84,8 @@ type Backend interface {
 	// waiter. operator is the caller's identity, for the audit log.
 	KickWaiter(ctx context.Context, name, remoteAddr, operator string) (ok bool, err error)
 	// Stats is a snapshot of the server's counts.
-	Stats(ctx context.Context) (eventloop.Stats, error)
+	Stats(ctx context.Context) (admin.Stats, error)
 }
-
-var _ Backend = (*eventloop.Server)(nil)
 
 // Info is the API's configuration: the static part of GET /api/info (the
 // version and the server's effective configuration), and who may call what.
@@ -422,15 +421,15 @@ func (h *handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		if got.Locks == nil {
 			got.Locks = []admin.LockInfo{} // "locks": [], so that .locks[] and len() work
 		}
-		return encodeJSON(http.StatusOK, admin.LockList{Locks: got.Locks, Total: got.Total, Next: got.Next})
+		return encodeJSON(http.StatusOK, got)
 	}()
 	writeBody(w, status, body)
 }
 
 // pageQuery reads limit= and after=: at most admin.MaxPageSize locks a
 // page, every lock without limit=, the names after after= (exclusive).
-func pageQuery(w http.ResponseWriter, q url.Values) (eventloop.LockQuery, bool) {
-	var page eventloop.LockQuery
+func pageQuery(w http.ResponseWriter, q url.Values) (admin.LockQuery, bool) {
+	var page admin.LockQuery
 	for _, key := range []string{"limit", "after"} {
 		if vs := q[key]; len(vs) > 1 {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is given %d times: give it once", key, len(vs)))

@@ -583,7 +583,7 @@ type fake struct {
 	maxInside     int64 // the most Locks calls in progress at once
 }
 
-func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.LockPage, error) {
+func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (admin.LockList, error) {
 	if f.gate != nil {
 		in := f.inside.Add(1)
 		f.mu.Lock()
@@ -592,7 +592,7 @@ func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.Lock
 		f.entered <- struct{}{}
 		<-f.gate
 		f.inside.Add(-1)
-		return eventloop.LockPage{}, nil
+		return admin.LockList{}, nil
 	}
 	_, f.deadline = ctx.Deadline()
 	f.matched = q.Match != nil
@@ -604,7 +604,7 @@ func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (eventloop.Lock
 	slices.SortFunc(locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Name, b.Name) }) // as the server does
 	// Paging is the server's (eventloop's rule scripts test it); the fake
 	// lists every match.
-	return eventloop.LockPage{Locks: locks, Total: len(locks)}, f.err
+	return admin.LockList{Locks: locks, Total: len(locks)}, f.err
 }
 
 func (f *fake) Lock(ctx context.Context, name string) (admin.LockInfo, bool, error) {

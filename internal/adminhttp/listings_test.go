@@ -25,12 +25,12 @@ type listingBackend struct {
 	entered, gate chan struct{}
 }
 
-func (b *listingBackend) Locks(_ context.Context, q eventloop.LockQuery) (eventloop.LockPage, error) {
+func (b *listingBackend) Locks(_ context.Context, q eventloop.LockQuery) (admin.LockList, error) {
 	if b.gate != nil && q.Limit == 0 {
 		b.entered <- struct{}{}
 		<-b.gate
 	}
-	return eventloop.LockPage{Locks: b.locks, Total: len(b.locks)}, nil
+	return admin.LockList{Locks: b.locks, Total: len(b.locks)}, nil
 }
 
 // stuckWriter is a client that does not read: its first Write reports that

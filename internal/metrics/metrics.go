@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/acl"
 	"github.com/monolock/monolock/internal/certs"
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -36,7 +36,7 @@ type Metrics struct {
 	heartbeats          prometheus.Counter
 	waitSeconds         prometheus.Observer
 	holdSeconds         prometheus.Observer
-	releases            [eventloop.ReleaseReasons]prometheus.Counter // by reason; every series exists from the start
+	releases            [locktable.ReleaseReasons]prometheus.Counter // by reason; every series exists from the start
 	protocolErrors      [256]prometheus.Counter                      // by wire code; only defined codes are set
 }
 
@@ -79,7 +79,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		waitSeconds:         wait,
 		holdSeconds:         hold,
 	}
-	for r := range eventloop.ReleaseReasons {
+	for r := range locktable.ReleaseReasons {
 		m.releases[r] = releases.WithLabelValues(r.String())
 	}
 	for _, code := range protocol.Codes() {
@@ -128,7 +128,7 @@ func (m *Metrics) Granted(wait time.Duration) {
 }
 
 // Released counts a holder's release, for reason, after holding for held.
-func (m *Metrics) Released(reason eventloop.ReleaseReason, held time.Duration) {
+func (m *Metrics) Released(reason locktable.ReleaseReason, held time.Duration) {
 	m.locksHeld.Dec()
 	m.holdSeconds.Observe(held.Seconds())
 	m.releases[reason].Inc()

@@ -1,7 +1,8 @@
 // Package repocheck holds the checks on the repository itself rather than on
 // any one package: nothing large is committed, nothing `go build` leaves
-// behind can be committed by accident, and what CONTRIBUTING.md and the
-// README's architecture walk-through cite exists. Its tests run in
+// behind can be committed by accident, what CONTRIBUTING.md and the
+// README's architecture walk-through cite exists, and the imports between
+// the module's packages point the one way the README's architecture says. Its tests run in
 // `make test` and need a git checkout; outside one (a source archive) they
 // skip and say so.
 package repocheck

@@ -10,6 +10,10 @@
 //	POST   /api/locks/{name}/release                  ReleaseResponse
 //	DELETE /api/locks/{name}/waiters/{remote_addr}    KickResponse
 //
+// LockQuery and Stats are not JSON: they are what the admin API asks of
+// the running server (which answers a LockQuery with a LockList), declared here so that neither imports the
+// other.
+//
 // Every error answer is an ErrorResponse. A call the caller has no role for
 // is answered 403, saying which role is missing and how to grant it.
 //
@@ -134,4 +138,27 @@ const (
 type WhoAmI struct {
 	Identity string   `json:"identity"`
 	Roles    []string `json:"roles"`
+}
+
+// LockQuery selects a page of the held locks, in name order.
+type LockQuery struct {
+	// Match accepts the names to list; nil accepts every name. It is
+	// called on the caller's goroutine, never on the loop.
+	Match func(name string) bool
+	// After skips the names up to and including it ("" skips none): the
+	// Next of the previous page.
+	After string
+	// Limit bounds the locks of the page; 0 or less means no bound.
+	Limit int
+}
+
+// Stats is a snapshot of the server's state.
+type Stats struct {
+	Sessions    int    // open connections
+	Locks       int    // locks with a holder
+	Waiters     int    // sessions queued behind a holder
+	Timers      int    // armed timers
+	Grants      uint64 // fencing tokens issued since start
+	Expiries    uint64 // holders' leases run out since start
+	NewestToken uint64 // the last token issued; 0 before the first
 }

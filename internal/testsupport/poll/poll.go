@@ -6,7 +6,8 @@
 // A condition is a func that returns nil once it holds, or an error that
 // says what is not true yet; on the deadline that last error is the message.
 // Where an event can be awaited (a channel, a line from a process), await it
-// instead: polling is for what cannot say when it changes.
+// instead: polling is for what cannot say when it changes. Sleep is the
+// pause of a loop that must end with its context.
 package poll
 
 import (

@@ -84,6 +84,10 @@ type Options struct {
 	// StopGrace is how long Stop waits before it kills the group; 10s when
 	// zero.
 	StopGrace time.Duration
+	// Group, when set, holds the process until it is stopped, so that its
+	// owner can stop it with the group's others (Group.StopAll). Without
+	// one, only the caller's Stop or Kill ends it.
+	Group *Group
 }
 
 // Process is a running child process.
@@ -117,12 +121,6 @@ const tailLines = 20
 // logBuffer is how many JSON lines after the start line Logs holds before
 // it drops new ones.
 const logBuffer = 1024
-
-// Processes still running are stopped by StopAll (on an interrupt).
-var (
-	liveMu sync.Mutex
-	live   = map[*Process]bool{}
-)
 
 // Start runs bin with o and waits until it is ready (see the package
 // comment). The process has a process group of its own and is killed if
@@ -179,9 +177,9 @@ func Start(bin string, o Options) (*Process, error) {
 		closeLog()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	liveMu.Lock()
-	live[p] = true
-	liveMu.Unlock()
+	if o.Group != nil {
+		o.Group.add(p)
+	}
 	if stderr == nil {
 		closeLog() // the child has its own copy
 		go p.wait(nil)
@@ -374,21 +372,8 @@ func (p *Process) Kill() {
 }
 
 func (p *Process) forget() {
-	liveMu.Lock()
-	delete(live, p)
-	liveMu.Unlock()
-}
-
-// StopAll stops every process Start started that is still running.
-func StopAll() {
-	liveMu.Lock()
-	ps := make([]*Process, 0, len(live))
-	for p := range live {
-		ps = append(ps, p)
-	}
-	liveMu.Unlock()
-	for _, p := range ps {
-		_ = p.Stop()
+	if p.opts.Group != nil {
+		p.opts.Group.remove(p)
 	}
 }
 
