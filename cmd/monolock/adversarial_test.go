@@ -517,8 +517,10 @@ func advGarbage(t *testing.T, addr string, good *goodClient) {
 // advExpect predicts the server's answer to b from the protocol rules: the
 // code of the first violation, or 0 when b leaves a frame incomplete (the
 // server closes at io-timeout without an ERROR); complete reports that b is
-// a valid session ending on a frame boundary.
-func advExpect(b []byte) (code protocol.Code, complete bool) {
+// a valid session ending on a frame boundary; released that b ends the
+// session with RELEASE, after which the server closes without an ERROR (with
+// a reset when bytes after the RELEASE were left unread).
+func advExpect(b []byte) (code protocol.Code, complete, released bool) {
 	registered := false
 	var f protocol.Frame
 	for len(b) > 0 {
@@ -526,26 +528,28 @@ func advExpect(b []byte) (code protocol.Code, complete bool) {
 		var pe *protocol.Error
 		switch {
 		case errors.As(err, &pe):
-			return pe.Code, false
+			return pe.Code, false, false
 		case err != nil:
-			return protocol.CodeUnknownMessageType, false
+			return protocol.CodeUnknownMessageType, false, false
 		case n == 0:
-			return 0, false
-		case f.Type == protocol.TypeHeartbeat && !registered:
-			return protocol.CodeFirstMessageNotAcquire, false
+			return 0, false, false
+		case (f.Type == protocol.TypeHeartbeat || f.Type == protocol.TypeRelease) && !registered:
+			return protocol.CodeFirstMessageNotAcquire, false, false
 		case f.Type == protocol.TypeAcquire && registered:
-			return protocol.CodeDuplicateAcquire, false
+			return protocol.CodeDuplicateAcquire, false, false
+		case f.Type == protocol.TypeRelease:
+			return 0, false, true
 		}
 		registered = true
 		b = b[n:]
 	}
-	return 0, true
+	return 0, true, false
 }
 
 // advSendGarbage writes b and reads the answers: WAITING and ACQUIRED for
 // the valid frames, then exactly the predicted ERROR (or none), then EOF.
 func advSendGarbage(addr string, b []byte) (protocol.Code, error) {
-	want, complete := advExpect(b)
+	want, complete, released := advExpect(b)
 	conn, err := advDial(addr)
 	if err != nil {
 		return 0, err
@@ -574,7 +578,7 @@ func advSendGarbage(addr string, b []byte) (protocol.Code, error) {
 			}
 		case complete && errors.Is(err, os.ErrDeadlineExceeded):
 			return 0, nil // a valid session stays open; nothing more to see
-		case errors.Is(err, io.EOF) || (got != 0 && advClosedByPeer(err)):
+		case errors.Is(err, io.EOF) || ((got != 0 || released) && advClosedByPeer(err)):
 			if got != want {
 				return got, fmt.Errorf("closed after %s, want %s", advCodeLabel(got), advCodeLabel(want))
 			}
