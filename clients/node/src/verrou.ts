@@ -246,7 +246,12 @@ export class MonolockStore implements LockStore {
       void this.#release(hold);
       return;
     }
-    hold.timer = this.#clock.setTimer(() => this.#arm(hold), Math.min(left, MAX_TIMER_MS));
+    // The last step's timer ends the TTL when it fires, without reading the
+    // clock again: Node.js dates a timer from the event loop's cached time,
+    // so it may fire a little before Date.now() says the TTL is over, and a
+    // re-armed remainder would then run after timers set later for later.
+    const last = left <= MAX_TIMER_MS;
+    hold.timer = this.#clock.setTimer(() => (last ? void this.#release(hold) : this.#arm(hold)), Math.min(left, MAX_TIMER_MS));
   }
 
   #forget(hold: Hold): void {

@@ -64,6 +64,26 @@ function setup(): { clock: FakeClock; source: FakeSource; store: MonolockStore }
 /** Lets promise callbacks (the store's lock.closed handler) run. */
 const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/** A clock whose now() lags its timers, as Date.now() lags a Node.js timer dated from the loop's cached time. */
+class LaggingClock extends FakeClock {
+  lag = 0;
+  override now(): number {
+    return super.now() - this.lag;
+  }
+}
+
+test('a TTL ends when its timer fires, even when the clock still reads a moment before its end', async () => {
+  const clock = new LaggingClock();
+  const source = new FakeSource();
+  const store = new MonolockStore({ client: source, clock, leaseMs: 1500 });
+  assert.equal(await store.save('k', 'alice', 1000), true);
+  clock.lag = 1;
+  clock.advance(1000);
+  assert.equal(source.granted[0]!.releases, 1, 'released by the TTL timer, not re-armed for the last millisecond');
+  assert.equal(store.token('k', 'alice'), undefined);
+  assert.equal(clock.pending, 0);
+});
+
 test('save takes the lock with the store lease and without waiting; a TTL closes it exactly at its end', async () => {
   const { clock, source, store } = setup();
   assert.equal(await store.save('k', 'alice', 1000), true);
