@@ -390,9 +390,10 @@ clean:
 
 .PHONY: bench bench-quick bench-peers bench-netns-deps
 
-## bench: the full benchmark run (several minutes): tables on stdout, JSON and charts in bench/out
+## bench: the full benchmark run (several minutes): tables on stdout, JSON and charts in bench/out; then the integrations against the backends users would otherwise pick (shedlock-bench, tooz-bench)
 bench: build bench-netns-deps
 	cd bench && $(GO) run . -monolock $(abspath $(BIN))/monolock -wait-quiet 60s -json out/results.json -out out
+	$(MAKE) --no-print-directory shedlock-bench tooz-bench
 
 ## bench-quick: every scenario and every installed peer at small sizes (well under a minute)
 bench-quick: build

@@ -60,4 +60,11 @@
 // t + RTT, the next heartbeat goes out then and is answered at t + 2 × RTT,
 // which must come before the deadline t + 0.8 × lease. Choose a lease of at
 // least 2.5 × the worst round-trip time.
+//
+// # Schedulers
+//
+// For gocron, module github.com/monolock/monolock/integrations/gocronlock
+// has a Locker (each run of a job on one scheduler of the fleet) and an
+// Elector (only the leader's scheduler runs jobs) built on this package;
+// docs/integrations.md in the repository shows them.
 package client
