@@ -194,8 +194,6 @@ class Lock:
         if not data:
             s.eof(time.monotonic(), reset=isinstance(self._sock, ssl.SSLSocket))
             return
-        if s.ended:
-            return  # after RELEASE or a give-up: read and discarded
         if not self._ticket_looked:
             # Before the frames are applied, so that an acquire() that
             # returns has left the ticket for the client's next connection.
