@@ -180,7 +180,9 @@ class Session:
     def valid(self, now: float) -> bool:
         """Held, not lost, and confirmed within 0.8 × lease. Once it has
         said False at the deadline, no answer read afterwards revives the
-        lock (it may run on the caller's thread: it only sets a flag)."""
+        lock. The owner calls it, as every method (the threaded Lock's
+        valid() reads the deadline the owner publishes, and hands a check
+        that found it passed to the owner)."""
         if not self.granted or self.ended:
             return False
         if now < self.deadline:
