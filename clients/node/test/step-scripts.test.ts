@@ -209,8 +209,9 @@ before(() => {
   // the next one (or stops), the previous frame's reports are printed.
   FrameDecoder.prototype.push = function (chunk: Buffer): ServerFrame[] {
     const frames = originals.push.call(this, chunk);
-    return {
-      *[Symbol.iterator]() {
+    const each = [...frames];
+    Object.defineProperty(each, Symbol.iterator, {
+      value: function* () {
         for (const f of frames) {
           try {
             yield f;
@@ -219,7 +220,8 @@ before(() => {
           }
         }
       },
-    } as unknown as ServerFrame[];
+    });
+    return each;
   };
 });
 
