@@ -20,6 +20,8 @@ export interface SessionConfig {
   readonly nameBytes: Buffer;
   /** The lease as sent on the wire, in whole milliseconds. */
   readonly leaseMs: number;
+  /** The lease as the caller asked it (a fraction of a millisecond kept), which the client's own timings use; leaseMs when not given. */
+  readonly leaseAskedMs?: number;
   /** 0: do not wait in the queue; Infinity: wait until granted; else the longest wait in ms. */
   readonly waitMs: number;
   readonly signal: AbortSignal | undefined;
@@ -126,7 +128,9 @@ export class Session {
   constructor(config: SessionConfig) {
     this.config = config;
     this.#clock = config.clock ?? realClock;
-    this.#rules = new SessionRules(config.leaseMs);
+    // The server gets the longer, whole-millisecond lease; the client times
+    // itself on the lease as asked (docs/protocol.md, "The client step").
+    this.#rules = new SessionRules(config.leaseAskedMs ?? config.leaseMs);
     this.granted = new Promise<bigint>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;

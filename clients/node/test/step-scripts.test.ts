@@ -296,7 +296,7 @@ class Runner {
         throw new Error(`line ${c.line}: unknown event ${c.cmd}: docs/protocol.md, The client step, lists the events`);
     }
     const out = this.#reports(before) + this.#driver(before);
-    return c.cmd === 'start' ? out.replace('send ACQUIRE', `send ACQUIRE lease-ms=${this.leaseMs}`) : out;
+    return c.cmd === 'start' ? out.replace('send ACQUIRE', `send ACQUIRE lease-ms=${leaseToWire(this.leaseMs)}`) : out;
   }
 
   #begin(c: Case, arg: (k: string) => string): string {
@@ -313,7 +313,7 @@ class Runner {
       if (err instanceof InvalidArgumentError) return 'failed invalid-input retry=no\n';
       throw err;
     }
-    this.leaseMs = leaseMs;
+    this.leaseMs = ms(leaseNs);
     const wait = c.args.get('wait')?.[0];
     const connect = c.args.get('connect-timeout')?.[0];
     const at = c.args.get('at')?.[0];
@@ -328,6 +328,7 @@ class Runner {
       name: 'x',
       nameBytes: Buffer.from('x'),
       leaseMs,
+      leaseAskedMs: ms(leaseNs),
       waitMs: wait === undefined ? Infinity : ms(parseDuration(wait)),
       signal: undefined,
       clock: this.clock,
