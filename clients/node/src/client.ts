@@ -138,6 +138,7 @@ export class Client {
       name,
       nameBytes,
       leaseMs,
+      leaseAskedMs: options.leaseMs,
       waitMs,
       signal: options.signal,
     });

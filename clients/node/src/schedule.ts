@@ -8,7 +8,9 @@ const ALPHA = 0.2;
 
 /** 0.8 × lease: how long the client goes without an answer before it gives the lock up. */
 export function clientTimeoutMs(leaseMs: number): number {
-  return leaseMs * 0.8;
+  // To the nanosecond, rounded down (docs/protocol.md, "The client step"), so
+  // that every client gives up at the same instant.
+  return Math.floor(Math.round(leaseMs * 1e6) * 0.8) / 1e6;
 }
 
 export class HeartbeatSchedule {

@@ -20,6 +20,8 @@ export interface SessionConfig {
   readonly nameBytes: Buffer;
   /** The lease as sent on the wire, in whole milliseconds. */
   readonly leaseMs: number;
+  /** The lease as the caller asked it (a fraction of a millisecond kept), which the client's own timings use; leaseMs when not given. */
+  readonly leaseAskedMs?: number;
   /** 0: do not wait in the queue; Infinity: wait until granted; else the longest wait in ms. */
   readonly waitMs: number;
   readonly signal: AbortSignal | undefined;
@@ -112,6 +114,10 @@ export class Session {
   #waitTimer: unknown;
   #closeTimer: unknown;
 
+  /** The connect deadline and the wait's, on the session's clock (Infinity: none). */
+  #connectBy = Infinity;
+  #waitBy = Infinity;
+
   #resolve: ((token: bigint) => void) | undefined;
   #reject: ((err: unknown) => void) | undefined;
   readonly #onAbort = (): void => this.#fail(this.config.signal?.reason, 'closed', 'client');
@@ -122,7 +128,9 @@ export class Session {
   constructor(config: SessionConfig) {
     this.config = config;
     this.#clock = config.clock ?? realClock;
-    this.#rules = new SessionRules(config.leaseMs);
+    // The server gets the longer, whole-millisecond lease; the client times
+    // itself on the lease as asked (docs/protocol.md, "The client step").
+    this.#rules = new SessionRules(config.leaseAskedMs ?? config.leaseMs);
     this.granted = new Promise<bigint>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -166,14 +174,11 @@ export class Session {
       closed();
     });
 
-    this.#connectTimer = this.#clock.setTimer(() => {
-      this.#fail(
-        new UnavailableError(`monolock: cannot connect to ${config.address} within ${config.connectTimeoutMs} ms; is the server running there?`),
-        'closed',
-        'client',
-      );
-    }, config.connectTimeoutMs);
+    const start = this.#clock.now();
+    this.#connectBy = start + config.connectTimeoutMs;
+    this.#connectTimer = this.#clock.setTimer(() => this.#connectTimedOut(), config.connectTimeoutMs);
     if (Number.isFinite(config.waitMs) && config.waitMs > 0) {
+      this.#waitBy = start + config.waitMs;
       this.#waitTimer = this.#clock.setTimer(() => this.#waitExpired(), config.waitMs);
     }
     config.signal?.addEventListener('abort', this.#onAbort, { once: true });
@@ -240,7 +245,7 @@ export class Session {
   #connected(): void {
     this.#clock.clearTimer(this.#connectTimer);
     this.#connectTimer = undefined;
-    if (this.#state !== 'connecting') return;
+    if (this.#takeDeadlines('gave-up')) return;
     this.#state = 'sent';
     // The give-up clock runs from the ACQUIRE on.
     this.#send(encodeAcquire(this.config.leaseMs, this.config.nameBytes));
@@ -287,9 +292,15 @@ export class Session {
    * a violation, not the answer to a heartbeat not yet sent.
    */
   #onData(chunk: Buffer): void {
-    if (this.#state === 'ended') return; // gave up or released: nothing the server says now changes that
     const at = this.#clock.now();
-    for (const frame of this.#decoder.push(chunk)) {
+    const frames = this.#decoder.push(chunk);
+    // A deadline passed at this read's time comes first; an ERROR read with
+    // it still closes the connection normally (the server closed first).
+    if (this.#takeDeadlines(frames.some((f) => f.type === 'error') ? 'server' : 'gave-up')) {
+      this.#linger(frames);
+      return;
+    }
+    for (const frame of frames) {
       this.#receive(frame, at);
       if ((this.#state as State) === 'ended') return; // a frame may end the session
     }
@@ -362,12 +373,48 @@ export class Session {
   }
 
   /** No answer within 0.8 × lease of the newest answered send (rule 8). */
-  #giveUp(): void {
+  #giveUp(ending: Ending = 'gave-up'): void {
     const detail = `no answer from the server within 0.8 × lease (${this.#rules.timeoutMs} ms) of the newest answered request`;
-    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', 'gave-up', detail);
+    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', ending, detail);
+  }
+
+  #connectTimedOut(): void {
+    this.#clock.clearTimer(this.#connectTimer);
+    this.#connectTimer = undefined;
+    const { address, connectTimeoutMs } = this.config;
+    this.#fail(new UnavailableError(`monolock: cannot connect to ${address} within ${connectTimeoutMs} ms; is the server running there?`), 'closed', 'client');
+  }
+
+  /**
+   * At each event the deadlines that have passed at its time are taken
+   * first, as if their timer had fired just before (docs/protocol.md, "The
+   * order of simultaneous things"): the connect deadline, then the give-up,
+   * then the wait. So a frame or the end of the stream read at the give-up
+   * deadline or later comes too late: the lock (or the attempt) is lost by
+   * silence, and what was read only decides how the connection ends
+   * (`ending`). True when the session has ended (now or before).
+   */
+  #takeDeadlines(ending: Ending): boolean {
+    const now = this.#clock.now();
+    if (this.#state === 'connecting' && now >= this.#connectBy) this.#connectTimedOut();
+    if ((this.#state === 'sent' || this.#state === 'waiting' || this.#state === 'held') && this.#rules.due(now) === 'give-up') this.#giveUp(ending);
+    if ((this.#state === 'sent' || this.#state === 'waiting') && now >= this.#waitBy) this.#waitExpired();
+    return this.#state === 'ended';
+  }
+
+  /**
+   * Frames read after the session ended. While releasing they are discarded
+   * (the release bound or the server's close ends it). While lingering after
+   * a give-up, nothing revives the lock, but an ERROR means the server has
+   * let go: the connection closes now, normally.
+   */
+  #linger(frames: readonly ServerFrame[]): void {
+    if (this.#releasing || this.#closeTimer === undefined) return;
+    if (frames.some((f) => f.type === 'error')) this.#close(this.#tls);
   }
 
   #waitExpired(): void {
+    this.#clock.clearTimer(this.#waitTimer);
     this.#waitTimer = undefined;
     const name = JSON.stringify(this.config.name);
     if (this.#state === 'waiting') {
@@ -388,8 +435,10 @@ export class Session {
    * FIN first and leave the TIME_WAIT here, so the connection is reset.
    */
   #onEnd(): void {
-    if (this.#state === 'ended') {
-      this.#close(this.#tls || this.#resetOnClose);
+    // The server closed first: after RELEASE, while lingering after a
+    // give-up, or at a deadline taken first, the close is a normal one.
+    if (this.#takeDeadlines('server')) {
+      this.#close(this.#tls);
       return;
     }
     const detail = 'the server closed the connection';
@@ -397,7 +446,7 @@ export class Session {
   }
 
   #onError(err: Error): void {
-    if (this.#state === 'ended') {
+    if (this.#takeDeadlines('failed')) {
       this.#close(true);
       return;
     }

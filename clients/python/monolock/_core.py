@@ -86,9 +86,13 @@ class Session:
         heartbeat is queued only once the whole read is applied: a second
         answer to one request in the same read is a violation, not the
         answer to a heartbeat not yet sent."""
-        if self.ended:
-            return  # gave up or released: nothing the server says changes that
+        if self.releasing:
+            return  # released: what the server says meanwhile is discarded
+        self._deadline_first(now)
         self._frames.feed(data)
+        if self.ended:
+            self._lingering(now)
+            return
         while not self.ended:  # an ERROR ends it: what follows is not read
             try:
                 frame = self._frames.next()
@@ -112,6 +116,7 @@ class Session:
             self.abortive = reset
             self.releasing = False
             return
+        self._deadline_first(now)
         self.fail(Unavailable(f"monolock: connection lost: {detail}"), now, abort=reset)
 
     def fail(self, err: MonolockError, now: float, abort: bool = False) -> None:
@@ -175,7 +180,9 @@ class Session:
     def valid(self, now: float) -> bool:
         """Held, not lost, and confirmed within 0.8 × lease. Once it has
         said False at the deadline, no answer read afterwards revives the
-        lock (it may run on the caller's thread: it only sets a flag)."""
+        lock. The owner calls it, as every method (the threaded Lock's
+        valid() reads the deadline the owner publishes, and hands a check
+        that found it passed to the owner)."""
         if not self.granted or self.ended:
             return False
         if now < self.deadline:
@@ -235,6 +242,33 @@ class Session:
     def _heartbeat_if_due(self, now: float) -> None:
         if not self.ended and self._hb_due is not None and not self._in_flight and now >= self._hb_due:
             self._send(_wire.HEARTBEAT, now)
+
+    def _deadline_first(self, now: float) -> None:
+        """At each event the deadline that has passed is taken first, as if
+        the timer had fired just before: a frame or the end of the stream
+        read at the give-up deadline or later comes too late, the lock (or
+        the attempt) is lost by silence, and what was read only decides how
+        the connection ends (docs/protocol.md, "The order of simultaneous
+        things")."""
+        if not self.ended and now >= self.deadline:
+            self._give_up(now)
+
+    def _lingering(self, now: float) -> None:
+        """Frames read after a give-up or a violation: nothing revives the
+        lock; an ERROR means the server has let go, so the connection closes
+        now, normally; anything else is ignored."""
+        while True:
+            try:
+                frame = self._frames.next()
+            except ValueError:
+                self._frames = _wire.FrameReader()  # an unknown type: the rest cannot be framed
+                return
+            if frame is None:
+                return
+            if frame[0] == _wire.TYPE_ERROR:
+                self._close_by = now
+                self.abortive = False
+                return
 
     def _give_up(self, now: float) -> None:
         self._end(Unavailable(f"monolock: no answer from the server within 0.8 × lease ({self.timeout:.3f}s)"), now)

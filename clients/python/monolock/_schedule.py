@@ -9,7 +9,9 @@ RTT_ALPHA = 0.2
 def client_timeout(lease: float) -> float:
     """0.8 × lease: how long the client goes without an answer before it
     treats the lock as lost, before the server could hand it on."""
-    return lease * 0.8
+    # To the nanosecond, rounded down (docs/protocol.md, "The client step"),
+    # so that every client gives up at the same instant.
+    return round(lease * 1_000_000_000) * 4 // 5 / 1_000_000_000
 
 
 class HeartbeatSchedule:

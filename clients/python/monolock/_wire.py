@@ -35,9 +35,10 @@ def lease_ms(lease: float) -> int:
     if not math.isfinite(lease) or lease <= 0:
         raise InvalidInput(f"monolock: lease must be positive (got {lease!r}): give it in seconds, for example lease=2.0")
     ns = round(lease * 1_000_000_000)
+    if ns < 1_000_000:
+        # Not sent as 1 ms: the client would time a lease the server does not hold.
+        raise InvalidInput(f"monolock: lease {lease!r} s is shorter than 1 ms, the protocol's smallest lease: give at least lease=0.001")
     ms = -(-ns // 1_000_000)
-    if ms < 1:
-        raise InvalidInput(f"monolock: lease {lease!r} s is shorter than 1 ms, the protocol's smallest lease")
     if ms > MAX_LEASE_MS:
         raise InvalidInput(f"monolock: lease {lease!r} s is longer than the protocol's maximum of {MAX_LEASE_MS} ms (about 49.7 days)")
     return ms

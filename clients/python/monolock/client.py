@@ -60,6 +60,12 @@ class Lock:
         self._cond = threading.Condition()
         self._done = threading.Event()
         self._release_asked = False
+        # What valid() reads, under _cond: the give-up deadline the owner
+        # thread publishes after each step (None: not held), and when a
+        # valid() past it said False (then it never says True again, and the
+        # owner gives the lock up).
+        self._valid_until: Optional[float] = None
+        self._expired_at: Optional[float] = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name=f"monolock {name}", daemon=True)
         self._thread.start()
@@ -106,8 +112,28 @@ class Lock:
 
     def valid(self) -> bool:
         """True while the lock is held and the server confirmed it within the
-        last 0.8 × lease: cheap (no I/O), for a check right before a write."""
-        return self._session.valid(time.monotonic())
+        last 0.8 × lease: cheap (no I/O), for a check right before a write.
+        Any thread may call it: it reads the deadline the connection's
+        thread publishes, never the session that thread alone drives. Once
+        it has said False at the deadline it never says True again, and the
+        connection's thread gives the lock up."""
+        now = time.monotonic()
+        with self._cond:
+            until = self._valid_until
+            if until is None:
+                return False
+            if now < until:
+                return True
+            self._valid_until, self._expired_at = None, now
+        self._wake()
+        return False
+
+    def _wake(self) -> None:
+        """Wakes the connection's thread to look at what was asked."""
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass  # the thread has ended and closed its end
 
     def release(self) -> None:
         """Releases the lock (or leaves the queue): sends RELEASE, waits for
@@ -117,10 +143,7 @@ class Lock:
         which is what lets it close a lost lock's connection."""
         with self._cond:
             self._release_asked = True
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
+        self._wake()
         self._done.wait()
 
     def __enter__(self) -> "Lock":
@@ -158,7 +181,9 @@ class Lock:
                     else:
                         self._read()
                 with self._cond:
-                    release = self._release_asked
+                    release, expired_at = self._release_asked, self._expired_at
+                if expired_at is not None:
+                    s.valid(expired_at)  # the caller's check, taken by the owner: past the deadline, given up below
                 if release:
                     s.release(time.monotonic())
                 s.tick(time.monotonic())
@@ -194,8 +219,6 @@ class Lock:
         if not data:
             s.eof(time.monotonic(), reset=isinstance(self._sock, ssl.SSLSocket))
             return
-        if s.ended:
-            return  # after RELEASE or a give-up: read and discarded
         if not self._ticket_looked:
             # Before the frames are applied, so that an acquire() that
             # returns has left the ticket for the client's next connection.
@@ -254,6 +277,8 @@ class Lock:
     def _publish(self) -> None:
         s = self._session
         with self._cond:
+            if self._expired_at is None:
+                self._valid_until = s.deadline if s.granted and not s.ended else None
             if s.ended and (s.error is not None or self._release_asked):
                 self.lost.set()
             self._cond.notify_all()

@@ -39,6 +39,32 @@ class FakeServerTest(unittest.TestCase):
         lock.release()  # idempotent
         self.assertEqual(len(self.srv.accepted), 1)
 
+    def test_valid_reads_what_the_owner_publishes(self) -> None:
+        """valid() from the caller's thread never drives the session: only
+        the connection's thread may (the core is not thread-safe)."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(self.client.acquire, "job", 10.0)
+            c = self.grant_next(3)
+            lock = fut.result(timeout=5)
+        session = lock._session  # pyright: ignore[reportPrivateUsage]
+        callers: list = []
+        core_valid = session.valid
+
+        def spy(now: float) -> bool:
+            callers.append(threading.current_thread())
+            return core_valid(now)
+
+        session.valid = spy  # type: ignore[method-assign]
+        self.assertTrue(lock.valid())
+        c.close()  # end of stream while holding: lost at once
+        self.assertTrue(lock.lost.wait(5))
+        self.assertFalse(lock.valid())
+        lock.release()
+        self.assertNotIn(threading.current_thread(), callers)
+
     def test_busy(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 

@@ -18,13 +18,14 @@ class EncodeTest(unittest.TestCase):
 
     def test_lease_rounds_up_to_whole_ms(self) -> None:
         self.assertEqual(_wire.lease_ms(1.50025), 1501)
-        self.assertEqual(_wire.lease_ms(0.0001), 1)
+        self.assertEqual(_wire.lease_ms(0.001000001), 2)
         # 0.3 is 0.29999999999999998889... as a float: still 300 ms, not 301.
         self.assertEqual(_wire.lease_ms(0.3), 300)
         self.assertEqual(_wire.lease_ms(4294967.295), 0xFFFFFFFF)
 
     def test_bad_lease(self) -> None:
-        for lease in (0, -1.0, float("nan"), float("inf"), 4294967.296, True):
+        # Below 1 ms (1 to 999,999 ns included) is refused, never sent as 1 ms.
+        for lease in (0, -1.0, float("nan"), float("inf"), 4294967.296, True, 0.0001, 0.000999999, 1e-9):
             with self.subTest(lease=lease), self.assertRaises(InvalidInput):
                 _wire.lease_ms(lease)  # type: ignore[arg-type]
 
