@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -154,12 +155,18 @@ class FakeServerTest {
 
     @Test
     void aDeadServerIsUnavailableAndRetriable() throws Exception {
-        int port = listener.getLocalPort();
-        listener.close();
-        try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + port).build()) {
-            ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
-            assertTrue(e.isRetriable());
-            assertTrue(e.getMessage().contains("cannot connect"), e.getMessage());
+        // A port bound by a socket that never listens refuses every connect:
+        // a port merely closed may be taken again by another test, or by
+        // this connect itself (Linux's self-connect when the ephemeral port
+        // picked equals the destination), as happened under load.
+        try (Socket bound = new Socket()) {
+            bound.bind(new InetSocketAddress("127.0.0.1", 0));
+            int port = bound.getLocalPort();
+            try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + port).build()) {
+                ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+                assertTrue(e.isRetriable());
+                assertTrue(e.getMessage().contains("cannot connect"), e.getMessage());
+            }
         }
     }
 
@@ -246,7 +253,7 @@ class FakeServerTest {
         ctx.init(null, null, null);
         try (MonolockClient c = MonolockClient.builder("127.0.0.1:" + listener.getLocalPort()).sslContext(ctx)
                 .connectTimeout(Duration.ofMillis(300)).build()) {
-            ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
+                ServerUnavailableException e = assertThrows(ServerUnavailableException.class, () -> c.lock("x", Duration.ofSeconds(2)));
             assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
         }
     }
