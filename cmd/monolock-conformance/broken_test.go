@@ -74,6 +74,18 @@ func TestBrokenDriverControl(t *testing.T) {
 	}
 }
 
+// TestBrokenDriverStarvedPrint: a client that gives up on time but whose
+// lost line comes 0.25 × lease after its decision (a starved runtime) passes
+// give-up-holding, because its driver stamps the decision with mono_ns: the
+// kit judges the client, not the scheduling of its process. Timed by the
+// line, the loss would come at 1.05 × lease, past the window.
+func TestBrokenDriverStarvedPrint(t *testing.T) {
+	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
+	if code, out, stderr := judge(bin, "-fault=none -print-late=500ms", "give-up-holding"); code != 0 {
+		t.Errorf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
 // judge runs the kit on the broken driver with flag and one scenario.
 func judge(bin, flag, scenario string) (code int, stdout, stderr string) {
 	var out, errs bytes.Buffer

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -90,13 +92,20 @@ func (r *Request) SetName(b []byte) {
 	}
 }
 
-// Event is one line the driver printed, with the time the kit read it.
+// Event is one line the driver printed, with its time: when the client
+// decided it when the driver stamped it with mono_ns, else when the kit read
+// the line.
 type Event struct {
 	Event     string `json:"event"`
 	Token     string `json:"token,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	Code      *int   `json:"code,omitempty"`
 	Retriable *bool  `json:"retriable,omitempty"`
+	// MonoNS is the CLOCK_MONOTONIC reading, in nanoseconds, at which the
+	// client decided the event, when the driver knows it. Linux has one such
+	// clock for every process, so the kit can place it on its own timeline:
+	// a starved runtime may print a line long after its client decided.
+	MonoNS *int64 `json:"mono_ns,omitempty"`
 
 	At   time.Time `json:"-"`
 	Line string    `json:"-"`
@@ -109,6 +118,10 @@ func (e Event) String() string { return e.Line }
 type Process struct {
 	label string
 	child *proc.Child
+
+	// sentMono is the kit's CLOCK_MONOTONIC just before it sent the request:
+	// no event can have been decided earlier.
+	sentMono int64
 
 	mu  sync.Mutex
 	bad []string // lines that are not events
@@ -123,6 +136,10 @@ func Start(d Driver, label string, req Request) (*Process, error) {
 		return nil, fmt.Errorf("start driver %s (%s): %w", d.Name, strings.Join(d.Argv, " "), err)
 	}
 	p := &Process{label: label, child: child}
+	if p.sentMono, err = monotonicNow(); err != nil {
+		p.Close()
+		return nil, err
+	}
 	line, _ := json.Marshal(req)
 	if err := child.Send(string(line)); err != nil {
 		p.Close()
@@ -148,8 +165,46 @@ func (p *Process) Next(timeout time.Duration) (Event, error) {
 			p.mu.Unlock()
 			continue
 		}
+		if ev.MonoNS != nil {
+			now, err := monotonicNow()
+			if err != nil {
+				return ev, err
+			}
+			at, err := decidedAt(*ev.MonoNS, p.sentMono, now, time.Now())
+			if err != nil {
+				return ev, fmt.Errorf("driver %s printed %s: %w", p.label, l.Text, err)
+			}
+			ev.At = at
+		}
 		return ev, nil
 	}
+}
+
+// decidedAt places mono, a CLOCK_MONOTONIC reading of the driver's, on the
+// kit's timeline: wallNow less how long ago mono was (monoNow − mono). The
+// result keeps wallNow's monotonic reading, so it compares with the kit's
+// other times as they do with each other. A reading the kit has not reached
+// yet, or one from before the kit sent the request (sentMono), is not a time
+// the client can have decided anything at.
+func decidedAt(mono, sentMono, monoNow int64, wallNow time.Time) (time.Time, error) {
+	if mono > monoNow {
+		return time.Time{}, fmt.Errorf("mono_ns is %v in the kit's future: it must be the CLOCK_MONOTONIC reading (in nanoseconds) taken when the client decided the event", time.Duration(mono-monoNow))
+	}
+	if mono < sentMono {
+		return time.Time{}, fmt.Errorf("mono_ns is %v before the kit sent the request: it must be the CLOCK_MONOTONIC reading (in nanoseconds) taken when the client decided the event", time.Duration(sentMono-mono))
+	}
+	return wallNow.Add(-time.Duration(monoNow - mono)), nil
+}
+
+// monotonicNow is CLOCK_MONOTONIC in nanoseconds, the clock drivers stamp
+// events with (Go's own monotonic readings are not comparable across
+// processes).
+func monotonicNow() (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("conformance: read CLOCK_MONOTONIC to time the driver's events: %w", err)
+	}
+	return ts.Nano(), nil
 }
 
 // Expect returns the next event, which must be of kind.

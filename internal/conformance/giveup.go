@@ -21,7 +21,8 @@ func giveUpScenarios() []Scenario {
 // Tolerances of the give-up rule. The client gives up 0.8 × lease after the
 // send of the newest answered request; the kit sees that send a little later
 // than it happened (on a loaded machine seen 110 ms late) and the event a
-// little later than it was printed, so the window is [0.7, 1.0] × lease:
+// little later than it was printed (unless the driver stamped it with the
+// client's decision, mono_ns), so the window is [0.7, 1.0] × lease:
 // earlier is a client that gives up too soon, later one that may still work
 // when the server hands the lock on. give-up-late-answer separates 0.8 from
 // 0.9 × lease by the client's own decision instead.

@@ -36,6 +36,12 @@
 //	late-0x01-no-retry    reports an ERROR 0x01 that follows a late answer in the
 //	                      same read instead of reconnecting
 //	none                  breaks nothing of the above: the control
+//
+// It stamps the give-up's lost event with mono_ns, the CLOCK_MONOTONIC
+// reading at its decision, so the kit judges the give-up mutants by when
+// they decided. -print-late=D prints that event D after the decision, as a
+// starved runtime would: the client is still right, and the kit must judge
+// it by the stamp.
 package main
 
 import (
@@ -50,6 +56,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/protocol"
 )
@@ -73,6 +81,7 @@ func (o *out) print(format string, args ...any) {
 
 func main() {
 	fault := flag.String("fault", "slow-heartbeat", "the rule to break (see the command's doc)")
+	printLate := flag.Duration("print-late", 0, "how long after its decision the give-up's lost event is printed")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {
@@ -84,7 +93,7 @@ func main() {
 		os.Exit(2)
 	}
 	name, _ := hex.DecodeString(req.NameHex)
-	c := &client{fault: *fault, req: req, name: string(name), lease: time.Duration(req.LeaseUS) * time.Microsecond, o: &out{}}
+	c := &client{fault: *fault, printLate: *printLate, req: req, name: string(name), lease: time.Duration(req.LeaseUS) * time.Microsecond, o: &out{}}
 	if c.fault == "lease-overflow" {
 		leaseMS, _ := protocol.LeaseMS(c.lease)
 		c.timing = time.Duration(int32(leaseMS)) * time.Millisecond
@@ -105,12 +114,13 @@ func main() {
 }
 
 type client struct {
-	fault  string
-	req    request
-	name   string
-	lease  time.Duration // what ACQUIRE carries
-	timing time.Duration // what the heartbeats and the give-up are timed by
-	o      *out
+	fault     string
+	printLate time.Duration // between the give-up's decision and its lost line
+	req       request
+	name      string
+	lease     time.Duration // what ACQUIRE carries
+	timing    time.Duration // what the heartbeats and the give-up are timed by
+	o         *out
 
 	mu         sync.Mutex
 	conn       net.Conn
@@ -425,7 +435,16 @@ func (s *session) watch() {
 		s.mu.Lock()
 		late := time.Since(s.clock) > limit
 		s.mu.Unlock()
-		if late && s.end(`{"event":"lost","reason":"no answer within the give-up time"}`, `{"event":"unavailable","reason":"no answer within the give-up time"}`) {
+		if !late {
+			continue
+		}
+		var decided unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &decided); err != nil {
+			fmt.Fprintln(os.Stderr, "brokendriver: read CLOCK_MONOTONIC:", err)
+			os.Exit(2)
+		}
+		time.Sleep(s.printLate)
+		if s.end(fmt.Sprintf(`{"event":"lost","reason":"no answer within the give-up time","mono_ns":%d}`, decided.Nano()), `{"event":"unavailable","reason":"no answer within the give-up time"}`) {
 			if s.fault == "close-at-give-up" {
 				_ = s.conn.Close() // at once: the work still runs
 			}

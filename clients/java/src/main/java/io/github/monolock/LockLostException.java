@@ -26,12 +26,15 @@ public final class LockLostException extends MonolockException {
     private final String lockName;
     /** Why it was lost. */
     private final Why why;
+    /** The System.nanoTime() reading at which the client decided the loss. */
+    private final long decidedAtNanos;
 
-    LockLostException(String lockName, Why why, MonolockException cause) {
+    LockLostException(String lockName, Why why, MonolockException cause, long decidedAtNanos) {
         super("monolock: lock \"" + lockName + "\" lost: " + cause.getMessage()
                 + "; stop the guarded work now, and take the lock again to go on", cause);
         this.lockName = lockName;
         this.why = why;
+        this.decidedAtNanos = decidedAtNanos;
     }
 
     /**
@@ -50,6 +53,20 @@ public final class LockLostException extends MonolockException {
      */
     public Why why() {
         return why;
+    }
+
+    /**
+     * When the client decided the loss: the {@link System#nanoTime()} reading
+     * its I/O thread took for the timer or the read that ended ownership,
+     * before this exception was made and before any callback of
+     * {@link Lease#lost()} ran. The work may learn of the loss later than
+     * this on a busy machine; compare with {@code System.nanoTime()} to see
+     * how much later.
+     *
+     * @return a {@code System.nanoTime()} value
+     */
+    public long decidedAtNanos() {
+        return decidedAtNanos;
     }
 
     /**

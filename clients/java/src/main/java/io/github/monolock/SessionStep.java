@@ -426,7 +426,7 @@ final class SessionStep {
             failure = e;
             return FAILED | closeNow();
         }
-        lost = new LockLostException(name, why, e);
+        lost = new LockLostException(name, why, e, now);
         if (how != Ending.GAVE_UP || workStopped) return LOST | closeNow();
         closeBy = lastSend + leaseNanos;
         return LOST | (now >= closeBy ? closeNow() : 0);

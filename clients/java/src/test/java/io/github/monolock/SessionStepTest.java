@@ -77,6 +77,7 @@ class SessionStepTest {
         assertEquals(LOST, s.tick(deadline), "lost at 0.8 × lease to the nanosecond, the connection kept");
         assertFalse(s.valid(deadline));
         assertEquals(LockLostException.Why.TIMEOUT, s.lost().why());
+        assertEquals(deadline, s.lost().decidedAtNanos(), "the loss carries the time of the tick that decided it");
     }
 
     @Test
