@@ -304,10 +304,12 @@ java-test: build
 		if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; then \
 			withdb="$(GO) run ./internal/testsupport/testdb/withdb --"; fi; fi; \
 	if [ -z "$$withdb" ]; then echo "java-test: no PostgreSQL and MariaDB servers (install them with apt-get install -y postgresql mariadb-server): the fence tests skip"; fi; \
-	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify' && cd $(JAVADIR) && \
-	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)'); \
+	set -e; \
+	$$withdb sh -c 'cd $(JAVADIR) && MONOLOCK_BIN=$(abspath $(BIN))/monolock $(MVN) verify'; \
+	cd $(JAVADIR); \
+	extra=$$(jar tf target/monolock-client-*.jar | grep -vE '$(JAVA_JAR_ALLOWED)' || true); \
 	if [ -n "$$extra" ]; then echo "the jar holds more than the classes, the licence and the Maven metadata:"; echo "$$extra"; exit 1; fi; \
-	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata" && \
+	echo "jar contents: $$(jar tf target/monolock-client-*.jar | grep -c '\.class$$') classes, META-INF/LICENSE, the Maven metadata"; \
 	$(MAKE) --no-print-directory -C $(CURDIR) java-shedlock-test
 
 ## java-shedlock-test: the ShedLock provider (clients/java/shedlock, its own artifact): ShedLock's own provider suite and the timer rules, against bin/monolock; installs the client into the local Maven repository first
