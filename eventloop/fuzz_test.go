@@ -99,6 +99,7 @@ type fuzzModel struct {
 	valid             int           // complete valid frames before the first violation
 	violation         protocol.Code // the first violation's code; 0: none
 	lease             uint32        // the session's lease once registered
+	released          bool          // a RELEASE after the ACQUIRE ended the session: nothing after it is read
 }
 
 func fuzzPredict(b []byte) fuzzModel {
@@ -114,10 +115,13 @@ func fuzzPredict(b []byte) fuzzModel {
 			m.violation = protocol.CodeUnknownMessageType
 		case n == 0:
 			return m // an incomplete frame: closed at io-timeout, silently
-		case f.Type == protocol.TypeHeartbeat && m.lease == 0:
+		case (f.Type == protocol.TypeHeartbeat || f.Type == protocol.TypeRelease) && m.lease == 0:
 			m.violation = protocol.CodeFirstMessageNotAcquire
 		case f.Type == protocol.TypeAcquire && m.lease != 0:
 			m.violation = protocol.CodeDuplicateAcquire
+		case f.Type == protocol.TypeRelease:
+			m.released = true // answered by the server's close, not a frame
+			return m
 		}
 		if m.violation != 0 {
 			return m
@@ -194,6 +198,9 @@ func fuzzCheck(t *testing.T, data []byte, ex fuzzResult) {
 	}
 	if m.violation != 0 && m.valid == 0 && (len(frames) != 1 || frames[0].Type != protocol.TypeError) {
 		t.Fatalf("the first frame is wrong (%s), answered %v; want that ERROR alone; %s", fuzzCodeText(m.violation), frames, describe())
+	}
+	if m.released && !ex.closed {
+		t.Fatalf("RELEASE ended the session, but the server left the connection open; %s", describe())
 	}
 	// Every byte was handed to the loop before any close, and the clock
 	// stands still: a violation is always answered.
