@@ -125,7 +125,7 @@ func (o *owner) refusalReason() (string, ReleaseReason) {
 	return demotedReason, ReleaseDemoted
 }
 
-const demotedReason = "this node is not the leader: reconnect, to the next address of the cluster"
+const demotedReason = "server shutting down: this node is not the leader of its cluster any more; reconnect, to the next address of the cluster"
 
 // haCheck runs at the start of every turn (begin): a passed deadline ends
 // the term before anything else happens, and the end of the new leader's

@@ -19,8 +19,9 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
-// readyLine is what etcd logs once it serves clients.
-const readyLine = "ready to serve client requests"
+// readyLine is what etcd (3.4 and 3.5, plain HTTP) logs once it serves
+// clients: "serving client traffic insecurely; ...".
+const readyLine = "serving client traffic"
 
 // Server is a running etcd.
 type Server struct {
