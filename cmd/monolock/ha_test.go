@@ -185,3 +185,24 @@ func TestHALeaderStoppedPastItsDeadline(t *testing.T) {
 	}
 	a.MustWaitLog(t, eventloop.HAEndedMessage)
 }
+
+// A node elected whose lock port is taken by another process cannot serve:
+// it ends the term at once and campaigns again, after a pause, until the
+// port is free.
+func TestHALockPortTakenEndsTheTerm(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addr := freeLoopbackAddr(t)
+	blocker, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	p := startServer(t, "-listen", addr, "-ha-etcd", etcd.Endpoint, "-ha-cluster", "test", "-ha-ttl", haTTL, "-ha-name", "a "+addr)
+	ended := p.MustWaitLog(t, eventloop.HAEndedMessage)
+	if why, _ := ended["why"].(string); !strings.Contains(why, "could not be opened") {
+		t.Fatalf("the term ended for %q, want the lock port", why)
+	}
+	blocker.Close()
+	p.MustWaitLog(t, eventloop.HAServingMessage)
+	grant(t, addr, "x", 1000)
+}
