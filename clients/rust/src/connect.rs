@@ -177,7 +177,8 @@ impl<'a> Dialing<'a> {
     }
 }
 
-/// A failed connect or handshake.
+/// A failed TLS handshake.
+#[cfg(feature = "tls")]
 pub(crate) fn connect_error(address: &Address, e: io::Error) -> Error {
     if let Some(tls) = tls_cause(&e) {
         return Error::Tls(format!("handshake with {}: {tls}", address.full));
