@@ -18,7 +18,7 @@ func giveUpScenarios() []Scenario {
 		{Name: "give-up-late-answer", Rule: "rule 8, give-up: at 0.8 × lease, not later: an answer 0.85 × lease after the newest answered send finds the client gone", run: giveUpLateAnswer},
 		{Name: "give-up-delayed-answer", Rule: "rule 8, give-up: timed from the send of the newest answered request, not from the answer's receipt", run: giveUpDelayedAnswer},
 		{Name: "give-up-error-after-deadline", Rule: "the order of simultaneous things: a deadline that has passed is taken before a frame read at the same time; an ERROR read after the give-up deadline finds the lock lost by silence",
-			Attempts: 3, run: giveUpErrorAfterDeadline},
+			run: giveUpErrorAfterDeadline},
 		{Name: "give-up-acquire", Rule: "rule 8: the give-up clock runs while ACQUIRE is unanswered", run: giveUpAcquire},
 		{Name: "eof-while-holding", Rule: "rule 8: end of stream while holding is a loss at once", run: eofWhileHolding},
 		{Name: "unknown-frame-while-holding", Rule: "rules 7, 8: an unknown frame is a loss at once; closed once the work stopped", run: unknownFrameWhileHolding},
@@ -284,8 +284,12 @@ func unknownFrameWhileHolding(e *Env) {
 // client at once, as after any pause longer than the margin. The deadline
 // comes first: the lock was lost by silence when it passed, and the ERROR
 // read later only ends the connection, so the lost event carries no code. A
-// client that takes the ERROR first reports code 2. Attempts 3: the kit must
-// stop the process before the deadline, which a loaded machine can delay.
+// client that takes the ERROR first reports code 2. One run, no second
+// chance: a client that picks between its timer and its socket by chance
+// (two threads, a select over both) fails about every other run, and a
+// retry would let it pass. The kit stops the process about 0.55 × lease
+// before the deadline; a machine too loaded for that fails the run as the
+// kit's, not the client's.
 func giveUpErrorAfterDeadline(e *Env) {
 	const lease = 2 * time.Second
 	const rule = "the order of simultaneous things (a deadline that has passed is taken before a frame read at the same time)"
