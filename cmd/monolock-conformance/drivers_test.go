@@ -23,6 +23,10 @@ type clientDriver struct {
 	name    string
 	command func(t *testing.T, root string) []string
 	install string // what to run when the runtime is missing
+	// supports are the optional parts of the driver contract the driver
+	// implements (conformance.Feature*): the scenarios that need one run
+	// only for the drivers listed with it, and are skipped for the others.
+	supports []string
 }
 
 var clientDrivers = []clientDriver{
@@ -31,6 +35,7 @@ var clientDrivers = []clientDriver{
 		command: func(t *testing.T, _ string) []string {
 			return []string{proc.MustBinary(t, "./internal/conformance/godriver")}
 		},
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name:    "python",
@@ -147,7 +152,7 @@ func drivers(t *testing.T) []conformance.Driver {
 			t.Logf("SKIP the %s client's driver: its runtime is missing; install it with: %s", d.name, d.install)
 			continue
 		}
-		out = append(out, conformance.Driver{Name: d.name, Argv: argv})
+		out = append(out, conformance.Driver{Name: d.name, Argv: argv, Supports: d.supports})
 	}
 	return out
 }
