@@ -75,9 +75,10 @@ var clientDrivers = []clientDriver{
 		install: "Rust with cargo (rustup.rs), then make rust-build",
 	},
 	{
-		name:    "java",
-		command: func(_ *testing.T, root string) []string { return java(root) },
-		install: "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+		name:     "java",
+		command:  func(_ *testing.T, root string) []string { return java(root) },
+		install:  "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 }
 
