@@ -282,6 +282,7 @@ func (s *Server) refuse(d *door, conn net.Conn, evicted *evictionLog) {
 	_ = conn.Close()
 	s.metrics.NewcomerRefused()
 	evicted.note(s.log)
+	s.yieldToProbes() // the descriptor just freed, before the door takes it back
 	d.refill()
 }
 
