@@ -59,9 +59,10 @@ var clientDrivers = []clientDriver{
 		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
 	},
 	{
-		name:    "rust",
-		command: func(_ *testing.T, root string) []string { return rust(root) },
-		install: "Rust with cargo (rustup.rs), then make rust-build",
+		name:     "rust",
+		command:  func(_ *testing.T, root string) []string { return rust(root) },
+		install:  "Rust with cargo (rustup.rs), then make rust-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name: "rust-blocking",
@@ -72,7 +73,8 @@ var clientDrivers = []clientDriver{
 			}
 			return append(argv, "--blocking")
 		},
-		install: "Rust with cargo (rustup.rs), then make rust-build",
+		install:  "Rust with cargo (rustup.rs), then make rust-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name:     "java",
