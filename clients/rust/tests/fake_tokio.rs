@@ -91,8 +91,11 @@ async fn lock_timeout_leaves_the_queue_when_the_wait_runs_out() {
         tx.send("left").unwrap();
     });
     let client = Client::new(&fake.addr);
+    // The wait counts from the attempt's start, the connect included:
+    // long enough for a loaded machine to be queued first (the heartbeats
+    // are answered meanwhile), or the attempt fails by silence instead.
     let got = client
-        .lock_timeout("q", LEASE, Duration::from_millis(50))
+        .lock_timeout("q", LEASE, Duration::from_secs(1))
         .await;
     assert!(matches!(got, Err(Error::Busy)), "{got:?}");
     assert_eq!(hear(&mut rx).await, "left");
