@@ -8,6 +8,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/monolock/monolock/eventloop/tlsconn"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -18,7 +19,7 @@ import (
 //   - hello: the loop waits until the client's ClientHello has arrived whole.
 //     Until then the connection costs what a silent plain one costs: a
 //     descriptor, a session, a timer, and the bytes of a partial ClientHello
-//     (at most maxHelloBuffered). No goroutine, no slot.
+//     (at most tlsconn.MaxHelloBuffered). No goroutine, no slot.
 //   - handshake: crypto/tls cannot suspend a handshake and resume it later,
 //     so the rest runs on a goroutine of its own. The loop copies the
 //     client's later flights to it (bounds in handshakeinput.go) and
@@ -40,37 +41,15 @@ const (
 	phaseOpen                      // established; records go through the loop
 )
 
-// Bounds on what a connection may make the server hold before its handshake
-// is done.
-const (
-	// maxHelloMessage is the largest ClientHello accepted. Browsers with
-	// post-quantum key shares send under 2 KiB; 16 KiB leaves room for long
-	// cipher lists and session tickets.
-	maxHelloMessage = 16 << 10
-	// maxHelloBuffered bounds the bytes buffered before the ClientHello is
-	// whole, record headers included (a hello cut into tiny records).
-	maxHelloBuffered = 2 * maxHelloMessage
-	// maxClientFlight bounds what a client sends after the server has
-	// answered its ClientHello and before the handshake is done: its last
-	// flight (with mutual TLS, the certificate chain, at most
-	// certs.MaxClientChainBytes of DER, its CertificateVerify and its
-	// Finished, about 3.3 KiB at the chain bound with an RSA-4096 leaf) and
-	// the first requests a client may send with it. crypto/tls parses every
-	// certificate of a chain before anything can refuse it, so this is what
-	// bounds a forged chain's cost: at 8 KiB about a dozen certificates
-	// instead of the hundred that its own 256 KiB limit lets through.
-	maxClientFlight = 8 << 10
-)
-
 // handshakeTurn serves a TLS session whose handshake is not done; it runs
 // on the loop, in OnTraffic, inside the owner's turn.
 func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 	switch c.phase {
 	case phaseHello:
 		buf, _ := c.Conn.Peek(-1)
-		arrived, err := helloArrived(buf)
+		arrived, err := tlsconn.HelloArrived(buf)
 		switch {
-		case err != nil || (!arrived && len(buf) > maxHelloBuffered):
+		case err != nil || (!arrived && len(buf) > tlsconn.MaxHelloBuffered):
 			h.debug(s, "closing a TLS client whose ClientHello is larger than the server accepts")
 			return gnet.Close // OnClose counts the failed handshake
 		case !arrived:

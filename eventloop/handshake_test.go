@@ -1,10 +1,7 @@
 package eventloop
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"net"
 	"runtime"
@@ -12,85 +9,9 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
-
-// clientHello returns the first flight of a crypto/tls client: one record
-// holding its ClientHello.
-func clientHello(t *testing.T) []byte {
-	t.Helper()
-	client, server := net.Pipe()
-	defer server.Close()
-	go func() {
-		_ = tls.Client(client, &tls.Config{ServerName: "monolock.test", InsecureSkipVerify: true}).Handshake()
-		client.Close()
-	}()
-	hdr := make([]byte, recordHeaderLen)
-	if _, err := ioReadFull(server, hdr); err != nil {
-		t.Fatal(err)
-	}
-	body := make([]byte, binary.BigEndian.Uint16(hdr[3:]))
-	if _, err := ioReadFull(server, body); err != nil {
-		t.Fatal(err)
-	}
-	return append(hdr, body...)
-}
-
-func ioReadFull(c net.Conn, p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := c.Read(p[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// reframe cuts a record's handshake bytes into records of at most size bytes.
-func reframe(rec []byte, size int) []byte {
-	var out []byte
-	for body := rec[recordHeaderLen:]; len(body) > 0; {
-		n := min(size, len(body))
-		out = append(out, rec[0], rec[1], rec[2], byte(n>>8), byte(n))
-		out = append(out, body[:n]...)
-		body = body[n:]
-	}
-	return out
-}
-
-func TestHelloArrived(t *testing.T) {
-	hello := clientHello(t)
-	for _, flight := range [][]byte{hello, reframe(hello, 1), reframe(hello, 3), reframe(hello, 100)} {
-		for n := range len(flight) {
-			if ok, err := helloArrived(flight[:n]); ok || err != nil {
-				t.Fatalf("%d of %d bytes: arrived %v, %v; want not yet", n, len(flight), ok, err)
-			}
-		}
-		if ok, err := helloArrived(flight); !ok || err != nil {
-			t.Fatalf("whole flight of %d bytes: arrived %v, %v", len(flight), ok, err)
-		}
-		// What follows the hello (a client's early records) changes nothing.
-		if ok, err := helloArrived(append(bytes.Clone(flight), 23, 3, 3, 0)); !ok || err != nil {
-			t.Fatalf("hello and more: arrived %v, %v", ok, err)
-		}
-	}
-	// Not a TLS handshake: handed to crypto/tls at once, which refuses it.
-	for _, notTLS := range []string{"GET / HTTP/1.1\r\n", "\x17\x03\x03\x00\x10", "\x16\x03\x01\x00\x00", "\x16\x03\x01\x00\x04\x02\x00\x00\x00"} {
-		if ok, err := helloArrived([]byte(notTLS)); !ok || err != nil {
-			t.Errorf("%q: arrived %v, %v; want true so that crypto/tls answers it", notTLS, ok, err)
-		}
-	}
-	// A ClientHello declaring more than the bound is refused from its header.
-	big := []byte{22, 3, 1, 0, 4, typeClientHello, 0, byte((maxHelloMessage + 1) >> 8), byte((maxHelloMessage + 1) & 0xff)}
-	if _, err := helloArrived(big); !errors.Is(err, errHelloTooLarge) {
-		t.Errorf("a ClientHello of %d bytes: %v; want errHelloTooLarge", maxHelloMessage+1, err)
-	}
-	limit := []byte{22, 3, 1, 0, 4, typeClientHello, 0, byte(maxHelloMessage >> 8), byte(maxHelloMessage & 0xff)}
-	if ok, err := helloArrived(limit); ok || err != nil {
-		t.Errorf("a ClientHello of %d bytes, its header sent: %v, %v; want not yet", maxHelloMessage, ok, err)
-	}
-}
 
 // feedUntilRefused feeds chunks, each read by the handshake as it comes,
 // until in refuses one, and returns the bytes accepted.
@@ -107,13 +28,16 @@ func feedUntilRefused(t *testing.T, in *handshakeInput, chunk []byte) int {
 	return fed
 }
 
-// serverRecord is a handshake record of the server's beginning with a
-// message of type typ whose body starts with a legacy version and random.
-func serverRecord(typ byte, random []byte) []byte {
+// serverHello is a ServerHello record of the server's with random.
+func serverHello(random []byte) []byte {
 	body := append([]byte{3, 3}, random...)
-	msg := append([]byte{typ, 0, byte(len(body) >> 8), byte(len(body))}, body...)
-	return append([]byte{recordTypeHandshake, 3, 3, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+	msg := append([]byte{2, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+	return append([]byte{22, 3, 3, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
+
+// helloRetryRandom is SHA-256("HelloRetryRequest"), the random that makes a
+// ServerHello a HelloRetryRequest.
+var helloRetryRandom = sha256.Sum256([]byte("HelloRetryRequest"))
 
 // The handshake's input is bounded however the client spreads it: a
 // ClientHello's worth while the server waits for one, and the last flight's
@@ -128,7 +52,7 @@ func TestHandshakeInputBound(t *testing.T) {
 	}
 	t.Run("hello", func(t *testing.T) {
 		in := newHandshakeInput(newHandshakeSlots(1), nil)
-		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxHelloBuffered)
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), tlsconn.MaxHelloBuffered)
 		in.finish("", nil)
 		if len(in.slots.slots) != 0 {
 			t.Fatal("a finished handshake still holds a compute slot")
@@ -137,38 +61,25 @@ func TestHandshakeInputBound(t *testing.T) {
 	t.Run("last flight", func(t *testing.T) {
 		in := newHandshakeInput(newHandshakeSlots(1), nil)
 		in.feed(make([]byte, 500)) // the ClientHello
-		in.serverWrote(serverRecord(typeServerHello, make([]byte, 32)))
-		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxClientFlight)
+		in.serverWrote(serverHello(make([]byte, 32)))
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), tlsconn.MaxClientFlight)
 	})
 	t.Run("hello retry request", func(t *testing.T) {
 		in := newHandshakeInput(newHandshakeSlots(1), nil)
 		in.feed(make([]byte, 20000)) // a first ClientHello
-		in.serverWrote(serverRecord(typeServerHello, helloRetryRandom[:]))
+		in.serverWrote(serverHello(helloRetryRandom[:]))
 		in.serverWrote([]byte{20, 3, 3, 0, 1, 1}) // its change_cipher_spec, a write of its own
 		// The second ClientHello has the first one's bound, afresh.
-		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxHelloBuffered)
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), tlsconn.MaxHelloBuffered)
 
 		in = newHandshakeInput(newHandshakeSlots(1), nil)
 		in.feed(make([]byte, 500))
-		in.serverWrote(serverRecord(typeServerHello, helloRetryRandom[:]))
+		in.serverWrote(serverHello(helloRetryRandom[:]))
 		in.serverWrote([]byte{20, 3, 3, 0, 1, 1})
 		in.feed(make([]byte, 500)) // the second ClientHello
-		in.serverWrote(serverRecord(typeServerHello, make([]byte, 32)))
-		within(t, feedUntilRefused(t, in, make([]byte, chunk)), maxClientFlight)
+		in.serverWrote(serverHello(make([]byte, 32)))
+		within(t, feedUntilRefused(t, in, make([]byte, chunk)), tlsconn.MaxClientFlight)
 	})
-}
-
-// The HelloRetryRequest's random is SHA-256("HelloRetryRequest").
-func TestHelloRetryRandom(t *testing.T) {
-	if sum := sha256.Sum256([]byte("HelloRetryRequest")); sum != helloRetryRandom {
-		t.Fatalf("helloRetryRandom is %x, want %x", helloRetryRandom, sum)
-	}
-	if isHelloRetryRequest(serverRecord(typeServerHello, make([]byte, 32))) {
-		t.Fatal("a ServerHello with another random taken for a HelloRetryRequest")
-	}
-	if isHelloRetryRequest(serverRecord(typeServerHello, helloRetryRandom[:16])) {
-		t.Fatal("a record cut short taken for a HelloRetryRequest")
-	}
 }
 
 // A handshake waiting for input holds no compute slot; a closed one's read

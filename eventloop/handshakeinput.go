@@ -1,11 +1,12 @@
 package eventloop
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // handshakeInput carries the client's ciphertext from the loop to the
@@ -13,11 +14,11 @@ import (
 type handshakeInput struct {
 	mu       sync.Mutex
 	buf      []byte // arrived and not yet read by the handshake
-	helloFed int    // fed while the server waits for a ClientHello, bounded by maxHelloBuffered
+	helloFed int    // fed while the server waits for a ClientHello, bounded by tlsconn.MaxHelloBuffered
 	// awaitingHello says the server waits for a ClientHello: at first, and
 	// again after it asks for a second one (a HelloRetryRequest) until its
 	// ServerHello. What the client sends while it is false is its last
-	// flight, bounded by maxClientFlight.
+	// flight, bounded by tlsconn.MaxClientFlight.
 	awaitingHello bool
 	flightFed     int
 	closed        bool // the connection closed, or the handshake was cut short
@@ -25,6 +26,8 @@ type handshakeInput struct {
 	err           error
 	identity      string        // the client's, from its certificate, when err is nil
 	ready         chan struct{} // a token when buf grew or closed was set
+
+	server tlsconn.ServerMessages // what the handshake sent; only the goroutine touches it
 
 	slots   *handshakeSlots
 	holding bool     // the goroutine holds a compute slot; only it touches this
@@ -78,7 +81,7 @@ func (in *handshakeInput) feed(p []byte) bool {
 	} else {
 		in.flightFed += len(p)
 	}
-	if in.helloFed > maxHelloBuffered || in.flightFed > maxClientFlight {
+	if in.helloFed > tlsconn.MaxHelloBuffered || in.flightFed > tlsconn.MaxClientFlight {
 		return false
 	}
 	in.buf = append(in.buf, p...)
@@ -86,39 +89,21 @@ func (in *handshakeInput) feed(p []byte) bool {
 	return true
 }
 
-// serverWrote notes what the handshake sent, on the handshake goroutine: a
-// handshake record answers the ClientHello, unless it is a HelloRetryRequest,
-// which asks for a second one. (The change_cipher_spec record a server sends
-// after a HelloRetryRequest, in its own write, changes nothing.)
+// serverWrote notes what the handshake sent, on the handshake goroutine,
+// read as records and handshake messages whatever pieces crypto/tls writes
+// them in: an answer to the ClientHello ends the wait for one, unless it is
+// a HelloRetryRequest, which asks for a second one.
 func (in *handshakeInput) serverWrote(p []byte) {
-	if len(p) < recordHeaderLen+1 || p[0] != recordTypeHandshake {
+	answered, retry := in.server.Write(p)
+	if !answered {
 		return
 	}
-	retry := isHelloRetryRequest(p)
 	in.mu.Lock()
 	if retry {
 		in.helloFed = 0 // the second ClientHello has the bound the first had
 	}
 	in.awaitingHello = retry
 	in.mu.Unlock()
-}
-
-// isHelloRetryRequest says whether the record p begins is a
-// HelloRetryRequest: a ServerHello whose random is the fixed value RFC 8446
-// section 4.1.3 gives it. The random follows the record header, the
-// message's type and length (4 bytes) and its legacy version (2).
-func isHelloRetryRequest(p []byte) bool {
-	const at = recordHeaderLen + 4 + 2
-	return len(p) >= at+len(helloRetryRandom) && p[recordHeaderLen] == typeServerHello &&
-		bytes.Equal(p[at:at+len(helloRetryRandom)], helloRetryRandom[:])
-}
-
-const typeServerHello = 2
-
-// helloRetryRandom is SHA-256("HelloRetryRequest").
-var helloRetryRandom = [32]byte{
-	0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
-	0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
 }
 
 // clientTurn ends the server's turn; in.mu is held.

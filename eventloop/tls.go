@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // A TLS session lives in the event loop like a plain one: one descriptor, no
@@ -73,9 +75,7 @@ type tlsTransport struct {
 	throttled  bool // this turn's ciphertext is used up and more is waiting
 }
 
-// recordHeaderLen is the length of a TLS record header: type, version and a
-// two-byte length, which is the last thing in it.
-const recordHeaderLen = 5
+const recordHeaderLen = tlsconn.RecordHeaderLen
 
 // errNoInput is what the transport says when gnet holds no more ciphertext.
 // It is a temporary net.Error, which crypto/tls treats as "try again later"
