@@ -9,6 +9,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // Server is a running monolock protocol server.
@@ -27,10 +29,9 @@ type Server struct {
 	reads    sharedReads
 	prober   *prober // the liveness probe's end of its socket pair
 
-	spare      spareDescriptor
-	door       door            // the accept loop's way in at the descriptor limit (accept.go)
-	handshakes *handshakeSlots // TLS handshakes in flight
-	tlsLoop    *tlsLoop        // nil without TLS
+	spare   spareDescriptor
+	door    door          // the accept loop's way in at the descriptor limit (accept.go)
+	tlsLoop *tlsconn.Loop // TLS sessions and their handshakes; nil without TLS
 
 	stopAccept chan struct{}  // closed when Shutdown begins
 	accepting  sync.WaitGroup // the accept loop, counted from New
@@ -67,14 +68,19 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		chainLog:   cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second}),
 		metrics:    cfg.Metrics,
 		ln:         ln,
-		handshakes: newHandshakeSlots(cfg.MaxTLSHandshakes),
 		stopAccept: make(chan struct{}),
 		stopTicks:  make(chan struct{}),
 		stopped:    make(chan struct{}),
 		dead:       make(chan struct{}),
 	}
 	if cfg.TLS != nil {
-		s.tlsLoop = newTLSLoop()
+		s.tlsLoop = tlsconn.NewLoop(tlsconn.Config{
+			TLS:           cfg.TLS,
+			Identity:      cfg.Identity,
+			MaxHandshakes: cfg.MaxTLSHandshakes,
+			TurnBytes:     bytesPerTurn,
+			Failed:        s.chainRefused,
+		})
 	}
 	s.calls = newCallQueue(s.wakeLoop)
 	s.spare.open()
@@ -163,7 +169,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			// From here on a session that joins is refused with ERROR 0x01
 			// (OnOpen), so a handshake finishing now is told, not granted.
-			s.handshakes.stop(handshakeGrace)
+			if s.tlsLoop != nil {
+				s.tlsLoop.Stop(handshakeGrace)
+			}
 			close(s.stopTicks)
 			s.ticking.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {
