@@ -264,7 +264,7 @@ rust-tools:
 rust-build:
 	cd $(RUSTDIR) && $(CARGO) build --locked --example conformance --features blocking,tls
 
-## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes, the real server, the fence helper on PostgreSQL), doc tests, package contents
+## rust-test: the Rust client's fmt, clippy, tests of every feature combination (fakes, the real server, the fence helper on PostgreSQL), doc tests, the step scripts' count, package contents
 rust-test: build fence-deps withdb
 	@if ! command -v $(CARGO) >/dev/null; then \
 		echo "SKIP rust-test: cargo is missing; install Rust with rustup (https://rustup.rs)"; exit 0; fi; \
@@ -279,6 +279,8 @@ rust-test: build fence-deps withdb
 		MONOLOCK_BIN=$(abspath $(BIN))/monolock $$db $(CARGO) test --locked --quiet --no-default-features --features "$$f" --all-targets; \
 	done; \
 	$(CARGO) test --locked --quiet --all-features --doc; \
+	echo "the step scripts (protocol/testdata/step) against the Rust step:"; \
+	$(CARGO) test --locked --quiet --no-default-features --lib step_scripts -- --nocapture; \
 	files=$$($(CARGO) package --list --locked --allow-dirty 2>/dev/null); \
 	extra=$$(echo "$$files" | grep -Ev '$(RUST_PACKAGE_FILES)' || true); \
 	if [ -n "$$extra" ]; then echo "cargo package would ship more than sources, manifest, README and licence:"; echo "$$extra"; exit 1; fi; \

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/monolock/monolock/protocol"
@@ -20,18 +21,10 @@ import (
 // errors (protocol.ErrInvalidLease, protocol.ErrEmptyName,
 // protocol.ErrNameTooLong, protocol.ErrInvalidUTF8).
 func (c *Client) Enqueue(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
-	leaseMS, err := protocol.LeaseMS(lease)
+	l, err := c.begin(ctx, name, lease, waitForever)
 	if err != nil {
 		return nil, err
 	}
-	if err := protocol.ValidateName(name); err != nil {
-		return nil, err
-	}
-	conn, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	l := startLock(conn, name, lease, leaseMS, c.observe)
 	return l.waitFor(ctx, l.answered)
 }
 
@@ -40,27 +33,48 @@ func (c *Client) Enqueue(ctx context.Context, name string, lease time.Duration) 
 // ctx.Err() at once. ctx does not bound the hold: the lock stays held until
 // Close or loss (watch Lost). The caller must Close the lock.
 func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
-	l, err := c.Enqueue(ctx, name, lease)
+	return c.AcquireWithin(ctx, name, lease, waitForever)
+}
+
+// TryAcquire is Acquire without waiting: when the server queues the request
+// (someone holds the lock) it leaves the queue (RELEASE, then the server's
+// close) and returns ErrBusy.
+func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	return c.AcquireWithin(ctx, name, lease, 0)
+}
+
+// AcquireWithin is Acquire with a bound on the wait for the grant, counted
+// from the start of the attempt (the dial): when the lock is queued and not
+// granted within wait, it leaves the queue and returns an error matching
+// ErrBusy; when the server has not answered the ACQUIRE within wait at all
+// (or the connection is not up by then), an error matching
+// ErrHeartbeatTimeout, which DoRetry would retry: the server is unavailable,
+// not busy. A wait of 0 is TryAcquire; a negative one waits as long as ctx
+// allows, as Acquire does. The connect timeout (Config.ConnectTimeout) still
+// bounds the connect on its own.
+func (c *Client) AcquireWithin(ctx context.Context, name string, lease, wait time.Duration) (*Lock, error) {
+	if wait < 0 {
+		wait = waitForever
+	}
+	l, err := c.begin(ctx, name, lease, wait)
 	if err != nil {
 		return nil, err
 	}
 	return l.waitFor(ctx, l.granted)
 }
 
-// TryAcquire is Acquire without waiting: when the server queues the request
-// (someone holds the lock) it closes the connection and returns ErrBusy.
-func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
-	l, err := c.Enqueue(ctx, name, lease)
+// begin validates the input and starts an attempt: its session dials and
+// sends ACQUIRE.
+func (c *Client) begin(ctx context.Context, name string, lease, wait time.Duration) (*Lock, error) {
+	leaseMS, err := protocol.LeaseMS(lease)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-l.granted:
-		return l, nil
-	default:
-		_ = l.Close()
-		return nil, ErrBusy
+	if err := protocol.ValidateName(name); err != nil {
+		return nil, err
 	}
+	a := attempt{name: name, lease: lease, leaseMS: leaseMS, wait: wait, connectTimeout: c.connectTimeout, target: c.target()}
+	return startLock(ctx, a, c.dial, c.observe), nil
 }
 
 // waitFor returns l once ready is closed. If the session ends first it returns
@@ -78,24 +92,46 @@ func (l *Lock) waitFor(ctx context.Context, ready <-chan struct{}) (*Lock, error
 	}
 }
 
-// dial opens a connection within the connect timeout (TCP connect and TLS
-// handshake), or ctx's deadline when that is sooner.
+// dial opens a connection to one of the candidates (the configured
+// addresses, a name resolving to several addresses giving one candidate
+// each), starting from the last one that worked and trying the others in
+// turn when one fails, until one is up or ctx ends. The connect timeout is
+// the rules' (step.go), which end ctx at its deadline.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
-	dialCtx, cancel := context.WithTimeout(ctx, c.connectTimeout)
-	defer cancel()
-	conn, err := c.dialer.DialContext(dialCtx, "tcp", c.address)
-	if err == nil {
-		return conn, nil
+	var failures []error
+	for _, cand := range c.candidates(ctx) {
+		conn, err := c.dialOne(ctx, cand)
+		if err == nil {
+			c.lastGood.Store(&cand.addr)
+			return conn, nil
+		}
+		if refused := tlsRefusal(err); refused != nil {
+			err = refused
+		}
+		failures = append(failures, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if refused := tlsRefusal(err); refused != nil {
-		err = refused
-	}
-	e := &dialError{address: c.address, err: err}
-	if ctx.Err() == nil && errors.Is(dialCtx.Err(), context.DeadlineExceeded) {
-		e.timeout = c.connectTimeout
+	e := &dialError{address: c.target(), err: failures[0]}
+	if len(failures) > 1 {
+		e.err = dialFailures(failures)
 	}
 	return nil, e
 }
+
+// dialFailures is why each candidate address failed, in the order tried.
+type dialFailures []error
+
+func (f dialFailures) Error() string {
+	parts := make([]string, len(f))
+	for i, err := range f {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (f dialFailures) Unwrap() []error { return f }
 
 // dialError marks a failed dial, which DoRetry retries unless it is a
 // configuration problem.
@@ -109,8 +145,7 @@ type dialError struct {
 // says "dial tcp ADDRESS: ", so only the cause under it is repeated here.
 func (e *dialError) Error() string {
 	cause := e.err
-	var op *net.OpError
-	if errors.As(cause, &op) && op.Op == "dial" && op.Err != nil {
+	if op, ok := cause.(*net.OpError); ok && op.Op == "dial" && op.Err != nil {
 		cause = op.Err
 	}
 	if e.timeout > 0 {

@@ -70,3 +70,31 @@ func TestValidDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per Valid", allocs)
 	}
 }
+
+// BenchmarkHeartbeatCycle measures one heartbeat's step and send, its
+// reply's decoding and its acknowledgement (run with -benchmem: 0 allocs/op).
+func BenchmarkHeartbeatCycle(b *testing.B) {
+	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s.timer = time.NewTimer(time.Hour)
+	defer s.timer.Stop()
+	at := time.Now()
+	s.m.state, s.m.token = stateHeld, 7
+	s.m.deadline, s.m.heartbeatDue = at.Add(time.Hour), at
+	replies := bufio.NewReaderSize(repeatReader(protocol.AppendAcquired(nil, 7)), readBufferSize)
+	var buf protocol.FrameBuffer
+	var f protocol.Frame
+	b.ReportAllocs()
+	for b.Loop() {
+		at = s.m.heartbeatDue
+		s.m.deadline = at.Add(time.Hour)
+		if s.apply(s.m.step(event{kind: evTimer, at: at})) {
+			b.Fatal("the heartbeat ended the session")
+		}
+		if err := protocol.ReadServerFrame(replies, &buf, &f); err != nil {
+			b.Fatal(err)
+		}
+		if s.apply(s.m.step(event{kind: evFrame, at: at.Add(time.Millisecond), typ: f.Type, token: f.Token})) {
+			b.Fatal("the answer ended the session")
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,8 +21,18 @@ type Dialer interface {
 
 // Config configures a Client.
 type Config struct {
-	// Address is the server's host:port; DefaultAddress when empty.
+	// Address is the server's host:port; DefaultAddress when empty and
+	// Addrs is empty too.
 	Address string
+	// Addrs lists more servers' host:port addresses, tried after Address:
+	// a primary and its standbys, of which only the primary accepts
+	// connections. Each attempt starts from the address that last worked
+	// and, when the connect to it fails (refused, unreachable), tries the
+	// others in turn within the same connect timeout. A host name that
+	// resolves to several addresses (in Address or Addrs) is one candidate
+	// per address; over TLS each is verified under the name. Duplicates
+	// are dropped.
+	Addrs []string
 	// Dialer opens connections; &net.Dialer{} when nil. Use a *tls.Dialer for
 	// TLS. A *tls.Dialer whose Config has no ClientSessionCache (and does not
 	// disable session tickets) is used with a copy of that Config that has
@@ -39,9 +52,15 @@ type Config struct {
 // own (every lock is its own connection), so it is safe for concurrent use and
 // needs no closing.
 type Client struct {
-	address        string
+	addresses      []string // Address, then Addrs; at least one
 	dialer         Dialer
 	connectTimeout time.Duration
+	// lastGood is the candidate address whose connect last succeeded: the
+	// next attempt tries it first.
+	lastGood atomic.Pointer[string]
+	// resolve looks up a host name's addresses; nil: net.DefaultResolver.
+	// Tests set it.
+	resolve func(ctx context.Context, host string) ([]string, error)
 
 	// observe, when set by tests, sees every acknowledged ACQUIRE or HEARTBEAT.
 	// It runs on the session goroutine and must not block.
@@ -50,9 +69,14 @@ type Client struct {
 
 // New returns a Client for cfg.
 func New(cfg Config) *Client {
-	c := &Client{address: cfg.Address, dialer: cfg.Dialer, connectTimeout: connectTimeout(cfg.ConnectTimeout)}
-	if c.address == "" {
-		c.address = DefaultAddress
+	c := &Client{dialer: cfg.Dialer, connectTimeout: connectTimeout(cfg.ConnectTimeout)}
+	for _, a := range append([]string{cfg.Address}, cfg.Addrs...) {
+		if a != "" && !slices.Contains(c.addresses, a) {
+			c.addresses = append(c.addresses, a)
+		}
+	}
+	if len(c.addresses) == 0 {
+		c.addresses = []string{DefaultAddress}
 	}
 	if c.dialer == nil {
 		c.dialer = &net.Dialer{}
@@ -71,4 +95,73 @@ func withSessionCache(d Dialer) Dialer {
 	cfg := td.Config.Clone()
 	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	return &tls.Dialer{NetDialer: td.NetDialer, Config: cfg}
+}
+
+// target names the configured addresses, for messages.
+func (c *Client) target() string { return strings.Join(c.addresses, ", ") }
+
+// candidate is one address to dial; name is the host name it was resolved
+// from (for TLS verification), empty when it was given as such.
+type candidate struct {
+	addr, name string
+}
+
+// candidates are the addresses to dial, in order: each configured address,
+// a host name resolving to several addresses giving one candidate each (one
+// resolving to a single address, or not at all, is left to the dialer), and
+// the one that last worked moved first.
+func (c *Client) candidates(ctx context.Context) []candidate {
+	resolve := c.resolve
+	if resolve == nil {
+		resolve = net.DefaultResolver.LookupHost
+	}
+	var out []candidate
+	add := func(cand candidate) {
+		if !slices.ContainsFunc(out, func(o candidate) bool { return o.addr == cand.addr }) {
+			out = append(out, cand)
+		}
+	}
+	addresses := c.addresses
+	if len(addresses) == 0 {
+		addresses = []string{""} // a Client not made by New: the dialer has the last word
+	}
+	for _, a := range addresses {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || net.ParseIP(host) != nil {
+			add(candidate{addr: a})
+			continue
+		}
+		ips, err := resolve(ctx, host)
+		if err != nil || len(ips) < 2 {
+			add(candidate{addr: a})
+			continue
+		}
+		for _, ip := range ips {
+			add(candidate{addr: net.JoinHostPort(ip, port), name: host})
+		}
+	}
+	if last := c.lastGood.Load(); last != nil {
+		if i := slices.IndexFunc(out, func(o candidate) bool { return o.addr == *last }); i > 0 {
+			first := out[i]
+			copy(out[1:i+1], out[:i])
+			out[0] = first
+		}
+	}
+	return out
+}
+
+// dialOne dials one candidate. A resolved address is verified under TLS as
+// the name it was resolved from, unless the Dialer's configuration names
+// the server itself.
+func (c *Client) dialOne(ctx context.Context, cand candidate) (net.Conn, error) {
+	d := c.dialer
+	if td, ok := d.(*tls.Dialer); ok && cand.name != "" && (td.Config == nil || td.Config.ServerName == "") {
+		cfg := &tls.Config{}
+		if td.Config != nil {
+			cfg = td.Config.Clone()
+		}
+		cfg.ServerName = cand.name
+		d = &tls.Dialer{NetDialer: td.NetDialer, Config: cfg}
+	}
+	return d.DialContext(ctx, "tcp", cand.addr)
 }

@@ -17,9 +17,14 @@
 //
 // Do waits in the lock's FIFO queue, runs the function while the server keeps
 // confirming ownership and releases the lock when the function returns or panics.
-// DoRetry adds reconnection with backoff for transient failures. Enqueue, Acquire
-// and TryAcquire return a *Lock handle for callers that manage the hold
-// themselves.
+// DoRetry adds reconnection with backoff for transient failures. Enqueue, Acquire,
+// AcquireWithin (a bounded wait) and TryAcquire return a *Lock handle for
+// callers that manage the hold themselves.
+//
+// Config.Addrs (or a host name with several addresses) gives the client a
+// primary and its standbys: each attempt starts from the address that last
+// worked and passes over one that refuses the connection, within the same
+// connect timeout.
 //
 // The client follows monolock's client rules (numbered in docs/protocol.md,
 // "Writing a client in another language"): one permanent reader per

@@ -50,12 +50,13 @@ type Lock struct {
 	err       error         // why the session ended, when not by Close; written before done closes
 }
 
-// startLock starts the session goroutine and the reader on conn. The session
-// sends ACQUIRE first.
-func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, observe func(ackEvent)) *Lock {
+// startLock starts the attempt's session goroutine, which dials with dial
+// (the rules bound it by the connect deadline; ctx may end it sooner),
+// starts the reader once the connection is up and sends ACQUIRE.
+func startLock(ctx context.Context, a attempt, dial func(context.Context) (net.Conn, error), observe func(ackEvent)) *Lock {
 	l := &Lock{
-		name:     name,
-		lease:    lease,
+		name:     a.name,
+		lease:    a.lease,
 		start:    time.Now(),
 		answered: make(chan struct{}),
 		granted:  make(chan struct{}),
@@ -63,22 +64,30 @@ func startLock(conn net.Conn, name string, lease time.Duration, leaseMS uint32, 
 		done:     make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-
-	frames := make(chan inbound)
-	stop := make(chan struct{})
-	readerDone := make(chan struct{})
-	go readFrames(conn, frames, stop, readerDone)
-
-	s := newSession(l, conn, frames, name, lease, leaseMS, observe)
+	s := &session{lock: l, observe: observe, m: newMachine(a)}
 	go func() {
+		defer close(l.done)
+		s.timer = time.NewTimer(time.Hour)
+		s.timer.Stop()
+		defer s.timer.Stop()
+		if s.connect(ctx, dial) {
+			if s.conn != nil {
+				_ = closeConn(s.conn, s.abort)
+			}
+			return
+		}
+		frames := make(chan inbound)
+		stop := make(chan struct{})
+		readerDone := make(chan struct{})
+		go readFrames(s.conn, frames, stop, readerDone)
+		s.frames = frames
 		s.run()
 		// The rules are done: the server has closed first (after RELEASE,
 		// an ERROR or on its own) or the session is abandoned. Closing also
 		// ends the reader's Read.
-		_ = closeConn(conn, s.abort)
+		_ = closeConn(s.conn, s.abort)
 		close(stop)
 		<-readerDone
-		close(l.done)
 	}()
 	return l
 }

@@ -16,8 +16,11 @@ import (
 type inbound struct {
 	typ   protocol.Type
 	token uint64
-	at    time.Time // when the frame was read, for the RTT
+	at    time.Time // when the read that completed the frame returned (the RTT, the order of deadlines)
 	err   error     // the session's end
+	// more: the same read brought another whole frame (or an unknown type
+	// byte), which follows at once.
+	more bool
 	// final: the reader has stopped. After an ERROR it goes on reading to the
 	// server's close, so that a client that released sees that close and
 	// closes second (no TIME_WAIT on its side).
@@ -33,7 +36,8 @@ const readBufferSize = 512
 // the connection fails or stop is closed.
 func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	r := bufio.NewReaderSize(conn, readBufferSize)
+	stamped := &stampedReader{conn: conn}
+	r := bufio.NewReaderSize(stamped, readBufferSize)
 	var buf protocol.FrameBuffer
 	var f protocol.Frame
 	for {
@@ -43,8 +47,10 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 		} else if f.Type == protocol.TypeError {
 			in.err = &ServerError{Code: f.Code, Reason: string(f.Reason)}
 		} else {
-			in.typ, in.token, in.at = f.Type, f.Token, time.Now()
+			in.typ, in.token = f.Type, f.Token
 		}
+		in.at = stamped.at
+		in.more = !in.final && wholeFrameBuffered(r)
 		select {
 		case out <- in:
 		case <-stop:
@@ -54,6 +60,32 @@ func readFrames(conn net.Conn, out chan<- inbound, stop <-chan struct{}, done ch
 			return
 		}
 	}
+}
+
+// stampedReader notes when each read returned: the frames it completes were
+// read then, whenever they are decoded.
+type stampedReader struct {
+	conn net.Conn
+	at   time.Time
+}
+
+func (s *stampedReader) Read(p []byte) (int, error) {
+	n, err := s.conn.Read(p)
+	s.at = time.Now()
+	return n, err
+}
+
+// wholeFrameBuffered reports whether r holds a whole server frame, or a type
+// byte no frame has, without reading: it came with the read just decoded.
+func wholeFrameBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.Peek(n)
+	var next protocol.Frame
+	k, err := protocol.DecodeServer(b, &next)
+	return k > 0 || err != nil
 }
 
 // errServerClosed is the server's end of stream: it closed first.

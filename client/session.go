@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"time"
@@ -23,13 +24,14 @@ type ackEvent struct {
 	Interval    time.Duration // until the next heartbeat, counted from this request's send
 }
 
-// session is the goroutine that owns one connection and the real clock: it
-// turns frames from the reader, its timer and Close into events for the
-// rules (step.go), and carries out what they return — writes, the timer, the
-// news for the Lock and the close. Nothing else touches its fields.
+// session is the goroutine that owns one attempt's connection and the real
+// clock: it dials, turns frames from the reader, its timer and Close into
+// events for the rules (step.go), and carries out what they return — writes,
+// the timer, the news for the Lock and the close. Nothing else touches its
+// fields.
 type session struct {
 	lock    *Lock
-	conn    net.Conn
+	conn    net.Conn // nil until the dial succeeds
 	frames  <-chan inbound
 	observe func(ackEvent)
 	m       machine
@@ -41,37 +43,84 @@ type session struct {
 }
 
 func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, lease time.Duration, leaseMS uint32, observe func(ackEvent)) *session {
-	return &session{lock: l, conn: conn, frames: frames, observe: observe, m: newMachine(name, lease, leaseMS)}
+	return &session{lock: l, conn: conn, frames: frames, observe: observe,
+		m: newMachine(attempt{name: name, lease: lease, leaseMS: leaseMS, wait: waitForever})}
 }
 
-// run sends ACQUIRE, then steps every event until the rules close the
-// connection. The caller closes it, abortively when s.abort says so.
-func (s *session) run() {
-	s.timer = time.NewTimer(time.Hour)
-	s.timer.Stop()
-	defer s.timer.Stop()
-	frames, closing := s.frames, s.lock.closing
-	if s.apply(s.m.step(event{kind: evStart, at: time.Now()})) {
-		return
+// dialed is what the dial goroutine found.
+type dialed struct {
+	conn net.Conn
+	err  error
+}
+
+// connect steps the dial and waits for the connection, the timer (the
+// connect deadline and the wait's, both the rules') or a stop. It reports
+// whether the session is over; otherwise s.conn is up and ACQUIRE is sent.
+// The dialer's context ends at the rules' connect deadline, or when they
+// abandon the connect; a connection that comes up after that is closed.
+func (s *session) connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) (over bool) {
+	r := s.m.step(event{kind: evDial, at: time.Now()})
+	dialCtx, cancel := context.WithDeadline(ctx, r.dialBy)
+	result := make(chan dialed, 1)
+	go func() {
+		conn, err := dial(dialCtx)
+		result <- dialed{conn, err}
+	}()
+	closing, pending := s.lock.closing, result
+	for !s.apply(r) {
+		select {
+		case d := <-pending:
+			cancel()
+			pending = nil
+			if d.err != nil {
+				r = s.m.step(event{kind: evReaderEnd, at: time.Now(), err: d.err})
+				break
+			}
+			s.conn = d.conn
+			r = s.m.step(event{kind: evStart, at: time.Now()})
+			if s.apply(r) {
+				return true
+			}
+			return false
+		case <-s.timer.C:
+			s.armed = time.Time{}
+			r = s.m.step(event{kind: evTimer, at: time.Now()})
+		case <-closing:
+			closing = nil
+			r = s.m.step(event{kind: evWorkStopped, at: time.Now()})
+		}
 	}
+	// Abandoned or failed before the connection came up.
+	cancel()
+	if pending != nil {
+		go func() {
+			if d := <-pending; d.conn != nil {
+				_ = closeConn(d.conn, true)
+			}
+		}()
+	}
+	return true
+}
+
+// run steps every event of a live connection until the rules close it. The
+// caller closes it, abortively when s.abort says so.
+func (s *session) run() {
+	frames, closing := s.frames, s.lock.closing
 	for {
 		var r ready
 		select {
 		case in := <-frames:
-			if in.final {
-				frames = nil // the reader has stopped
+			if s.read(in, &frames) {
+				return
 			}
-			r = s.inbound(in)
+			continue
 		case <-s.timer.C:
 			s.armed = time.Time{}
 			// A reply the reader already holds may move the deadline (it
 			// counts from its request's send time), so it goes first.
 			select {
 			case in := <-frames:
-				if in.final {
-					frames = nil
-				}
-				if s.apply(s.inbound(in)) {
+				if s.read(in, &frames) {
 					return
 				}
 			default:
@@ -87,6 +136,25 @@ func (s *session) run() {
 	}
 }
 
+// read steps in and the frames of the same read after it (the reader has
+// them decoded already: nothing else is stepped between them). It sets
+// *frames to nil once the reader has stopped, and reports whether the
+// connection is to be closed.
+func (s *session) read(in inbound, frames *<-chan inbound) bool {
+	for {
+		if in.final {
+			*frames = nil
+		}
+		if s.apply(s.inbound(in)) {
+			return true
+		}
+		if !in.more {
+			return false
+		}
+		in = <-*frames
+	}
+}
+
 // inbound steps one event from the reader. Once Valid has seen the deadline
 // pass, the rules hear of it before the frame: a late answer must not revive
 // the lock.
@@ -98,9 +166,9 @@ func (s *session) inbound(in inbound) ready {
 		}
 	}
 	if in.err != nil {
-		return s.m.step(event{kind: evReaderEnd, at: time.Now(), err: in.err})
+		return s.m.step(event{kind: evReaderEnd, at: in.at, err: in.err})
 	}
-	return s.m.step(event{kind: evFrame, at: in.at, typ: in.typ, token: in.token})
+	return s.m.step(event{kind: evFrame, at: in.at, typ: in.typ, token: in.token, more: in.more})
 }
 
 // apply carries out one step's actions, and those of the steps its writes

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -125,26 +126,21 @@ func posLine(t *testing.T, pos string) int {
 
 // stepRunner carries one script's session from command to command.
 type stepRunner struct {
-	m           machine
-	base        time.Time
-	lease       time.Duration
-	session     int    // the line of the session's start command
-	closed      bool   // the last step closed: the machine takes no more events
-	unsupported string // why the Go step cannot run this session, when not empty
+	m       machine
+	base    time.Time
+	lease   time.Duration
+	session int  // the line of the session's start command
+	closed  bool // the last step closed: the machine takes no more events
 }
 
 func (r *stepRunner) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "dial":
-		// The Go client bounds the TCP connect and TLS handshake with
-		// Config.ConnectTimeout in Acquire, before the machine exists.
-		r.unsupported = "the Go step has no connect phase"
-		return "unsupported: " + r.unsupported + "\n"
+		return r.dial(t, d)
 	case "start":
-		return r.start(t, d)
-	}
-	if r.unsupported != "" {
-		return "unsupported: " + r.unsupported + "\n"
+		if d.HasArg("lease") {
+			return r.start(t, d)
+		}
 	}
 	if r.closed {
 		return "error: " + d.Cmd + " after the close: the session takes no more events\n"
@@ -172,6 +168,9 @@ func (r *stepRunner) run(t *testing.T, d *datadriven.TestData) string {
 		})
 	case "timer":
 		ev.kind = evTimer
+	case "start":
+		// The connection of a dial comes up.
+		ev.kind = evStart
 	case "stop":
 		ev.kind = evWorkStopped
 	case "expired":
@@ -182,33 +181,48 @@ func (r *stepRunner) run(t *testing.T, d *datadriven.TestData) string {
 	return r.print(r.step(ev))
 }
 
-func (r *stepRunner) start(t *testing.T, d *datadriven.TestData) string {
-	if !d.HasArg("lease") {
-		// The connection of a dial comes up.
-		if r.unsupported == "" {
-			d.Fatalf(t, "start without lease= follows a dial")
-		}
-		return "unsupported: " + r.unsupported + "\n"
-	}
-	r.unsupported, r.closed = "", true
-	if d.HasArg("wait") {
-		// TryAcquire and a deadline on Acquire's ctx end the wait outside the
-		// machine.
-		r.unsupported = "the Go step has no wait deadline"
-		return "unsupported: " + r.unsupported + "\n"
-	}
+// attempt reads the parameters of a session's first command: lease=,
+// and wait= and connect-timeout= when given. ok is false, with the
+// output, for a lease the protocol cannot carry.
+func (r *stepRunner) attempt(t *testing.T, d *datadriven.TestData) (a attempt, out string, ok bool) {
+	r.closed = true
 	r.lease = scanDuration(t, d, "lease")
 	leaseMS, err := protocol.LeaseMS(r.lease)
 	if err != nil {
-		return "failed invalid-input retry=no\n"
+		return a, "failed invalid-input retry=no\n", false
+	}
+	a = attempt{name: "x", lease: r.lease, leaseMS: leaseMS, wait: waitForever, target: "127.0.0.1:7070"}
+	if d.HasArg("wait") {
+		a.wait = scanDuration(t, d, "wait")
+	}
+	if d.HasArg("connect-timeout") {
+		a.connectTimeout = scanDuration(t, d, "connect-timeout")
+	}
+	return a, "", true
+}
+
+// dial begins a session with its connect phase, at 0.
+func (r *stepRunner) dial(t *testing.T, d *datadriven.TestData) string {
+	a, out, ok := r.attempt(t, d)
+	if !ok {
+		return out
+	}
+	r.m = newMachine(a)
+	return r.print(r.step(event{kind: evDial, at: r.base}))
+}
+
+// start begins a session whose connection is up at at= (0 by default).
+func (r *stepRunner) start(t *testing.T, d *datadriven.TestData) string {
+	a, out, ok := r.attempt(t, d)
+	if !ok {
+		return out
 	}
 	var at time.Duration
 	if d.HasArg("at") {
 		at = scanDuration(t, d, "at")
 	}
-	r.m = newMachine("x", r.lease, leaseMS)
-	out := r.print(r.step(event{kind: evStart, at: r.base.Add(at)}))
-	return strings.Replace(out, "send ACQUIRE", fmt.Sprintf("send ACQUIRE lease-ms=%d", leaseMS), 1)
+	r.m = newMachine(a)
+	return r.print(r.step(event{kind: evStart, at: r.base.Add(at)}))
 }
 
 // frames steps each frame of one read at the same time; the read's actions
@@ -227,11 +241,11 @@ func (r *stepRunner) frames(t *testing.T, d *datadriven.TestData, at time.Time) 
 	}
 	var b strings.Builder
 	var last string
-	for _, typ := range arg.Vals {
+	for i, typ := range arg.Vals {
 		if r.closed {
 			break
 		}
-		ev := event{kind: evFrame, at: at}
+		ev := event{kind: evFrame, at: at, more: i < len(arg.Vals)-1}
 		switch typ {
 		case "ACQUIRED":
 			ev.typ = protocol.TypeAcquired
@@ -311,6 +325,9 @@ func (r *stepRunner) print(rd ready) string {
 		case len(rd.send) == protocol.ReleaseLen && rd.send[0] == byte(protocol.TypeRelease):
 			what = "RELEASE"
 		}
+		if what == "ACQUIRE" {
+			what = fmt.Sprintf("ACQUIRE lease-ms=%d", binary.BigEndian.Uint32(rd.send[2:6]))
+		}
 		fmt.Fprintf(&b, "send %s\n", what)
 	}
 	switch {
@@ -329,15 +346,20 @@ func (r *stepRunner) print(rd ready) string {
 // stepReason names why a session ended, in the spec's words.
 func stepReason(err error) string {
 	var se *ServerError
+	var de *dialError
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("server code=0x%02x", uint8(se.Code))
+	case errors.Is(err, ErrBusy):
+		return "busy"
 	case errors.Is(err, ErrHeartbeatTimeout):
 		return "timeout"
 	case errors.Is(err, ErrProtocolViolation):
 		return "protocol"
 	case errors.Is(err, ErrTLSRefused):
 		return "tls"
+	case errors.As(err, &de):
+		return "connect"
 	case errors.Is(err, ErrConnectionClosed):
 		return "closed"
 	}

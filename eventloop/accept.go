@@ -119,7 +119,7 @@ func (s *Server) acceptLoop() {
 func (s *Server) enrollNew(conn net.Conn) error {
 	var ctx any
 	if s.cfg.TLS != nil {
-		ctx = s.tlsLoop.newConn()
+		ctx = s.newTLSSession()
 	}
 	return s.enroll(conn, ctx)
 }
@@ -282,6 +282,7 @@ func (s *Server) refuse(d *door, conn net.Conn, evicted *evictionLog) {
 	_ = conn.Close()
 	s.metrics.NewcomerRefused()
 	evicted.note(s.log)
+	s.yieldToProbes() // the descriptor just freed, before the door takes it back
 	d.refill()
 }
 
@@ -511,7 +512,7 @@ type spareDescriptor struct {
 }
 
 // enroll hands an accepted socket to the event loop; ctx becomes the
-// connection's context (nil for plain TCP, the *tlsConn for TLS).
+// connection's context (nil for plain TCP, the *tlsSession for TLS).
 //
 // The spare may be missing: an HTTP listener's accept, in its own
 // goroutine, can take the descriptor a close freed before the spare took

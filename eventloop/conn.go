@@ -1,6 +1,8 @@
 package eventloop
 
 import (
+	"errors"
+	"io"
 	"net"
 	"time"
 
@@ -9,9 +11,10 @@ import (
 
 // conn is what the owner uses of a connection: its inbound bytes, its
 // outbound buffer and a way to ask for another turn. A plain gnet.Conn is
-// one as it is; a TLS session is a tlsConn that decrypts and encrypts around
-// a gnet.Conn; the owner's tests use a fake. Keeping the owner to this small
-// set is what lets its rules run without sockets.
+// one as it is; a TLS session is a tlsSession (package tlsconn) that
+// decrypts and encrypts around a gnet.Conn; the owner's tests use a fake.
+// Keeping the owner to this small set is what lets its rules run without
+// sockets.
 type conn interface {
 	// Peek returns the bytes received and not yet discarded; n <= 0 means all.
 	Peek(n int) ([]byte, error)
@@ -45,22 +48,12 @@ func closeConn(c conn) error {
 	return gc.EventLoop().Close(gc)
 }
 
-// security is what a session's transport adds to its bytes: nothing for
-// plain TCP (plainTCP), the handshake, records, close_notify and the
-// certificate identity for TLS (tlsConn). Generic code reaches TLS only
-// through it.
+// security is what the owner's rules ask of a session's transport beyond its
+// bytes: nothing for plain TCP (plainTCP); for TLS (tlsSession) the
+// client's certificate identity, records, close_notify and the server's
+// turns in the handshake. Generic code reaches TLS only through it and
+// through handshaker (loop_callbacks.go).
 type security interface {
-	// ready reports whether the session carries protocol bytes; until then
-	// OnTraffic hands it to handshakeTurn.
-	ready() bool
-	// handshaking reports whether a goroutine runs its handshake; shutdown
-	// leaves the session to that handshake's end.
-	handshaking() bool
-	// handshakeTurn serves OnTraffic before the session is ready.
-	handshakeTurn(h *handler, s *session) gnet.Action
-	// handshakeClosed runs in OnClose: a handshake cut short is counted
-	// and its goroutine stopped.
-	handshakeClosed(h *handler)
 	// identity is the client's certificate identity; "" without mutual TLS.
 	identity() string
 	// halfRecord reports whether input has arrived that is not yet
@@ -68,6 +61,9 @@ type security interface {
 	halfRecord() bool
 	// closeNotify tells the client the session ends on purpose.
 	closeNotify()
+	// handshaking reports whether a goroutine runs its handshake; shutdown
+	// leaves the session to that handshake's end.
+	handshaking() bool
 	// serverTurns is how long the handshake so far was the server's turn,
 	// and whether it is now (see owner.serverTurns).
 	serverTurns() (ended time.Duration, now bool)
@@ -76,11 +72,11 @@ type security interface {
 // plainTCP is the security of a plain TCP session: none.
 type plainTCP struct{}
 
-func (plainTCP) ready() bool                                  { return true }
-func (plainTCP) handshaking() bool                            { return false }
-func (plainTCP) handshakeTurn(*handler, *session) gnet.Action { return gnet.None }
-func (plainTCP) handshakeClosed(*handler)                     {}
-func (plainTCP) identity() string                             { return "" }
-func (plainTCP) halfRecord() bool                             { return false }
-func (plainTCP) closeNotify()                                 {}
-func (plainTCP) serverTurns() (time.Duration, bool)           { return 0, false }
+func (plainTCP) identity() string                   { return "" }
+func (plainTCP) halfRecord() bool                   { return false }
+func (plainTCP) closeNotify()                       {}
+func (plainTCP) handshaking() bool                  { return false }
+func (plainTCP) serverTurns() (time.Duration, bool) { return 0, false }
+
+// isEOF reports whether a Peek error is the client's orderly end.
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

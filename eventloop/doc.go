@@ -17,13 +17,18 @@
 // and record effects that turn.go applies.
 //
 // An underscore in a file name says who runs the file — loop_callbacks.go
-// (gnet's callbacks, on the loop), ticker_goroutine.go,
-// handshake_goroutine.go beside handshake_loop.go, admin_calls.go (calls
+// (gnet's callbacks, on the loop), ticker_goroutine.go, handshake_loop.go
+// (the loop acting on a TLS handshake's events), admin_calls.go (calls
 // from the admin API into the loop), ha_calls.go (the etcd side's events,
 // calls into the loop), haterms_goroutine.go (a node's lock listener,
 // opened and closed per term), control_conn.go (how any goroutine reaches
 // the loop) — or, in outq_linux.go and outq_other.go, a build tag.
 // Every other file is named for its one job in one word.
+//
+// TLS is package tlsconn: records, the handshake and its goroutine, and the
+// bounds on a TLS client. It reports events to the turn that asks and never
+// calls the owner; the loop reaches it only through the security and
+// handshaker interfaces it declares (conn.go, loop_callbacks.go).
 //
 // Connections are accepted by a goroutine of ours rather than by gnet, which
 // stops its poller when accept(2) fails with EMFILE; ours backs off and retries,

@@ -3,6 +3,8 @@ package eventloop
 import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // What the external test package's benchmarks (owner_bench_test.go) reach
@@ -93,6 +95,6 @@ func (c *fakeConn) Written() int { return c.n }
 // What the TLS tests over real sockets (tlschain_test.go) check against:
 // the bound of a client's last flight, and the HelloRetryRequest a server's
 // first record may be.
-const MaxClientFlight = maxClientFlight
+const MaxClientFlight = tlsconn.MaxClientFlight
 
-var IsHelloRetryRequest = isHelloRetryRequest
+var IsHelloRetryRequest = tlsconn.IsHelloRetryRequest

@@ -1,178 +1,93 @@
 package eventloop
 
 import (
-	"bytes"
-	"crypto/tls"
+	"errors"
+	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 
+	"github.com/monolock/monolock/eventloop/tlsconn"
 	"github.com/monolock/monolock/protocol"
 )
 
 // A TLS connection is enrolled into the loop at accept, like a plain one, and
 // is a session from then on: one io-timeout, counted from the accept, covers
-// its handshake and its ACQUIRE. Its handshake goes through three phases.
-//
-//   - hello: the loop waits until the client's ClientHello has arrived whole.
-//     Until then the connection costs what a silent plain one costs: a
-//     descriptor, a session, a timer, and the bytes of a partial ClientHello
-//     (at most maxHelloBuffered). No goroutine, no slot.
-//   - handshake: crypto/tls cannot suspend a handshake and resume it later,
-//     so the rest runs on a goroutine of its own. The loop copies the
-//     client's later flights to it (bounds in handshakeinput.go) and
-//     gnet writes what it sends. The goroutine holds a compute slot only
-//     while it has input to work on: waiting for the client holds none, so
-//     stalled clients never keep a well-behaved one waiting.
-//   - open: the handshake is done; the session reads and writes records
-//     through gnet's buffers (tls.go).
-//
-// A refused handshake (its alert sent) lingers a moment before it closes, so
-// that the client reads the alert instead of a reset.
+// its handshake and its ACQUIRE. Package tlsconn runs the handshake and the
+// records; it never calls the owner. Each turn of a session whose handshake
+// is not done hands it the turn's time and gets an event back, which this
+// file turns into the owner's rules: the session opened (its ACQUIRE's
+// io-timeout leaves the server's turns out, and records that came with the
+// last flight are read), refused (counted, logged, closed once the client
+// has had a moment to read the alert), or to close now.
 
-type tlsPhase uint8
+// tlsSession is a TLS session (tlsconn.Conn) as the loop uses it: a conn
+// with the security of conn.go and the handshake of loop_callbacks.go,
+// whose methods it names for the loop.
+type tlsSession struct{ tlsconn.Conn }
 
-const (
-	phaseHello     tlsPhase = iota // waiting for the whole ClientHello, in the loop
-	phaseHandshake                 // a goroutine runs the handshake
-	phaseRefused                   // the handshake failed; the alert is out, input is dropped
-	phaseOpen                      // established; records go through the loop
-)
+func (t *tlsSession) join(gc gnet.Conn, now *time.Duration) { t.Join(gc, now) }
+func (t *tlsSession) ready() bool                           { return t.Ready() }
+func (t *tlsSession) handshaking() bool                     { return t.Handshaking() }
+func (t *tlsSession) handshakeClosed() bool                 { return t.Abort() }
+func (t *tlsSession) identity() string                      { return t.Identity() }
+func (t *tlsSession) halfRecord() bool                      { return t.HalfRecord() }
+func (t *tlsSession) closeNotify()                          { t.CloseNotify() }
+func (t *tlsSession) serverTurns() (time.Duration, bool)    { return t.ServerTurns() }
+func (t *tlsSession) closeNow() error                       { return t.CloseNow() }
 
-// Bounds on what a connection may make the server hold before its handshake
-// is done.
-const (
-	// maxHelloMessage is the largest ClientHello accepted. Browsers with
-	// post-quantum key shares send under 2 KiB; 16 KiB leaves room for long
-	// cipher lists and session tickets.
-	maxHelloMessage = 16 << 10
-	// maxHelloBuffered bounds the bytes buffered before the ClientHello is
-	// whole, record headers included (a hello cut into tiny records).
-	maxHelloBuffered = 2 * maxHelloMessage
-	// maxClientFlight bounds what a client sends after the server has
-	// answered its ClientHello and before the handshake is done: its last
-	// flight (with mutual TLS, the certificate chain, at most
-	// certs.MaxClientChainBytes of DER, its CertificateVerify and its
-	// Finished, about 3.3 KiB at the chain bound with an RSA-4096 leaf) and
-	// the first requests a client may send with it. crypto/tls parses every
-	// certificate of a chain before anything can refuse it, so this is what
-	// bounds a forged chain's cost: at 8 KiB about a dozen certificates
-	// instead of the hundred that its own 256 KiB limit lets through.
-	maxClientFlight = 8 << 10
-)
+func (t *tlsSession) handshakeTurn(now time.Duration, shuttingDown bool) tlsconn.Event {
+	return t.HandshakeTurn(now, shuttingDown)
+}
 
-// handshakeTurn serves a TLS session whose handshake is not done; it runs
-// on the loop, in OnTraffic, inside the owner's turn.
-func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
-	switch c.phase {
-	case phaseHello:
-		buf, _ := c.Conn.Peek(-1)
-		arrived, err := helloArrived(buf)
-		switch {
-		case err != nil || (!arrived && len(buf) > maxHelloBuffered):
-			h.debug(s, "closing a TLS client whose ClientHello is larger than the server accepts")
-			return gnet.Close // OnClose counts the failed handshake
-		case !arrived:
-			return gnet.None // the partial hello stays in gnet's buffer
-		case h.owner.refusing():
+// newTLSSession is a TLS session for a connection just accepted; OnOpen
+// joins it to the loop.
+func (s *Server) newTLSSession() *tlsSession {
+	t := &tlsSession{}
+	s.tlsLoop.Init(&t.Conn)
+	return t
+}
+
+// handshakeTurn is the owner's turn for a session whose handshake is not
+// done: the handshake's event, acted on.
+func (h *handler) handshakeTurn(s *session, hs handshaker) gnet.Action {
+	o := h.owner
+	ev := hs.handshakeTurn(o.now, o.refusing()) // during shutdown, or while the node does not serve (ha.go)
+	switch ev.Kind {
+	case tlsconn.Closed:
+		if !errors.Is(ev.Err, tlsconn.ErrShuttingDown) {
+			h.debug(s, ev.Err, "closing a TLS client before its handshake is done")
+		}
+		return gnet.Close // OnClose counts a handshake cut short and stops its goroutine
+	case tlsconn.Refused:
+		h.srv.metrics.TLSHandshakeError()
+		h.debug(s, ev.Err, "TLS handshake failed")
+		if ev.Linger == 0 {
 			return gnet.Close
 		}
-		c.tr.hs = newHandshakeInput(h.srv.handshakes, c.Conn.RemoteAddr())
-		c.tr.hs.feed(buf)
-		_, _ = c.Conn.Discard(len(buf))
-		c.phase = phaseHandshake
-		c.tls = tls.Server(&c.tr, h.srv.cfg.TLS)
-		h.srv.handshakes.wg.Add(1)
-		go h.srv.handshake(c)
-	case phaseHandshake:
-		rest, identity, done, err := c.tr.hs.result()
-		if done && c.tr.asyncWrites.Load() > 0 {
-			// The handshake has finished but its last flight (with mutual
-			// TLS, the session ticket) is still in gnet's queue: the records
-			// the session would write now must not overtake it. gnet writes
-			// the queue before it runs the handshake's wake-up, whose
-			// OnTraffic takes the client's bytes from gnet's buffer then.
-			return gnet.None
-		}
-		if !done {
-			buf, _ := c.Conn.Peek(-1)
-			_, _ = c.Conn.Discard(len(buf))
-			if !c.tr.hs.feed(buf) {
-				h.debug(s, "closing a TLS client that sent more than its handshake needs")
-				return gnet.Close // OnClose counts the failed handshake and stops the goroutine
-			}
-			return gnet.None
-		}
+		o.closeBy(s, o.now+ev.Linger) // never later than its io-timeout
+	case tlsconn.Opened:
 		// The server's turns in the handshake stay out of the ACQUIRE's
 		// io-timeout (timers.go).
-		excused, _ := h.owner.serverTurns(s)
-		s.since += excused
-		c.tr.hs, c.tr.left = nil, nil
-		if len(rest) > 0 { // keep the bytes, not the handshake's whole input buffer
-			c.tr.left = bytes.Clone(rest)
-		}
-		if err != nil {
-			return h.handshakeFailed(s, c, err)
-		}
-		c.phase, c.peerID = phaseOpen, identity
-		c.tr.opened()
-		if h.owner.refusing() { // told as shutdown (or a term's end) tells every session: effects of this turn
-			reason, release := h.owner.refusalReason()
-			h.owner.sendError(s, protocol.CodeShuttingDown, reason)
-			h.owner.closeSession(s, release, "")
+		s.since += o.excusable(ev.ServerTime)
+		if o.refusing() { // told as shutdown (or a term's end) tells every session: effects of this turn
+			reason, release := o.refusalReason()
+			o.sendError(s, protocol.CodeShuttingDown, reason)
+			o.closeSession(s, release, "")
 			return gnet.None
 		}
 		// Records that came with the handshake's last flight (a client that
 		// sends ACQUIRE at once) are already inside crypto/tls or left over
 		// from the handshake's input: no OnTraffic will announce them.
-		h.owner.traffic(s)
-	case phaseRefused:
-		c.lingered += c.Conn.InboundBuffered()
-		_, _ = c.Conn.Discard(-1)
-		if c.lingered > lingerBytes {
-			return gnet.Close
-		}
+		o.traffic(s)
 	}
 	return gnet.None
 }
 
-// A refused handshake ends with crypto/tls's alert ("certificate
-// required", "bad certificate", …). The client's last flight, and maybe its
-// first request, may still be unread then, and closing a socket over unread
-// input resets the connection: a client that writes next sees "connection
-// reset by peer" instead of the alert that says what was wrong. So the
-// socket is shut for writing, after the alert, and its input read and
-// dropped until the client closes, for at most lingerBytes and lingerTime,
-// and never past io-timeout from the accept.
-const (
-	lingerBytes = 64 << 10
-	lingerTime  = 250 * time.Millisecond
-)
-
-func (h *handler) debug(s *session, msg string) {
+func (h *handler) debug(s *session, err error, msg string) {
 	if e := h.srv.log.Debug(); e.Enabled() {
-		e.Str("remote", s.remoteAddr()).Msg(msg)
+		e.Err(err).Str("remote", s.remoteAddr()).Msg(msg)
 	}
-}
-
-// handshakeFailed counts and logs a handshake that crypto/tls refused, and
-// lets the client read the alert it sent before the connection closes.
-func (h *handler) handshakeFailed(s *session, c *tlsConn, err error) gnet.Action {
-	h.srv.metrics.TLSHandshakeError()
-	if e := h.srv.log.Debug(); e.Enabled() {
-		e.Err(err).Str("remote", s.remoteAddr()).Msg("TLS handshake failed")
-	}
-	c.phase = phaseRefused
-	if c.Conn.OutboundBuffered() > 0 || h.srv.handshakes.ctx.Err() != nil {
-		return gnet.Close
-	}
-	if unix.Shutdown(c.Conn.Fd(), unix.SHUT_WR) != nil {
-		return gnet.Close
-	}
-	_, _ = c.Conn.Discard(-1)
-	h.owner.closeBy(s, h.owner.now+lingerTime)
-	return gnet.None
 }
 
 // chainBound is the error of a TLS configuration (internal/certs') that
@@ -183,14 +98,20 @@ type chainBound interface {
 	ChainBound() string
 }
 
-// handshakeClosed runs in OnClose for a session whose handshake never
-// finished: the goroutine, if any, stops waiting for input.
-func (c *tlsConn) handshakeClosed(h *handler) {
-	switch c.phase {
-	case phaseHello:
-		h.srv.metrics.TLSHandshakeError()
-	case phaseHandshake:
-		h.srv.metrics.TLSHandshakeError()
-		c.tr.hs.close()
+// chainRefused counts and logs a handshake refused for a client chain past
+// a bound (tlsconn.Config.Failed). It runs on the handshake's goroutine,
+// not on the loop, because the client may read the alert and close before
+// the loop picks up the result.
+func (s *Server) chainRefused(remote net.Addr, err error) {
+	var bound chainBound
+	if !errors.As(err, &bound) {
+		return // the loop logs other failures at debug level
+	}
+	// Not a client's mistake but a chain no deployment sends: worth a
+	// warning, sampled, since whoever sends one retries in a loop.
+	s.metrics.TLSChainRefused(bound.ChainBound())
+	if e := s.chainLog.Warn(); e.Enabled() {
+		e.Err(err).Stringer("remote", remote).Str("bound", bound.ChainBound()).
+			Msg("refused a client certificate chain before verifying it (at most one line a second; monolock_tls_client_chains_refused_total counts every one)")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // This file is the event loop's side of gnet: its callbacks, each of which
@@ -83,12 +85,13 @@ func (h *handler) sessionTurn(s *session) gnet.Action {
 		o.sessions.heardBeforeAcquire(s)
 	}
 	a := gnet.None
+	hs, tls := s.conn.(handshaker)
 	switch {
 	case s.closing: // the turn's start ended the node's term (ha.go): read nothing
-	case s.sec().ready():
-		o.traffic(s)
+	case tls && !hs.ready():
+		a = h.handshakeTurn(s, hs)
 	default:
-		a = s.sec().handshakeTurn(h, s)
+		o.traffic(s)
 	}
 	if o.end(s) {
 		a = gnet.Close
@@ -101,7 +104,9 @@ func (h *handler) sessionTurn(s *session) gnet.Action {
 
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if s, ok := c.Context().(*session); ok {
-		s.sec().handshakeClosed(h)
+		if hs, ok := s.conn.(handshaker); ok && hs.handshakeClosed() {
+			h.srv.metrics.TLSHandshakeError() // a handshake cut short
+		}
 		h.owner.closed(s)
 	}
 	return gnet.None
@@ -122,5 +127,20 @@ func (h *handler) OnShutdown(gnet.Engine) {
 type securedConn interface {
 	conn
 	security
+	handshaker
 	join(gc gnet.Conn, now *time.Duration)
+}
+
+// handshaker is a session that has a handshake to go through before its
+// bytes are the owner's (tlsSession): each turn until then is the
+// handshake's, whose event the loop acts on (handshake_loop.go).
+type handshaker interface {
+	// ready reports whether the handshake is done.
+	ready() bool
+	// handshakeTurn serves a turn, at the turn's time now, before the
+	// session is ready.
+	handshakeTurn(now time.Duration, shuttingDown bool) tlsconn.Event
+	// handshakeClosed runs in OnClose: a handshake under way is stopped,
+	// and reported, to be counted as failed.
+	handshakeClosed() (cutShort bool)
 }

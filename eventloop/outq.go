@@ -23,7 +23,7 @@ type kernelQueuer interface {
 	kernelQueue() (queued int, acked uint64)
 }
 
-// fdConn is a conn on a socket: a gnet.Conn, or a tlsConn around one.
+// fdConn is a conn on a socket: a gnet.Conn, or a tlsSession around one.
 type fdConn interface{ Fd() int }
 
 // kernelQueue returns how many bytes written to c the kernel holds because

@@ -123,7 +123,7 @@ func newOwner(cfg Config, clk Clock) *owner {
 // wallAt converts a monotonic offset back to wall-clock time for people.
 func (o *owner) wallAt(d time.Duration) time.Time { return o.wall0.Add(d - wheelTick) }
 
-// open registers a new connection, plain or a *tlsConn. One io-timeout from
+// open registers a new connection, plain or a *tlsSession. One io-timeout from
 // now covers a TLS handshake and the ACQUIRE together.
 func (o *owner) open(c conn) *session {
 	s := &session{conn: c, since: o.now, lastSeen: o.now}

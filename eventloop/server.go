@@ -10,6 +10,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/monolock/monolock/eventloop/tlsconn"
 )
 
 // Server is a running monolock protocol server.
@@ -29,10 +31,9 @@ type Server struct {
 	reads    sharedReads
 	prober   *prober // the liveness probe's end of its socket pair
 
-	spare      spareDescriptor
-	door       door            // the accept loop's way in at the descriptor limit (accept.go)
-	handshakes *handshakeSlots // TLS handshakes in flight
-	tlsLoop    *tlsLoop        // nil without TLS
+	spare   spareDescriptor
+	door    door          // the accept loop's way in at the descriptor limit (accept.go)
+	tlsLoop *tlsconn.Loop // TLS sessions and their handshakes; nil without TLS
 
 	stopAccept chan struct{}  // closed when Shutdown begins
 	acceptStop chan struct{}  // stops the accept loop: stopAccept, or with Config.HA the term's (haterms_goroutine.go)
@@ -80,14 +81,19 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		metrics:    cfg.Metrics,
 		ln:         ln,
 		addr:       addr,
-		handshakes: newHandshakeSlots(cfg.MaxTLSHandshakes),
 		stopAccept: make(chan struct{}),
 		stopTicks:  make(chan struct{}),
 		stopped:    make(chan struct{}),
 		dead:       make(chan struct{}),
 	}
 	if cfg.TLS != nil {
-		s.tlsLoop = newTLSLoop()
+		s.tlsLoop = tlsconn.NewLoop(tlsconn.Config{
+			TLS:           cfg.TLS,
+			Identity:      cfg.Identity,
+			MaxHandshakes: cfg.MaxTLSHandshakes,
+			TurnBytes:     bytesPerTurn,
+			Failed:        s.chainRefused,
+		})
 	}
 	s.acceptStop = s.stopAccept
 	s.listenNudge = make(chan struct{}, 1)
@@ -206,7 +212,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			// From here on a session that joins is refused with ERROR 0x01
 			// (OnOpen), so a handshake finishing now is told, not granted.
-			s.handshakes.stop(handshakeGrace)
+			if s.tlsLoop != nil {
+				s.tlsLoop.Stop(handshakeGrace)
+			}
 			close(s.stopTicks)
 			s.ticking.Wait()
 			if err := s.engine.Stop(); err != nil && s.stopErr == nil {

@@ -12,7 +12,7 @@ import (
 // session is one connection: one claim on one lock. Times are offsets on the
 // owner's monotonic clock (see owner.begin); zero means "not set".
 type session struct {
-	conn  conn                       // a gnet.Conn, or a *tlsConn around one
+	conn  conn                       // a gnet.Conn, or a *tlsSession around one
 	claim locktable.Claim[*session]  // Value is the session
 	timer timerwheel.Timer[*session] // Value is the session; one timer covers every deadline
 
@@ -83,7 +83,7 @@ func (c *chain) unlink(s *session, list int) {
 }
 
 // sec is the session's security layer: the connection itself when it has
-// one (a *tlsConn), else plain TCP's, which is none. It is looked up rather
+// one (a *tlsSession), else plain TCP's, which is none. It is looked up rather
 // than kept, because a session is kept small: there are tens of thousands.
 func (s *session) sec() security {
 	if sc, ok := s.conn.(security); ok {

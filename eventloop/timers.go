@@ -115,7 +115,13 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 // connection for long by making the server take many turns.
 func (o *owner) serverTurns(s *session) (excused time.Duration, serverTurn bool) {
 	ended, turn := s.sec().serverTurns()
-	return min(ended, maxExcused*o.ioTimeout), turn && ended < maxExcused*o.ioTimeout
+	return o.excusable(ended), turn && ended < maxExcused*o.ioTimeout
+}
+
+// excusable is how much of ended, the server's turns in a handshake, the
+// ACQUIRE's io-timeout leaves out.
+func (o *owner) excusable(ended time.Duration) time.Duration {
+	return min(ended, maxExcused*o.ioTimeout)
 }
 
 // maxExcused caps the server's turns that io-timeout leaves out of a

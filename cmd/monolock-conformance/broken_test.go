@@ -32,6 +32,7 @@ var mutants = []struct {
 	{"late-push-violation", "late-answer-then-push", "rules 1, 4 (a push after a late answer is a grant, not a second answer)"},
 	{"late-0x01-no-retry", "late-answer-then-0x01", "rule 6 (ERROR 0x01 after a late answer: reconnect under run)"},
 	{"late-error-no-code", "late-answer-then-0x02", "rule 8 (ERROR 0x02 after a late answer is a loss with its code)"},
+	{"error-before-deadline", "give-up-error-after-deadline", "the order of simultaneous things (a deadline that has passed is taken before a frame read at the same time)"},
 }
 
 // TestBrokenDriverFails shows that the kit kills every mutant of its

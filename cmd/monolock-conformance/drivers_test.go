@@ -23,6 +23,10 @@ type clientDriver struct {
 	name    string
 	command func(t *testing.T, root string) []string
 	install string // what to run when the runtime is missing
+	// supports are the optional parts of the driver contract the driver
+	// implements (conformance.Feature*): the scenarios that need one run
+	// only for the drivers listed with it, and are skipped for the others.
+	supports []string
 }
 
 var clientDrivers = []clientDriver{
@@ -31,6 +35,7 @@ var clientDrivers = []clientDriver{
 		command: func(t *testing.T, _ string) []string {
 			return []string{proc.MustBinary(t, "./internal/conformance/godriver")}
 		},
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name:    "python",
@@ -54,9 +59,10 @@ var clientDrivers = []clientDriver{
 		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
 	},
 	{
-		name:    "rust",
-		command: func(_ *testing.T, root string) []string { return rust(root) },
-		install: "Rust with cargo (rustup.rs), then make rust-build",
+		name:     "rust",
+		command:  func(_ *testing.T, root string) []string { return rust(root) },
+		install:  "Rust with cargo (rustup.rs), then make rust-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name: "rust-blocking",
@@ -67,12 +73,14 @@ var clientDrivers = []clientDriver{
 			}
 			return append(argv, "--blocking")
 		},
-		install: "Rust with cargo (rustup.rs), then make rust-build",
+		install:  "Rust with cargo (rustup.rs), then make rust-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
-		name:    "java",
-		command: func(_ *testing.T, root string) []string { return java(root) },
-		install: "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+		name:     "java",
+		command:  func(_ *testing.T, root string) []string { return java(root) },
+		install:  "a JDK of 17 or later with Maven (apt-get install -y openjdk-17-jdk-headless maven), then make java-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 }
 
@@ -147,7 +155,7 @@ func drivers(t *testing.T) []conformance.Driver {
 			t.Logf("SKIP the %s client's driver: its runtime is missing; install it with: %s", d.name, d.install)
 			continue
 		}
-		out = append(out, conformance.Driver{Name: d.name, Argv: argv})
+		out = append(out, conformance.Driver{Name: d.name, Argv: argv, Supports: d.supports})
 	}
 	return out
 }

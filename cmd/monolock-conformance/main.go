@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/monolock/monolock/internal/conformance"
 )
@@ -40,6 +41,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var drivers driverFlags
 	fs.Var(&drivers, "driver", "NAME=COMMAND: a client's driver, the command split at spaces; repeat for every client, the reference (Go) first")
+	supports := map[string][]string{}
+	fs.Func("supports", "NAME=FEATURE[,FEATURE]: optional parts of the driver contract driver NAME implements (addresses); a scenario that needs one the judged driver lacks is skipped", func(s string) error {
+		name, features, ok := strings.Cut(s, "=")
+		if !ok || name == "" || features == "" {
+			return fmt.Errorf("-supports %q: want NAME=FEATURE[,FEATURE], for example -supports go=addresses", s)
+		}
+		supports[name] = append(supports[name], strings.Split(features, ",")...)
+		return nil
+	})
 	judge := fs.String("judge", "", "the NAME of the driver to judge (default: the first)")
 	server := fs.String("server", "", "a monolock binary for the end-to-end scenarios (none: they are skipped)")
 	match := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
@@ -49,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(drivers) == 0 {
 		fmt.Fprintln(stderr, "monolock-conformance: no driver: give -driver NAME=COMMAND, for example -driver go=bin/godriver")
 		return 2
+	}
+	for i := range drivers {
+		drivers[i].Supports = append(drivers[i].Supports, supports[drivers[i].Name]...)
 	}
 	cfg := conformance.Config{Drivers: drivers, Judge: drivers[0], Server: *server}
 	if *judge != "" {

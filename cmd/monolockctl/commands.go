@@ -51,7 +51,9 @@ The admin API commands also take -admin, the server's -admin-listen address
 (environment MONOLOCK_ADMIN_ADDRESS, default 127.0.0.1:7071), -admin-tls-ca,
 -admin-tls-cert and -admin-tls-key for an HTTPS admin port (environment
 MONOLOCK_ADMIN_TLS_CA, MONOLOCK_ADMIN_TLS_CERT, MONOLOCK_ADMIN_TLS_KEY), and
--json.
+-json. -addr takes several addresses, a primary and its standbys, separated
+by commas or in repeated flags: each attempt starts from the one that last
+worked and passes over one that refuses the connection.
 Run 'monolockctl COMMAND -h' for a command's flags, exit statuses and examples.
 
 Examples:

@@ -20,6 +20,9 @@ const connectTimeout = 10 * time.Second
 
 // connFlags are the connection flags every command takes.
 type connFlags struct {
+	// addr is the server's address, or several separated by commas (a
+	// primary and its standbys): the client starts from the one that last
+	// worked and tries the others when a connect fails.
 	addr, tlsCA, tlsCert, tlsKey string
 	addrFrom                     string // where addr came from, for messages: "from -addr", "from MONOLOCK_ADDRESS", "the default"
 }
@@ -32,7 +35,7 @@ func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
 	if v := getenv("MONOLOCK_ADDRESS"); v != "" {
 		c.addr, c.addrFrom = v, "from MONOLOCK_ADDRESS"
 	}
-	fs.Var(addrFlag{&c.addr, &c.addrFrom}, "addr", "`host:port` of the server (env MONOLOCK_ADDRESS)")
+	fs.Var(addrFlag{&c.addr, &c.addrFrom}, "addr", "`host:port` of the server; several, for a primary and its standbys, separated by commas or in repeated -addr flags (env MONOLOCK_ADDRESS)")
 	fs.StringVar(&c.tlsCA, "tls-ca", getenv("MONOLOCK_TLS_CA"),
 		"PEM `file` with the CAs that sign the server's certificate; any -tls-* flag turns TLS on, without -tls-ca the system roots are used (env MONOLOCK_TLS_CA)")
 	fs.StringVar(&c.tlsCert, "tls-cert", getenv("MONOLOCK_TLS_CERT"),
@@ -44,7 +47,8 @@ func addConnFlags(fs *flag.FlagSet, getenv func(string) string) *connFlags {
 
 // addrFlag is -addr. Its value is checked when the flag is parsed, so that an
 // address no one could dial is a usage error (exit 2), not an unreachable
-// server (exit 69).
+// server (exit 69). A repeated -addr adds its addresses to the earlier ones;
+// the first replaces the environment's or the default.
 type addrFlag struct{ addr, from *string }
 
 func (a addrFlag) String() string {
@@ -55,8 +59,11 @@ func (a addrFlag) String() string {
 }
 
 func (a addrFlag) Set(s string) error {
-	if err := checkAddress(s); err != nil {
+	if err := checkAddresses(s); err != nil {
 		return err
+	}
+	if *a.from == "from -addr" {
+		s = *a.addr + "," + s
 	}
 	*a.addr, *a.from = s, "from -addr"
 	return nil
@@ -64,7 +71,20 @@ func (a addrFlag) Set(s string) error {
 
 // unreachableHint says what to check when nothing answered at the address.
 func (c *connFlags) unreachableHint() string {
+	if strings.Contains(c.addr, ",") {
+		return fmt.Sprintf("is a server running and listening on one of %s (%s)? Set the addresses with -addr or MONOLOCK_ADDRESS", strings.ReplaceAll(c.addr, ",", ", "), c.addrFrom)
+	}
 	return fmt.Sprintf("is the server running and listening on %s (%s)? Set its address with -addr or MONOLOCK_ADDRESS", c.addr, c.addrFrom)
+}
+
+// checkAddresses checks each address of a comma-separated list.
+func checkAddresses(list string) error {
+	for _, a := range strings.Split(list, ",") {
+		if err := checkAddress(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkAddress accepts what a TCP dial can use: host:port with a port number
@@ -100,7 +120,7 @@ func envOr(getenv func(string) string, key, fallback string) string {
 // client builds the protocol client the flags describe. wrap, when given,
 // wraps the dialer (run uses it to see the lock's connection).
 func (c *connFlags) client(wrap ...func(client.Dialer) client.Dialer) (*client.Client, error) {
-	if err := checkAddress(c.addr); err != nil { // from MONOLOCK_ADDRESS; -addr is checked when parsed
+	if err := checkAddresses(c.addr); err != nil { // from MONOLOCK_ADDRESS; -addr is checked when parsed
 		return nil, fmt.Errorf("MONOLOCK_ADDRESS: %w", err)
 	}
 	d, err := c.dialer()
@@ -110,11 +130,14 @@ func (c *connFlags) client(wrap ...func(client.Dialer) client.Dialer) (*client.C
 	for _, w := range wrap {
 		d = w(d)
 	}
-	return client.New(client.Config{Address: c.addr, Dialer: d}), nil
+	return client.New(client.Config{Addrs: strings.Split(c.addr, ","), Dialer: d, ConnectTimeout: connectTimeout}), nil
 }
 
+// dialer is the Dialer the flags describe. The connect timeout is the
+// client's (Config.ConnectTimeout), which bounds the connects to every
+// address of an attempt together.
 func (c *connFlags) dialer() (client.Dialer, error) {
-	plain := &net.Dialer{Timeout: connectTimeout}
+	plain := &net.Dialer{}
 	cfg, err := c.tlsConfig()
 	if err != nil || cfg == nil {
 		return plain, err

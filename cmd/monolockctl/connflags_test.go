@@ -104,3 +104,30 @@ func writeCert(t *testing.T, dir string) (caPath, certPath, keyPath string) {
 	write(keyPath, "PRIVATE KEY", keyDER)
 	return certPath, certPath, keyPath
 }
+
+// TestAddrSeveral: -addr takes several addresses, separated by commas or in
+// repeated flags; the first -addr replaces the environment's; each address
+// is checked.
+func TestAddrSeveral(t *testing.T) {
+	env := map[string]string{"MONOLOCK_ADDRESS": "env:1,env:2"}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{env, nil, "env:1,env:2"},
+		{env, []string{"-addr", "a:1,b:2"}, "a:1,b:2"},
+		{env, []string{"-addr", "a:1", "-addr", "b:2"}, "a:1,b:2"},
+		{nil, []string{"-addr", "a:1", "-addr", "b:2,c:3"}, "a:1,b:2,c:3"},
+	} {
+		if c := parseConn(t, tc.env, tc.args...); c.addr != tc.want || c.addrFrom == "the default" {
+			t.Errorf("%v with %v: addr %q (%s), want %q", tc.args, tc.env, c.addr, c.addrFrom, tc.want)
+		}
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addConnFlags(fs, func(string) string { return "" })
+	if err := fs.Parse([]string{"-addr", "a:1,b"}); err == nil || !strings.Contains(err.Error(), "want host:port") {
+		t.Errorf("-addr a:1,b: %v, want the bad address named", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/internal/testsupport/wire"
 )
 
 // patience bounds every wait for something that must happen.
@@ -141,13 +141,7 @@ func runCtl(t *testing.T, addr string, extraEnv []string, args ...string) (statu
 // closedAddr returns a loopback address that nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return wire.ClosedAddr(t)
 }
 
 // usageCase is a command line that only prints help or a usage error.

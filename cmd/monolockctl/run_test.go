@@ -267,3 +267,18 @@ func TestRunUntrustedServerIsAClientError(t *testing.T) {
 		t.Fatalf("status %d, stderr %q; want %d and the verification error", status, stderr, exitUsage)
 	}
 }
+
+// TestRunSeveralAddresses: a closed port first, the server second (one
+// -addr with a comma, and repeated -addr): the command runs under the lock
+// the server granted.
+func TestRunSeveralAddresses(t *testing.T) {
+	addr := startServer(t).Addr().String()
+	dead := closedAddr(t)
+	for _, flags := range [][]string{{"-addr", dead + "," + addr}, {"-addr", dead, "-addr", addr}} {
+		args := append(append([]string{"run"}, flags...), "several", "--", "sh", "-c", "echo ran")
+		status, stdout, stderr := runCtl(t, "", nil, args...)
+		if status != 0 || stdout != "ran\n" {
+			t.Errorf("%v: status %d, stdout %q, stderr %q; want the command run", flags, status, stdout, stderr)
+		}
+	}
+}

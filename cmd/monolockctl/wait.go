@@ -48,7 +48,9 @@ func (r *runArgs) waitForLock(c *client.Client, sigs <-chan os.Signal, e *env) (
 }
 
 // acquire gets the lock as the flags say: at once or not at all (-no-wait),
-// within -wait, or as long as it takes.
+// within -wait, or as long as it takes. The client counts -wait from the
+// start of the attempt: queued and not granted by then is busy; no answer
+// from the server by then (or no connection) is unavailable, not busy.
 func (r *runArgs) acquire(ctx context.Context, c *client.Client) (*client.Lock, error) {
 	switch {
 	case r.noWait:
@@ -56,29 +58,14 @@ func (r *runArgs) acquire(ctx context.Context, c *client.Client) (*client.Lock, 
 	case r.wait == 0:
 		return c.Acquire(ctx, r.name, r.lease)
 	}
-	// -wait bounds the time in the queue. Reaching the server at all within
-	// it is a separate matter: failing that is "unavailable", not "busy".
-	waitCtx, cancel := context.WithTimeout(ctx, r.wait)
-	defer cancel()
-	l, err := c.Enqueue(waitCtx, r.name, r.lease)
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no answer from the server within -wait %v", r.wait)
-		}
-		return nil, err
-	}
-	select {
-	case <-l.Granted():
+	l, err := c.AcquireWithin(ctx, r.name, r.lease, r.wait)
+	switch {
+	case err == nil:
 		return l, nil
-	case <-l.Lost():
-		return nil, l.Close()
-	case <-waitCtx.Done():
-		_ = l.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	case errors.Is(err, client.ErrBusy):
 		return nil, fmt.Errorf("%w: not granted within -wait %v", client.ErrBusy, r.wait)
 	}
+	return nil, err
 }
 
 // isDialError reports whether err is a failure to connect at all.

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,18 @@ import (
 type Driver struct {
 	Name string   // "go", "python"
 	Argv []string // the command and its arguments
+	// Supports lists the optional parts of the contract the driver
+	// implements (FeatureAddresses); a scenario that needs one the judged
+	// driver lacks is skipped as not supported, never failed.
+	Supports []string
 }
+
+// FeatureAddresses: the driver gives the client every address of the
+// request's "addresses" (docs/conformance.md).
+const FeatureAddresses = "addresses"
+
+// Supported reports whether the driver implements feature.
+func (d Driver) Supported(feature string) bool { return slices.Contains(d.Supports, feature) }
 
 // ParseDriver reads NAME=COMMAND, the command split at spaces.
 func ParseDriver(s string) (Driver, error) {
@@ -38,13 +50,16 @@ func ParseDriver(s string) (Driver, error) {
 
 // Request is the first line the driver reads (docs/conformance.md).
 type Request struct {
-	Address    string  `json:"address"`
-	Name       *string `json:"name,omitempty"`
-	NameHex    string  `json:"name_hex"`
-	LeaseUS    int64   `json:"lease_us"`
-	WaitMS     int64   `json:"wait_ms"`
-	Mode       string  `json:"mode"`
-	WorkStopMS int64   `json:"work_stop_ms"`
+	Address string `json:"address"`
+	// Addresses, when set, are every address the client is given, Address
+	// being the first (for a driver that knows only "address").
+	Addresses  []string `json:"addresses,omitempty"`
+	Name       *string  `json:"name,omitempty"`
+	NameHex    string   `json:"name_hex"`
+	LeaseUS    int64    `json:"lease_us"`
+	WaitMS     int64    `json:"wait_ms"`
+	Mode       string   `json:"mode"`
+	WorkStopMS int64    `json:"work_stop_ms"`
 	// TLS, when set, says to connect with TLS; absent for plain TCP.
 	TLS *TLSFiles `json:"tls,omitempty"`
 }

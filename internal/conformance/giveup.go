@@ -1,7 +1,14 @@
 package conformance
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/internal/testsupport/poll"
+	"github.com/monolock/monolock/protocol"
 )
 
 func giveUpScenarios() []Scenario {
@@ -10,6 +17,8 @@ func giveUpScenarios() []Scenario {
 		{Name: "give-up-work-hangs", Rule: "give-up: the connection stays open until lease has passed since the last send", run: giveUpWorkHangs},
 		{Name: "give-up-late-answer", Rule: "rule 8, give-up: at 0.8 × lease, not later: an answer 0.85 × lease after the newest answered send finds the client gone", run: giveUpLateAnswer},
 		{Name: "give-up-delayed-answer", Rule: "rule 8, give-up: timed from the send of the newest answered request, not from the answer's receipt", run: giveUpDelayedAnswer},
+		{Name: "give-up-error-after-deadline", Rule: "the order of simultaneous things: a deadline that has passed is taken before a frame read at the same time; an ERROR read after the give-up deadline finds the lock lost by silence",
+			run: giveUpErrorAfterDeadline},
 		{Name: "give-up-acquire", Rule: "rule 8: the give-up clock runs while ACQUIRE is unanswered", run: giveUpAcquire},
 		{Name: "eof-while-holding", Rule: "rule 8: end of stream while holding is a loss at once", run: eofWhileHolding},
 		{Name: "unknown-frame-while-holding", Rule: "rules 7, 8: an unknown frame is a loss at once; closed once the work stopped", run: unknownFrameWhileHolding},
@@ -265,4 +274,69 @@ func unknownFrameWhileHolding(e *Env) {
 	}
 	e.must("driver", p.Release())
 	e.expect("release after loss is harmless", p, "released", safety)
+}
+
+// giveUpErrorAfterDeadline: lease 2 s, heartbeat 1 answered, heartbeat 2
+// never. The kit stops the client's process (SIGSTOP) before the give-up is
+// due (0.8 × lease after heartbeat 1's send), writes ERROR 0x02 and its FIN
+// once that deadline has passed by 0.1 × lease, and lets the process go on
+// (SIGCONT): the timer's deadline and the ERROR in the socket are before the
+// client at once, as after any pause longer than the margin. The deadline
+// comes first: the lock was lost by silence when it passed, and the ERROR
+// read later only ends the connection, so the lost event carries no code. A
+// client that takes the ERROR first reports code 2. One run, no second
+// chance: a client that picks between its timer and its socket by chance
+// (two threads, a select over both) fails about every other run, and a
+// retry would let it pass. The kit stops the process about 0.55 × lease
+// before the deadline; a machine too loaded for that fails the run as the
+// kit's, not the client's.
+func giveUpErrorAfterDeadline(e *Env) {
+	const lease = 2 * time.Second
+	const rule = "the order of simultaneous things (a deadline that has passed is taken before a frame read at the same time)"
+	p, c, _ := e.granted(NewRequest("", "error-after-deadline", lease), usualToken, withholdFrom(2, usualToken))
+	e.awaitRequest(c, 2, safety)
+	answered := c.Log()[1]
+	deadline := answered.At.Add(lease * 8 / 10)
+	pid := p.child.Pid()
+	e.must("kit: SIGSTOP the driver", syscall.Kill(pid, syscall.SIGSTOP))
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	e.must("kit: the driver stops", poll.Until(safety, func() error { return processStopped(pid) }))
+	if time.Now().After(deadline.Add(-lease / 10)) {
+		e.Failf("kit", "the driver stopped only %v after heartbeat 1's send, too close to the give-up at %v to test the order", time.Since(answered.At).Round(time.Millisecond), lease*8/10)
+	}
+	time.Sleep(time.Until(deadline.Add(lease / 10)))
+	// On loopback the bytes are in the client's receive queue when the write
+	// returns: both the deadline and the ERROR wait for the client.
+	e.must("kit", c.Write(errorFrame(protocol.CodeClosedByAdmin, "closed by administrator")))
+	c.Close()
+	e.must("kit: SIGCONT the driver", syscall.Kill(pid, syscall.SIGCONT))
+	lost := e.expect(rule, p, "lost", safety)
+	if lost.Code != nil {
+		e.Failf(rule, "the driver printed %s: the ERROR was read %v after the give-up deadline had passed (the process was stopped across it), so the lock was lost by silence at the deadline, and the ERROR only ends the connection: lost carries no code", lost, lease/10)
+	}
+	e.expect("rule 8 (the work stops)", p, "work-stopped", safety)
+	if _, _, err := c.WaitEnd(safety); err != nil {
+		e.Failf("rule 7 (after an ERROR the client closes at once)", "%v", err)
+	}
+	e.must("driver", p.Release())
+	e.expect("release after loss is harmless", p, "released", safety)
+}
+
+// processStopped is nil once process pid is stopped by a signal (state T
+// in /proc/PID/stat).
+func processStopped(pid int) error {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return poll.Abort(fmt.Errorf("read the driver's state: %w", err))
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses, the last
+	// ") " ends it.
+	i := bytes.LastIndex(stat, []byte(") "))
+	if i < 0 || i+2 >= len(stat) {
+		return poll.Abort(fmt.Errorf("/proc/%d/stat is %q, not pid (comm) state", pid, stat))
+	}
+	if state := stat[i+2]; state != 'T' {
+		return fmt.Errorf("the driver (pid %d) is in state %c, not stopped", pid, state)
+	}
+	return nil
 }

@@ -32,7 +32,10 @@ type Scenario struct {
 	// also make a broken client pass, as with the intervals of
 	// heartbeat-rtt, a second run would only be a second chance for it.)
 	Attempts int
-	run      func(e *Env)
+	// Needs is an optional part of the driver contract the scenario uses
+	// (a Feature* constant); "" when it needs none.
+	Needs string
+	run   func(e *Env)
 }
 
 // Config says which client to judge and with what.
@@ -103,6 +106,10 @@ func runOnce(sc Scenario, cfg Config) (res Result) {
 	res.Scenario = sc
 	if sc.Server && cfg.Server == "" {
 		res.Skipped = "needs a monolock binary (-server)"
+		return res
+	}
+	if sc.Needs != "" && !cfg.Judge.Supported(sc.Needs) {
+		res.Skipped = fmt.Sprintf("not supported: driver %s does not announce %q (-supports %s=%s)", cfg.Judge.Name, sc.Needs, cfg.Judge.Name, sc.Needs)
 		return res
 	}
 	e := &Env{cfg: cfg}
@@ -244,6 +251,7 @@ func Scenarios() []Scenario {
 	all = append(all, giveUpScenarios()...)
 	all = append(all, errorScenarios()...)
 	all = append(all, tlsScenarios()...)
+	all = append(all, failoverScenarios()...)
 	all = append(all, e2eScenarios()...)
 	return all
 }

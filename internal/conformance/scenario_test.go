@@ -33,3 +33,18 @@ func TestRunAttempts(t *testing.T) {
 		t.Errorf("a scenario without attempts: %d runs, result %q", runs, res)
 	}
 }
+
+// A scenario that needs an optional part of the driver contract is skipped
+// as not supported for a driver not listed with it, never failed, and runs
+// for one that is.
+func TestRunSkipsWhatTheDriverDoesNotSupport(t *testing.T) {
+	runs := 0
+	sc := Scenario{Name: "needs-addresses", Rule: "several addresses", Needs: FeatureAddresses, run: func(e *Env) { runs++ }}
+	res := Run(sc, Config{Judge: Driver{Name: "old"}})
+	if res.Err != nil || runs != 0 || !strings.HasPrefix(res.String(), `SKIP needs-addresses: not supported: driver old does not announce "addresses"`) {
+		t.Errorf("a driver without the feature: %d runs, result %q", runs, res)
+	}
+	if res := Run(sc, Config{Judge: Driver{Name: "new", Supports: []string{FeatureAddresses}}}); res.Err != nil || res.Skipped != "" || runs != 1 {
+		t.Errorf("a driver with the feature: %d runs, result %q", runs, res)
+	}
+}

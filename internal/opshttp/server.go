@@ -106,7 +106,7 @@ func LimitListener(hs *http.Server, ln net.Listener, n int, gate *fdgate.Gate) n
 	l := &limitListener{
 		Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
 		waiting: map[net.Conn]uint64{}, evictable: make(chan struct{}, 1),
-		spare: newSpare(ln), gate: gate,
+		spare: newSpare(ln), gate: gate, pending: func() bool { return queued(ln) },
 	}
 	prev := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
@@ -125,6 +125,7 @@ type limitListener struct {
 	closeOnce sync.Once
 	spare     *spareDescriptor // for an accept at the descriptor limit (see spare.go)
 	gate      *fdgate.Gate     // asks the lock port for a descriptor without a spare; may be nil
+	pending   func() bool      // a connection waits in the listener's queue
 
 	mu        sync.Mutex
 	waiting   map[net.Conn]uint64 // connections without a request header yet, and since when (a sequence number)

@@ -80,6 +80,33 @@ func (d *spareDescriptor) close() {
 	d.fd, d.source = -1, -1
 }
 
+// queued reports whether ln has a connection waiting to be accepted (its
+// listening socket is readable); false when that cannot be told.
+func queued(ln net.Listener) bool {
+	n := 0
+	return withFD(ln, func(fd int) (err error) {
+		n, err = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return err
+	}) && n > 0
+}
+
+// withFD calls f with the descriptor of x, a socket; false when x has none
+// or f failed.
+func withFD(x any, f func(fd int) error) bool {
+	sc, ok := x.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	if raw.Control(func(fd uintptr) { err = f(int(fd)) }) != nil {
+		return false
+	}
+	return err == nil
+}
+
 // outOfDescriptors reports whether err is the process's or the system's
 // descriptor limit.
 func outOfDescriptors(err error) bool {
@@ -110,7 +137,18 @@ func (l *limitListener) accept() (net.Conn, error) {
 		if err == nil || !outOfDescriptors(err) {
 			return c, err
 		}
-		if done == nil && l.gate != nil {
+		// Want a descriptor only while a connection waits for one. At the
+		// limit accept fails before it looks at the queue, so an idle
+		// listener fails here too; if it held the gate it would be
+		// yielded a descriptor it cannot use, its next accept would park
+		// on an empty queue with the gate still held, and the lock port
+		// would wait out every yield: newcomers there served at a few
+		// dozen a second.
+		switch pending := l.pending(); {
+		case !pending && done != nil:
+			done()
+			done = nil
+		case pending && done == nil && l.gate != nil:
 			done = l.gate.Want()
 		}
 		select {

@@ -1,17 +1,21 @@
 package opshttp
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/monolock/monolock/internal/fdgate"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -107,5 +111,78 @@ func serveWithoutDescriptors() {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	for _, fd := range held {
 		_ = unix.Close(fd)
+	}
+}
+
+// emfileListener fails every Accept for want of descriptors, as a listener
+// does at the process's limit whether or not a connection waits, and says
+// on calls when it was asked.
+type emfileListener struct {
+	net.Listener
+	calls chan struct{}
+}
+
+func (l emfileListener) Accept() (net.Conn, error) {
+	l.calls <- struct{}{}
+	return nil, unix.EMFILE
+}
+
+// TestListenerWantsDescriptorOnlyForWaitingConnection: at the descriptor
+// limit without a spare, an HTTP listener asks the lock port for a
+// descriptor while a connection waits in its queue, and withdraws when none
+// does. Before, an idle listener at the limit asked too and kept asking:
+// the lock port then gave it a descriptor at each of its evictions and
+// waited out the yield's timeout, serving newcomers at a few dozen a second
+// (attack 18 of the adversarial harness: honest clients past 5 s).
+func TestListenerWantsDescriptorOnlyForWaitingConnection(t *testing.T) {
+	fake := emfileListener{calls: make(chan struct{})}
+	gate := fdgate.New()
+	var waiting atomic.Bool
+	l := &limitListener{
+		Listener: fake, done: make(chan struct{}), spare: &spareDescriptor{source: -1, fd: -1},
+		gate: gate, pending: waiting.Load,
+	}
+	result := make(chan error, 1)
+	go func() {
+		_, err := l.accept()
+		result <- err
+	}()
+	// Each Accept follows the decision the previous failure led to.
+	accepts := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-fake.calls:
+			case <-time.After(safety):
+				t.Fatal("the listener stopped retrying its accept at the limit")
+			}
+		}
+	}
+	for _, step := range []struct {
+		waiting bool
+		what    string
+	}{
+		{false, "an idle listener at the limit"},
+		{true, "a listener with a connection waiting"},
+		{false, "a listener whose waiting connection went"},
+	} {
+		waiting.Store(step.waiting)
+		accepts(3)
+		if got := gate.Wanted(); got != step.waiting {
+			t.Fatalf("%s: the gate says wanted=%v, want %v", step.what, got, step.waiting)
+		}
+	}
+	close(l.done)
+	for {
+		select {
+		case <-fake.calls: // the accept in flight, if any
+		case err := <-result:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("accept after Close: %v, want net.ErrClosed", err)
+			}
+			return
+		case <-time.After(safety):
+			t.Fatal("accept did not return after Close")
+		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 // main module, the areas of the module its packages may import (besides
 // their own area, the standard library and other modules). An area is a
 // folder of the module; a package belongs to the longest area its path
-// starts with. The arrows point one way: cmd → eventloop; internal/… →
-// locktable, protocol; client → protocol only. A package of the module in
-// no area fails the check until it is given one here.
+// starts with. The arrows point one way: cmd → eventloop → eventloop/tlsconn;
+// internal/… → locktable, protocol; client → protocol only. A package of the
+// module in no area fails the check until it is given one here.
 var mayImport = map[string][]string{
 	"protocol":  nil,
 	"locktable": nil,
@@ -22,6 +22,9 @@ var mayImport = map[string][]string{
 	// The loop knows its features through interfaces it declares; fdgate
 	// is a leaf it shares with the HTTP listeners of the same process.
 	"eventloop": {"locktable", "protocol", "internal/fdgate"},
+	// TLS on the loop is a leaf below it: it reports events to the loop
+	// and knows neither the loop nor the lock table.
+	"eventloop/tlsconn": nil,
 	// The features beside the loop: they know the loop only through
 	// interfaces they declare themselves, which cmd/monolock fills in.
 	"internal": {"locktable", "protocol"},
@@ -126,6 +129,9 @@ func TestDependencyRuleAreas(t *testing.T) {
 		{"internal/metrics", "eventloop", false},
 		{"internal/testsupport/inproc", "eventloop", true},
 		{"eventloop/timerwheel", "eventloop", true},
+		{"eventloop", "eventloop/tlsconn", true},
+		{"eventloop/tlsconn", "eventloop", false},
+		{"eventloop/tlsconn", "protocol", false},
 		{"client", "internal/testsupport/wire", false},
 		{"cmd/monolock", "eventloop", true},
 		{"locktable", "protocol", false},

@@ -21,7 +21,10 @@ use serde_json::{json, Map, Value};
 
 /// The request line, as the kit sends it.
 struct Request {
-    address: String,
+    /// Every address the client is given: `addresses` when the request
+    /// has it (the first is `address` too, for drivers that take one),
+    /// else `address` alone.
+    addresses: Vec<String>,
     name: Vec<u8>,
     lease: Duration,
     wait_ms: i64,
@@ -49,10 +52,16 @@ impl Request {
             std::process::exit(2);
         }
         Request {
-            address: v["address"]
-                .as_str()
-                .expect("address is a string")
-                .to_string(),
+            addresses: match v.get("addresses").and_then(Value::as_array) {
+                Some(all) => all
+                    .iter()
+                    .map(|a| a.as_str().expect("addresses are strings").to_string())
+                    .collect(),
+                None => vec![v["address"]
+                    .as_str()
+                    .expect("address is a string")
+                    .to_string()],
+            },
             name,
             lease: Duration::from_micros(v["lease_us"].as_u64().unwrap_or(0)),
             wait_ms: v["wait_ms"].as_i64().unwrap_or(-1),
@@ -189,7 +198,7 @@ async fn async_main(req: Request) {
     read_commands(move |c| {
         let _ = tx.send(c);
     });
-    let mut client = monolock::Client::new(&req.address);
+    let mut client = monolock::Client::from_addresses(&req.addresses);
     if let Some(tls) = req.tls.clone() {
         client = client.with_tls(tls);
     }
@@ -292,7 +301,7 @@ fn blocking_main(req: Request) {
     read_commands(move |c| {
         let _ = tx.send(c);
     });
-    let mut client = monolock::blocking::Client::new(&req.address);
+    let mut client = monolock::blocking::Client::from_addresses(&req.addresses);
     if let Some(tls) = req.tls.clone() {
         client = client.with_tls(tls);
     }

@@ -22,9 +22,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::address::Address;
-use crate::connect::{self, Settings, Wait};
+use crate::connect::{self, Dialing, Settings};
 use crate::retry::{rand_up_to, Backoff};
-use crate::session::{Actions, Event, Request, Session, Status};
+use crate::session::{Actions, Event, Request, Session, Status, Wait};
 use crate::Error;
 
 /// The stack of a session thread: it only reads, decodes and writes a few
@@ -45,7 +45,19 @@ impl Client {
     /// is reported by the first `lock` as [`Error::InvalidInput`].
     pub fn new(addr: impl AsRef<str>) -> Client {
         Client {
-            settings: Settings::new(addr.as_ref()),
+            settings: Settings::new([addr]),
+        }
+    }
+
+    /// A client of a server reachable at several addresses, tried as
+    /// [`crate::Client::from_addresses`] tries them.
+    pub fn from_addresses<I>(addrs: I) -> Client
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Client {
+            settings: Settings::new(addrs),
         }
     }
 
@@ -75,8 +87,8 @@ impl Client {
         self.open(name.as_ref(), lease, Wait::No)
     }
 
-    /// Waits in the queue at most `wait`, then leaves it and returns
-    /// [`Error::Busy`].
+    /// Waits at most `wait` from the start of the attempt, as
+    /// [`crate::Client::lock_timeout`]: then [`Error::Busy`] when queued.
     pub fn lock_timeout(
         &self,
         name: impl AsRef<[u8]>,
@@ -116,13 +128,36 @@ impl Client {
     }
 
     fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
-        let (address, acquire) = self.settings.prepare(name, lease)?;
-        // One deadline for the TCP connect and the TLS handshake together.
-        let deadline = Instant::now() + self.settings.connect_timeout;
-        let tcp = Arc::new(connect_tcp(address, deadline)?);
-        let (tx, tls_resumed) = self.secure(address, &tcp, deadline)?;
+        let (addresses, acquire) = self.settings.prepare(name, lease)?;
+        let timeout = self.settings.connect_timeout;
+        let (mut session, actions) = Session::dial(acquire, lease, wait, timeout, Instant::now());
+        // The session's first deadline, the connect timeout's or the
+        // wait's, bounds the TCP connect and the TLS handshake together.
+        let deadline = actions
+            .wake_at
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
+        let connected =
+            connect_tcp(&self.settings, addresses, deadline).and_then(|(tcp, address)| {
+                let (tx, resumed) = self.secure(address, &tcp, deadline)?;
+                Ok((tcp, tx, resumed))
+            });
+        let (tcp, tx, tls_resumed) = match connected {
+            Ok(c) => c,
+            Err(err) => {
+                // Past the deadline the step takes it first: the connect
+                // timeout, not the failure it caused.
+                let _ = session.step(Event::Closed(err), Instant::now());
+                return Err(session.failure());
+            }
+        };
+        let actions = session.step(Event::Up, Instant::now());
+        if actions.close {
+            // Up past the deadline: too late, reset.
+            let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+            return Err(session.failure());
+        }
+        let tcp = Arc::new(tcp);
         let shared = Arc::new(Shared::default());
-        let (session, actions) = Session::start(acquire, lease, Instant::now());
         let engine = Arc::new(Mutex::new(Engine {
             session,
             tx,
@@ -144,7 +179,7 @@ impl Client {
             engine,
             tls_resumed,
         };
-        lock.await_grant(wait)
+        lock.await_grant()
     }
 
     #[cfg(feature = "tls")]
@@ -219,23 +254,30 @@ fn time_left(deadline: Instant) -> io::Result<Duration> {
     Ok(at_least_a_microsecond(left))
 }
 
-fn connect_tcp(address: &Address, deadline: Instant) -> Result<TcpStream, Error> {
-    let addrs = address
-        .full
-        .to_socket_addrs()
-        .map_err(|e| connect::connect_error(address, e))?;
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
-    for addr in addrs {
-        let left = time_left(deadline).map_err(|e| connect::connect_error(address, e))?;
-        match TcpStream::connect_timeout(&addr, left) {
+/// Connects to the first of the addresses that accepts before `deadline`,
+/// starting from the one that worked last.
+fn connect_tcp<'a>(
+    settings: &'a Settings,
+    addresses: &'a [Address],
+    deadline: Instant,
+) -> Result<(TcpStream, &'a Address), Error> {
+    let mut dialing = Dialing::new(settings);
+    for address in addresses {
+        dialing.resolved(address, address.full.to_socket_addrs());
+    }
+    for c in dialing.in_order() {
+        let connected =
+            time_left(deadline).and_then(|left| TcpStream::connect_timeout(&c.addr, left));
+        match connected {
             Ok(tcp) => {
+                dialing.connected(&c);
                 tcp.set_nodelay(true).map_err(Error::io)?;
-                return Ok(tcp);
+                return Ok((tcp, c.address));
             }
-            Err(e) => last = e,
+            Err(e) => dialing.failed(&c, &e),
         }
     }
-    Err(connect::connect_error(address, last))
+    Err(dialing.error())
 }
 
 /// The sending half of a connection: plain, or the TLS state (which the
@@ -270,22 +312,23 @@ impl Engine {
     fn apply(&mut self, mut actions: Actions, shared: &Shared) {
         while let Some(request) = actions.send {
             let deadline = self.session.write_deadline(request);
-            let written = match time_left(deadline) {
+            let event = match time_left(deadline) {
                 // Queued before the deadline, due after it: not written.
-                Err(_) => None,
-                Ok(left) => Some(self.write(request, left)),
-            };
-            actions = match written {
-                None => self.session.step(Event::Tick, Instant::now()),
-                Some(Ok(())) => Actions {
-                    send: None,
-                    ..actions
+                Err(_) => Event::Tick,
+                Ok(left) => match self.write(request, left) {
+                    Ok(()) => Event::Written,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        Event::WriteBlocked
+                    }
+                    Err(e) => Event::WriteFailed(connect::connection_error("write", e)),
                 },
-                Some(Err(e)) => self.session.step(
-                    Event::Closed(connect::connection_error("write", e)),
-                    Instant::now(),
-                ),
             };
+            actions = self.session.step(event, Instant::now());
         }
         if actions.close {
             self.close(actions.abort);
@@ -612,39 +655,20 @@ impl Lock {
         e.apply(actions, &self.held.shared);
     }
 
-    fn await_grant(self, wait: Wait) -> Result<Lock, Error> {
-        let shared = &self.held.shared;
-        let answered = shared.wait(None, |i| {
-            let s = status_of(i);
-            s.answered || s.ended || i.closed
-        });
-        if answered.granted {
-            return Ok(self);
-        }
-        let queued = |s: Status| {
-            s.error.unwrap_or_else(|| {
-                Error::Unavailable("the connection ended before the grant".into())
-            })
-        };
-        if answered.ended {
-            return Err(queued(answered));
-        }
-        let limit = match wait {
-            Wait::No => return Err(Error::Busy),
-            Wait::Forever => None,
-            Wait::AtMost(limit) => Some(limit),
-        };
-        let s = shared.wait(limit, |i| {
+    /// Waits for the grant or the end of the attempt; the session decides
+    /// when a try-lock or a wait is busy (its thread wakes for the wait's
+    /// deadline).
+    fn await_grant(self) -> Result<Lock, Error> {
+        let s = self.held.shared.wait(None, |i| {
             let s = status_of(i);
             s.granted || s.ended || i.closed
         });
         if s.granted {
-            Ok(self)
-        } else if s.ended {
-            Err(queued(s))
-        } else {
-            Err(Error::Busy)
+            return Ok(self);
         }
+        Err(s
+            .error
+            .unwrap_or_else(|| Error::Unavailable("the connection ended before the grant".into())))
     }
 }
 

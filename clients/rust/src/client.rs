@@ -7,9 +7,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
-use crate::connect::{self, Settings, Wait};
+use crate::address::Address;
+use crate::connect::{self, Dialing, Settings};
 use crate::retry::{rand_up_to, Backoff};
-use crate::session::{Actions, Event, Session, Status};
+use crate::session::{Actions, Event, Session, Status, Wait};
 use crate::Error;
 
 /// Acquires locks from one monolock server. It holds no connection of its
@@ -42,7 +43,24 @@ impl Client {
     /// by the first `lock` as [`Error::InvalidInput`].
     pub fn new(addr: impl AsRef<str>) -> Client {
         Client {
-            settings: Settings::new(addr.as_ref()),
+            settings: Settings::new([addr]),
+        }
+    }
+
+    /// A client of a server reachable at several addresses (`host:port`
+    /// each; a DNS name that resolves to several addresses gives each of
+    /// them). Each attempt starts from the address whose connection came
+    /// up last, and tries the others in order when a connect fails, all
+    /// within one connect timeout; `run` retries the attempt as its rules
+    /// say. An empty list or a malformed address is reported by the first
+    /// `lock` as [`Error::InvalidInput`].
+    pub fn from_addresses<I>(addrs: I) -> Client
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Client {
+            settings: Settings::new(addrs),
         }
     }
 
@@ -82,8 +100,10 @@ impl Client {
         self.open(name.as_ref(), lease, Wait::No).await
     }
 
-    /// As [`Client::lock`], but waits in the queue at most `wait`, then
-    /// leaves it and returns [`Error::Busy`].
+    /// As [`Client::lock`], but waits at most `wait` from the start of the
+    /// attempt (the connect included): queued then, it leaves the queue
+    /// and returns [`Error::Busy`]; not answered yet, it returns
+    /// [`Error::Unavailable`] (the server is too slow to tell).
     pub async fn lock_timeout(
         &self,
         name: impl AsRef<[u8]>,
@@ -148,40 +168,97 @@ impl Client {
     }
 
     async fn open(&self, name: &[u8], lease: Duration, wait: Wait) -> Result<Lock, Error> {
-        let (address, acquire) = self.settings.prepare(name, lease)?;
+        let (addresses, acquire) = self.settings.prepare(name, lease)?;
         let timeout = self.settings.connect_timeout;
-        let tcp =
-            match tokio::time::timeout(timeout, TcpStream::connect(address.full.as_str())).await {
-                Ok(Ok(tcp)) => tcp,
-                Ok(Err(e)) => return Err(connect::connect_error(address, e)),
-                Err(_) => {
-                    return Err(connect::connect_error(
-                        address,
-                        std::io::ErrorKind::TimedOut.into(),
-                    ))
-                }
-            };
-        tcp.set_nodelay(true).map_err(Error::io)?;
+        let (mut session, mut actions) =
+            Session::dial(acquire, lease, wait, timeout, Instant::now());
         #[cfg(feature = "tls")]
         if let Some(config) = &self.settings.tls {
-            let name = Settings::server_name(address)?;
             let connector = tokio_rustls::TlsConnector::from(config.clone());
-            let tls = match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => return Err(connect::connect_error(address, e)),
-                Err(_) => {
-                    return Err(connect::connect_error(
-                        address,
-                        std::io::ErrorKind::TimedOut.into(),
-                    ))
-                }
+            let handshake = async {
+                let (tcp, address) = connect_tcp(&self.settings, addresses).await?;
+                let name = Settings::server_name(address)?;
+                connector
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| connect::connect_error(address, e))
             };
+            let tls = dial(&mut session, &mut actions, handshake).await?;
             let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-            let mut lock = start(tls, acquire, lease);
+            let mut lock = start(tls, session, actions);
             lock.tls_resumed = Some(resumed);
-            return lock.await_grant(wait).await;
+            return lock.await_grant().await;
         }
-        start(tcp, acquire, lease).await_grant(wait).await
+        let tcp = dial(&mut session, &mut actions, async {
+            Ok::<_, Error>(connect_tcp(&self.settings, addresses).await?.0)
+        })
+        .await?;
+        start(tcp, session, actions).await_grant().await
+    }
+}
+
+/// Connects to the first of the addresses that accepts, starting from the
+/// one that worked last.
+async fn connect_tcp<'a>(
+    settings: &'a Settings,
+    addresses: &'a [Address],
+) -> Result<(TcpStream, &'a Address), Error> {
+    let mut dialing = Dialing::new(settings);
+    for address in addresses {
+        dialing.resolved(
+            address,
+            tokio::net::lookup_host(address.full.as_str()).await,
+        );
+    }
+    for c in dialing.in_order() {
+        match TcpStream::connect(c.addr).await {
+            Ok(tcp) => {
+                dialing.connected(&c);
+                tcp.set_nodelay(true).map_err(Error::io)?;
+                return Ok((tcp, c.address));
+            }
+            Err(e) => dialing.failed(&c, &e),
+        }
+    }
+    Err(dialing.error())
+}
+
+/// Runs `connect` (the TCP connect and the TLS handshake) under the
+/// session's deadlines, the connect timeout's and the wait's, and steps the
+/// session with how it ended: the connection up, its failure, or the
+/// deadline.
+async fn dial<S, F>(session: &mut Session, actions: &mut Actions, connect: F) -> Result<S, Error>
+where
+    S: Abortable,
+    F: Future<Output = Result<S, Error>>,
+{
+    tokio::pin!(connect);
+    loop {
+        let done = match actions.wake_at {
+            Some(at) => {
+                let at = tokio::time::Instant::from_std(at);
+                tokio::time::timeout_at(at, &mut connect).await.ok()
+            }
+            None => Some((&mut connect).await),
+        };
+        let finished = done.is_some();
+        let event = match done {
+            Some(Ok(io)) => {
+                *actions = session.step(Event::Up, Instant::now());
+                if !actions.close {
+                    return Ok(io);
+                }
+                // Up past the deadline: too late.
+                close(io, actions.abort, Instant::now()).await;
+                return Err(session.failure());
+            }
+            Some(Err(e)) => Event::Closed(e),
+            None => Event::Tick,
+        };
+        *actions = session.step(event, Instant::now());
+        if actions.close || finished {
+            return Err(session.failure());
+        }
     }
 }
 
@@ -231,12 +308,12 @@ async fn close<S: Abortable>(mut io: S, abort: bool, bound: Instant) {
     let _ = tcp.set_zero_linger();
 }
 
-/// Starts the session's task on a connected stream.
-fn start<S>(io: S, acquire: Vec<u8>, lease: Duration) -> Lock
+/// Starts the session's task on a connected stream; `actions` are those
+/// of the connection's coming up (ACQUIRE goes out).
+fn start<S>(io: S, session: Session, actions: Actions) -> Lock
 where
     S: AsyncRead + AsyncWrite + Abortable + Unpin + Send + 'static,
 {
-    let (session, actions) = Session::start(acquire, lease, Instant::now());
     let (status_tx, status_rx) = watch::channel(session.status().clone());
     let (stop_tx, stop_rx) = oneshot::channel();
     tokio::spawn(drive(io, session, actions, status_tx, stop_rx));
@@ -264,13 +341,13 @@ async fn drive<S>(
     let mut buf = [0u8; connect::READ_SIZE];
     let mut stopped = false;
     loop {
-        if let Some(request) = actions.send {
+        while let Some(request) = actions.send {
             // A write that blocks past the give-up (past the release bound
             // for RELEASE) means the connection is of no use any more.
             let deadline = session.write_deadline(request);
-            if Instant::now() >= deadline {
+            let event = if Instant::now() >= deadline {
                 // Queued before the deadline, due after it: not written.
-                actions = session.step(Event::Tick, Instant::now());
+                Event::Tick
             } else {
                 let frame = session.frame(request);
                 let written =
@@ -279,17 +356,13 @@ async fn drive<S>(
                         io.flush().await
                     })
                     .await;
-                let failed = match written {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(connect::connection_error("write", e)),
-                    Err(_) => Some(Error::Unavailable(
-                        "connection lost: a write blocked past its deadline".into(),
-                    )),
-                };
-                if let Some(err) = failed {
-                    actions = session.step(Event::Closed(err), Instant::now());
+                match written {
+                    Ok(Ok(())) => Event::Written,
+                    Ok(Err(e)) => Event::WriteFailed(connect::connection_error("write", e)),
+                    Err(_) => Event::WriteBlocked,
                 }
-            }
+            };
+            actions = session.step(event, Instant::now());
         }
         status.send_replace(session.status().clone());
         if actions.close {
@@ -392,31 +465,15 @@ impl Lock {
         }
     }
 
-    async fn await_grant(self, wait: Wait) -> Result<Lock, Error> {
+    /// Waits for the grant or the end of the attempt; the session decides
+    /// when a try-lock or a wait is busy.
+    async fn await_grant(self) -> Result<Lock, Error> {
         let mut status = self.held.status.clone();
-        let answered = status
-            .wait_for(|s| s.answered || s.ended)
+        let s = status
+            .wait_for(|s| s.granted || s.ended)
             .await
             .map(|s| s.clone())
             .unwrap_or_else(|_| status.borrow().clone());
-        if answered.granted {
-            return Ok(self);
-        }
-        if answered.ended {
-            return Err(answered.error.unwrap_or_else(|| {
-                Error::Unavailable("the connection ended before the server answered".into())
-            }));
-        }
-        let granted = status.wait_for(|s| s.granted || s.ended);
-        let outcome = match wait {
-            Wait::No => return Err(Error::Busy),
-            Wait::Forever => granted.await.map(|s| s.clone()),
-            Wait::AtMost(limit) => match tokio::time::timeout(limit, granted).await {
-                Ok(s) => s.map(|s| s.clone()),
-                Err(_) => return Err(Error::Busy),
-            },
-        };
-        let s = outcome.unwrap_or_else(|_| status.borrow().clone());
         if s.granted {
             return Ok(self);
         }

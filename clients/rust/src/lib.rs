@@ -60,7 +60,6 @@
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod address;
 mod error;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod retry;
 mod schedule;
 mod session;

@@ -17,7 +17,7 @@ struct Fixture {
 impl Fixture {
     fn new(lease: Duration) -> (Fixture, Actions) {
         let t0 = Instant::now();
-        let (s, a) = Session::start(wire::encode_acquire(2000, b"x"), lease, t0);
+        let (s, a) = Session::start(wire::encode_acquire(2000, b"x"), lease, Wait::Forever, t0);
         (Fixture { t0, s }, a)
     }
     fn at(&self, ns: u64) -> Instant {
@@ -420,7 +420,10 @@ fn a_session_the_server_ended_closes_normally() {
         Event::Closed(Error::Unavailable("reset".into())),
         f.at(20 * MS),
     );
-    assert!(a.close && a.abort, "a failed read: nothing to wait for");
+    assert!(
+        a.close && !a.abort,
+        "a failed read: the connection is gone, nothing to reset"
+    );
 }
 
 #[test]
@@ -446,4 +449,36 @@ fn a_paused_process_that_wakes_past_the_lease_closes_at_once() {
     let a = f.tick(5000 * MS);
     assert!(f.s.status().ended);
     assert!(a.close);
+}
+
+#[test]
+fn a_wait_that_runs_out_while_connecting_fails_by_silence_and_resets() {
+    let t0 = Instant::now();
+    let wait = Wait::AtMost(Duration::from_millis(300));
+    let acquire = wire::encode_acquire(2000, b"x");
+    let (mut s, a) = Session::dial(acquire, LEASE, wait, Duration::from_secs(3), t0);
+    assert_eq!(a.wake_at, Some(t0 + Duration::from_millis(300)));
+    assert!(
+        !s.step(Event::Tick, t0 + Duration::from_nanos(300 * MS - 1))
+            .close
+    );
+    let a = s.step(Event::Tick, t0 + Duration::from_millis(300));
+    assert!(a.close && a.abort && a.send.is_none(), "{a:?}");
+    assert!(matches!(s.status().error, Some(Error::Unavailable(_))));
+    assert!(s.failure().is_retriable());
+}
+
+#[test]
+fn a_write_that_returns_late_moves_the_lingering_close() {
+    let mut f = Fixture::held(LEASE);
+    assert_eq!(f.tick(480 * MS).send, Some(Request::Heartbeat));
+    // Given up while that write has not returned: a lease after its send.
+    let a = f.tick(1600 * MS);
+    assert_eq!(a.wake_at, Some(f.at(2480 * MS)));
+    // It returns: a lease after that.
+    let a = f.s.step(Event::Written, f.at(1700 * MS));
+    assert_eq!(a.wake_at, Some(f.at(3700 * MS)));
+    assert!(!f.tick(3700 * MS - 1).close);
+    let a = f.tick(3700 * MS);
+    assert!(a.close && a.abort);
 }

@@ -211,3 +211,30 @@ fn the_tls_handshake_is_bounded_by_the_connect_timeout() {
         other => panic!("want the connect timeout, got {other:?}"),
     }
 }
+
+#[test]
+fn several_addresses_start_from_the_one_that_worked_last() {
+    let closed = dead_address();
+    let fake = Fake::start(|_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &acquired(T));
+        release_and_close(&mut c);
+    });
+    let client = Client::from_addresses([closed.as_str(), fake.addr.as_str()]);
+    // The first address refuses: the second grants, within one attempt.
+    let lock = client.lock("m", LEASE).unwrap();
+    assert_eq!(lock.token(), T);
+    lock.release().unwrap();
+    // The closed address comes to life, refusing every request; the next
+    // attempt starts from the address that worked.
+    let revived = Fake::start_at(&closed, |_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &error(0x10, "not this one"));
+    });
+    client.lock("m", LEASE).unwrap().release().unwrap();
+    assert_eq!(revived.accepted(Duration::ZERO), None);
+    // A new client starts from the first address: it is up now.
+    let got = Client::from_addresses([closed.as_str(), fake.addr.as_str()]).lock("m", LEASE);
+    assert_eq!(got.unwrap_err().code(), Some(0x10));
+    assert_eq!(revived.accepted(PATIENCE), Some(0));
+}

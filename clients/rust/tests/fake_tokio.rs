@@ -91,8 +91,11 @@ async fn lock_timeout_leaves_the_queue_when_the_wait_runs_out() {
         tx.send("left").unwrap();
     });
     let client = Client::new(&fake.addr);
+    // The wait counts from the attempt's start, the connect included:
+    // long enough for a loaded machine to be queued first (the heartbeats
+    // are answered meanwhile), or the attempt fails by silence instead.
     let got = client
-        .lock_timeout("q", LEASE, Duration::from_millis(50))
+        .lock_timeout("q", LEASE, Duration::from_secs(1))
         .await;
     assert!(matches!(got, Err(Error::Busy)), "{got:?}");
     assert_eq!(hear(&mut rx).await, "left");
@@ -341,4 +344,42 @@ async fn an_old_servers_error_after_release_is_the_end_not_an_error() {
     let lock = Client::new(&fake.addr).lock("o", LEASE).await.unwrap();
     lock.release().await.unwrap();
     assert_eq!(hear(&mut rx).await, "closed");
+}
+
+#[tokio::test]
+async fn several_addresses_start_from_the_one_that_worked_last() {
+    let closed = dead_address();
+    let fake = Fake::start(|_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &acquired(T));
+        release_and_close(&mut c);
+    });
+    let client = Client::from_addresses([closed.as_str(), fake.addr.as_str()]);
+    // The first address refuses: the second grants, within one attempt.
+    let lock = client.lock("m", LEASE).await.unwrap();
+    assert_eq!(lock.token(), T);
+    lock.release().await.unwrap();
+    // The closed address comes to life, refusing every request; the next
+    // attempt starts from the address that worked, and so does a clone's.
+    let revived = Fake::start_at(&closed, |_, mut c| {
+        read_acquire(&mut c);
+        send(&mut c, &error(0x10, "not this one"));
+    });
+    for c in [client.clone(), client] {
+        c.lock("m", LEASE).await.unwrap().release().await.unwrap();
+    }
+    assert_eq!(revived.accepted(Duration::ZERO), None);
+    // A new client starts from the first address: it is up now.
+    let got = Client::from_addresses([closed.as_str(), fake.addr.as_str()])
+        .lock("m", LEASE)
+        .await;
+    assert_eq!(got.unwrap_err().code(), Some(0x10));
+    assert_eq!(revived.accepted(PATIENCE), Some(0));
+}
+
+#[tokio::test]
+async fn no_address_at_all_is_invalid_input() {
+    let none: [&str; 0] = [];
+    let got = Client::from_addresses(none).lock("m", LEASE).await;
+    assert!(matches!(got, Err(Error::InvalidInput(_))), "{got:?}");
 }

@@ -55,7 +55,8 @@ fn blocking_hold_queue_promote_and_run() {
     let held = client.lock("cron", LEASE).unwrap();
     assert!(matches!(client.try_lock("cron", LEASE), Err(Error::Busy)));
     assert!(matches!(
-        client.lock_timeout("cron", LEASE, Duration::from_millis(20)),
+        // The wait counts from the connect: time to be queued first.
+        client.lock_timeout("cron", LEASE, Duration::from_millis(500)),
         Err(Error::Busy)
     ));
     let waiter = {
@@ -125,4 +126,40 @@ fn blocking_release_leaves_no_time_wait_on_the_client_and_promotes_the_waiter() 
     let promoted = waiter.join().unwrap().unwrap();
     assert!(promoted.token() > first);
     promoted.release().unwrap();
+}
+
+/// A closed port first, then the server: granted by the second address;
+/// and a DNS name (localhost: 127.0.0.1, maybe ::1 too, where nothing
+/// listens) whose every address is a candidate.
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn async_several_addresses_a_closed_port_then_the_server() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::Client::from_addresses([dead_address(), server.addr.clone()]);
+    let lock = client.lock("several", LEASE).await.unwrap();
+    assert!(lock.is_valid());
+    lock.release().await.unwrap();
+    let by_name = format!("localhost:{}", port_of(&server.addr));
+    let lock = monolock::Client::new(by_name)
+        .lock("several", LEASE)
+        .await
+        .unwrap();
+    lock.release().await.unwrap();
+}
+
+#[cfg(feature = "blocking")]
+#[test]
+fn blocking_several_addresses_a_closed_port_then_the_server() {
+    let Some(bin) = server_binary() else { return };
+    let server = Server::start(&bin, &[]);
+    let client = monolock::blocking::Client::from_addresses([dead_address(), server.addr.clone()]);
+    let lock = client.lock("several", LEASE).unwrap();
+    assert!(lock.is_valid());
+    lock.release().unwrap();
+    let by_name = format!("localhost:{}", port_of(&server.addr));
+    let lock = monolock::blocking::Client::new(by_name)
+        .lock("several", LEASE)
+        .unwrap();
+    lock.release().unwrap();
 }

@@ -35,6 +35,9 @@
 //	                      read as a protocol violation, without its code
 //	late-0x01-no-retry    reports an ERROR 0x01 that follows a late answer in the
 //	                      same read instead of reconnecting
+//	error-before-deadline takes a frame read after the give-up deadline before
+//	                      the deadline (its timer waits for pending reads): an
+//	                      ERROR then is reported with its code, not as silence
 //	none                  breaks nothing of the above: the control
 //
 // It stamps the give-up's lost event with mono_ns, the CLOCK_MONOTONIC
@@ -286,6 +289,16 @@ func (s *session) run() (protocol.Code, bool) {
 			return 0, false
 		}
 		at := time.Now()
+		if s.fault != "error-before-deadline" && !s.isReleased() && s.pastGiveUp(at) {
+			// The deadline first: the lock was lost by silence when it
+			// passed; what was read since only says how the connection ends.
+			s.giveUp()
+			if f.Type == protocol.TypeError {
+				_ = s.conn.Close()
+				return 0, false
+			}
+			continue
+		}
 		if s.isReleased() {
 			// Anything after RELEASE is the end, read on to the server's close.
 			if f.Type == protocol.TypeError && s.fault == "error-after-release" {
@@ -410,9 +423,9 @@ func (s *session) heartbeat() {
 	}
 }
 
-// watch gives up when no answer came within factor × lease of the clock's
-// start.
-func (s *session) watch() {
+// limit is the give-up time after the clock's start: 0.8 × lease, or what
+// the fault says.
+func (s *session) limit() time.Duration {
 	factor := 0.8
 	switch s.fault {
 	case "give-up-0.9":
@@ -420,7 +433,22 @@ func (s *session) watch() {
 	case "give-up-0.95":
 		factor = 0.95
 	}
-	limit := time.Duration(factor * float64(s.timing))
+	return time.Duration(factor * float64(s.timing))
+}
+
+// pastGiveUp reports whether the give-up was due at at (never with
+// never-give-up).
+func (s *session) pastGiveUp(at time.Time) bool {
+	if s.fault == "never-give-up" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return at.Sub(s.clock) > s.limit()
+}
+
+// watch gives up when no answer came within the limit of the clock's start.
+func (s *session) watch() {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -432,25 +460,31 @@ func (s *session) watch() {
 		if s.isReleased() {
 			return // the release ends the session, not the give-up
 		}
-		s.mu.Lock()
-		late := time.Since(s.clock) > limit
-		s.mu.Unlock()
-		if !late {
+		if !s.pastGiveUp(time.Now()) {
 			continue
 		}
-		var decided unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &decided); err != nil {
-			fmt.Fprintln(os.Stderr, "brokendriver: read CLOCK_MONOTONIC:", err)
-			os.Exit(2)
+		if s.fault == "error-before-deadline" {
+			time.Sleep(50 * time.Millisecond) // a read that is ready goes first
 		}
-		time.Sleep(s.printLate)
-		if s.end(fmt.Sprintf(`{"event":"lost","reason":"no answer within the give-up time","mono_ns":%d}`, decided.Nano()), `{"event":"unavailable","reason":"no answer within the give-up time"}`) {
-			if s.fault == "close-at-give-up" {
-				_ = s.conn.Close() // at once: the work still runs
-			}
-			s.closeAfterWork()
-			return
+		s.giveUp()
+		return
+	}
+}
+
+// giveUp reports the give-up, stamped with its decision, once (the reader
+// and the watch may both find it due), and closes after the work.
+func (s *session) giveUp() {
+	var decided unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &decided); err != nil {
+		fmt.Fprintln(os.Stderr, "brokendriver: read CLOCK_MONOTONIC:", err)
+		os.Exit(2)
+	}
+	time.Sleep(s.printLate)
+	if s.end(fmt.Sprintf(`{"event":"lost","reason":"no answer within the give-up time","mono_ns":%d}`, decided.Nano()), `{"event":"unavailable","reason":"no answer within the give-up time"}`) {
+		if s.fault == "close-at-give-up" {
+			_ = s.conn.Close() // at once: the work still runs
 		}
+		s.closeAfterWork()
 	}
 }
 

@@ -23,13 +23,14 @@ import (
 )
 
 type request struct {
-	Address    string  `json:"address"`
-	Name       *string `json:"name"`
-	NameHex    string  `json:"name_hex"`
-	LeaseUS    int64   `json:"lease_us"`
-	WaitMS     int64   `json:"wait_ms"`
-	Mode       string  `json:"mode"`
-	WorkStopMS int64   `json:"work_stop_ms"`
+	Address    string   `json:"address"`
+	Addresses  []string `json:"addresses"`
+	Name       *string  `json:"name"`
+	NameHex    string   `json:"name_hex"`
+	LeaseUS    int64    `json:"lease_us"`
+	WaitMS     int64    `json:"wait_ms"`
+	Mode       string   `json:"mode"`
+	WorkStopMS int64    `json:"work_stop_ms"`
 	TLS        *struct {
 		CAFile     string `json:"ca_file"`
 		ServerName string `json:"server_name"`
@@ -90,7 +91,7 @@ func (d *driver) run() error {
 	}
 	name := string(raw) // Go strings hold any bytes, so invalid UTF-8 reaches the client as is
 	lease := time.Duration(d.req.LeaseUS) * time.Microsecond
-	cfg := client.Config{Address: d.req.Address}
+	cfg := client.Config{Address: d.req.Address, Addrs: d.req.Addresses}
 	if d.req.TLS != nil {
 		tc, err := d.tlsConfig()
 		if err != nil {
@@ -99,16 +100,18 @@ func (d *driver) run() error {
 		cfg.Dialer = &tls.Dialer{Config: tc}
 	}
 	c := client.New(cfg)
-	ctx := context.Background()
-	if d.req.WaitMS > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(d.req.WaitMS)*time.Millisecond)
-		defer cancel()
-	}
 	switch d.req.Mode {
 	case "acquire":
-		d.acquire(ctx, c, name, lease)
+		d.acquire(c, name, lease)
 	case "run":
+		// The retrying helper takes its bound from ctx: wait_ms bounds the
+		// whole run, retries included.
+		ctx := context.Background()
+		if d.req.WaitMS > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(d.req.WaitMS)*time.Millisecond)
+			defer cancel()
+		}
 		d.doRetry(ctx, c, name, lease)
 	default:
 		return fmt.Errorf("unknown mode %q: want acquire or run", d.req.Mode)
@@ -139,14 +142,10 @@ func (d *driver) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-func (d *driver) acquire(ctx context.Context, c *client.Client, name string, lease time.Duration) {
-	var l *client.Lock
-	var err error
-	if d.req.WaitMS == 0 {
-		l, err = c.TryAcquire(ctx, name, lease)
-	} else {
-		l, err = c.Acquire(ctx, name, lease)
-	}
+func (d *driver) acquire(c *client.Client, name string, lease time.Duration) {
+	// wait_ms is the client's own wait: -1 Acquire, 0 TryAcquire, N
+	// AcquireWithin.
+	l, err := c.AcquireWithin(context.Background(), name, lease, time.Duration(d.req.WaitMS)*time.Millisecond)
 	if err != nil {
 		d.failed(err)
 		d.drain(nil)

@@ -22,7 +22,12 @@ pub struct Fake {
 
 impl Fake {
     pub fn start(script: impl Fn(usize, TcpStream) + Send + Sync + 'static) -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Fake::start_at("127.0.0.1:0", script)
+    }
+
+    /// As [`Fake::start`], listening at `addr` (a port that was closed).
+    pub fn start_at(addr: &str, script: impl Fn(usize, TcpStream) + Send + Sync + 'static) -> Fake {
+        let listener = TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (tx, accepted) = mpsc::channel();
         let script = std::sync::Arc::new(script);

@@ -103,7 +103,7 @@ final class IoLoop implements Runnable {
                 while (timers.size() > 0 && timers.peek().wakeAt <= now) {
                     Connection c = timers.peek();
                     timers.remove(c);
-                    apply(c, c.step.tick(now));
+                    apply(c, c.step.timer(now));
                 }
             }
         } catch (IOException | ClosedSelectorException e) {
@@ -126,46 +126,99 @@ final class IoLoop implements Runnable {
 
     // --- connections -------------------------------------------------------
 
-    /** Opens c's connection; on the loop's thread. */
+    /** Opens c's connection, trying its addresses in order; on the loop's thread. */
     void open(Connection c) {
-        long now = System.nanoTime();
-        apply(c, c.step.start(now));
+        apply(c, c.step.dial(System.nanoTime()));
         if (stopping) {
-            apply(c, c.step.connectionLost(now, "the client is closed", null, false));
+            apply(c, c.step.abandon(System.nanoTime()));
             return;
         }
-        try {
-            SocketChannel ch = SocketChannel.open();
-            c.channel = ch;
-            ch.configureBlocking(false);
-            ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
-            c.key = ch.register(selector, SelectionKey.OP_CONNECT, c);
-            if (ch.connect(c.remote)) connectDone(c);
-        } catch (IOException e) {
-            apply(c, c.step.connectionLost(System.nanoTime(), describe(e), e, true));
+        connectNext(c);
+    }
+
+    /**
+     * Connects to the next of c's addresses; a refused or failed connect
+     * moves on to the one after it, within the step's one connect deadline.
+     * When none is left, the step hears that the connect failed.
+     */
+    private void connectNext(Connection c) {
+        while (!c.step.isClosed() && c.nextCandidate < c.candidates.size()) {
+            c.remote = c.candidates.get(c.nextCandidate++);
+            SocketChannel ch = null;
+            boolean up;
+            try {
+                ch = SocketChannel.open();
+                c.channel = ch;
+                ch.configureBlocking(false);
+                ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                c.key = ch.register(selector, SelectionKey.OP_CONNECT, c);
+                up = ch.connect(c.remote.address);
+            } catch (IOException e) {
+                c.connectFailure = e;
+                closeQuietly(ch);
+                continue;
+            }
+            if (up) connectDone(c);
+            return; // the selector reports the connect's outcome
         }
+        apply(c, c.step.closed(System.nanoTime(), SessionStep.Closed.BROKEN, c.connectFailure));
     }
 
     private void ready(Connection c, SelectionKey k) {
         if (!k.isValid()) return;
-        try {
-            if (k.isConnectable()) {
+        if (k.isConnectable()) {
+            try {
                 c.channel.finishConnect();
-                connectDone(c);
+            } catch (IOException e) {
+                c.connectFailure = e;
+                closeQuietly(c.channel);
+                connectNext(c);
                 return;
             }
-            if (k.isWritable()) flush(c);
-            if (k.isValid() && k.isReadable()) read(c);
-        } catch (IOException e) {
-            boolean tlsRejected = e instanceof SSLException;
-            apply(c, c.step.connectionLost(System.nanoTime(), describe(e), e, !tlsRejected));
+            connectDone(c);
+            return;
+        }
+        if (k.isWritable()) {
+            try {
+                flush(c);
+            } catch (IOException e) {
+                writeFailed(c, e);
+                return;
+            }
+        }
+        if (k.isValid() && k.isReadable()) {
+            try {
+                read(c);
+            } catch (IOException e) {
+                readFailed(c, e);
+            }
         }
     }
 
-    private void connectDone(Connection c) throws IOException {
+    /** A failed read (or TLS handshake): a TLS alert is the server refusing the client, anything else a broken connection. */
+    private void readFailed(Connection c, IOException e) {
+        SessionStep.Closed how = e instanceof SSLException ? SessionStep.Closed.TLS : SessionStep.Closed.BROKEN;
+        apply(c, c.step.closed(System.nanoTime(), how, e));
+    }
+
+    /** A failed write: of a frame the step asked for, or of the TLS handshake. */
+    private void writeFailed(Connection c, IOException e) {
+        if (!c.stepWritePending) {
+            readFailed(c, e);
+            return;
+        }
+        c.stepWritePending = false;
+        apply(c, c.step.written(System.nanoTime(), SessionStep.WriteError.BROKEN, e));
+    }
+
+    private void connectDone(Connection c) {
         c.key.interestOps(SelectionKey.OP_READ);
-        if (ssl != null) {
-            SSLEngine engine = ssl.createSSLEngine(c.remote.getHostString(), c.remote.getPort());
+        if (ssl == null) {
+            connected(c);
+            return;
+        }
+        try {
+            SSLEngine engine = ssl.createSSLEngine(c.remote.host, c.remote.address.getPort());
             engine.setUseClientMode(true);
             SSLParameters p = engine.getSSLParameters();
             p.setEndpointIdentificationAlgorithm("HTTPS"); // the server's certificate must name the host or IP dialled
@@ -174,9 +227,16 @@ final class IoLoop implements Runnable {
             c.tlsStarted = System.currentTimeMillis();
             engine.beginHandshake();
             handshake(c);
-            return;
+        } catch (IOException e) {
+            readFailed(c, e);
         }
-        apply(c, c.step.connected(System.nanoTime()));
+    }
+
+    /** The connection is up (the handshake done): the next attempt starts from this address; ACQUIRE goes out. */
+    private void connected(Connection c) {
+        c.addresses.worked(c.remote.address);
+        c.step.connectedTo(c.remote.toString());
+        apply(c, c.step.start(System.nanoTime()));
     }
 
     /** Runs the handshake as far as it goes: writes each flight, then reads; ACQUIRE goes out once it is done. */
@@ -192,7 +252,7 @@ final class IoLoop implements Runnable {
             // Wait for OP_WRITE (flush continues) or for the server's bytes (read continues).
             if (c.pendingOut != null || !flight) return;
         }
-        apply(c, c.step.connected(System.nanoTime()));
+        connected(c);
     }
 
     private void read(Connection c) throws IOException {
@@ -217,47 +277,93 @@ final class IoLoop implements Runnable {
         }
         long now = System.nanoTime();
         if (n < 0) {
-            apply(c, c.step.endOfStream(now));
+            apply(c, c.step.closed(now, SessionStep.Closed.EOF, null));
             return;
         }
-        if (n > 0) apply(c, c.step.receive(in, now));
+        if (n > 0) apply(c, c.step.frames(in, now));
         if (c.tls != null && c.tls.more() && c.channel.isOpen()) read(c); // records that did not fit the plaintext buffer
     }
 
-    /** Carries out what a step asked for. */
-    void apply(Connection c, int actions) {
+    /**
+     * Carries out the actions of one step, in their order: the grant, the
+     * deadline the work checks, the failure or the loss; then the write
+     * (whose return is the next event, written), the close or the timer.
+     */
+    void apply(Connection c, SessionStep.Actions a) {
         SessionStep s = c.step;
-        if ((actions & SessionStep.GRANTED) != 0) {
-            c.lease = new Lease(c, FencingToken.ofBits(s.token()));
-            c.lease.deadline = s.deadline();
-            if ((actions & SessionStep.LOST) != 0) {
+        boolean granted = false;
+        boolean failed = false;
+        boolean lost = false;
+        boolean close = false;
+        boolean abort = false;
+        byte[] send = null;
+        long wake = SessionStep.NEVER;
+        for (int i = 0; i < a.size(); i++) {
+            switch (a.kind(i)) {
+                case GRANTED:
+                    granted = true;
+                    c.lease = new Lease(c, FencingToken.ofBits(a.value(i)));
+                    break;
+                case VALID_UNTIL:
+                    if (c.lease != null) c.lease.deadline = a.value(i);
+                    break;
+                case FAILED:
+                    failed = true;
+                    break;
+                case LOST:
+                    lost = true;
+                    break;
+                case SEND:
+                    send = a.frame();
+                    break;
+                case CLOSE:
+                    close = true;
+                    break;
+                case ABORT:
+                    close = true;
+                    abort = true;
+                    break;
+                case WAKE:
+                    wake = a.value(i);
+                    break;
+                default:
+                    break; // waiting and ack: this client has no observers for them
+            }
+        }
+        // Everything the step returned is read: the steps below refill its actions.
+        boolean stop = false;
+        if (granted) {
+            if (lost) {
                 // Frames read with the grant ended it already: the caller gets the loss, no work began.
                 c.granted.completeExceptionally(s.lost());
-                actions |= s.release(System.nanoTime());
+                stop = true;
             } else if (!c.granted.complete(c.lease)) {
-                actions |= s.release(System.nanoTime()); // the caller gave up waiting just now
+                stop = true; // the caller gave up waiting just now
             }
         }
-        if ((actions & SessionStep.FAILED) != 0) c.granted.completeExceptionally(s.failure());
-        if (c.lease != null) {
-            c.lease.deadline = s.deadline();
-            if ((actions & SessionStep.LOST) != 0) c.lease.markLost(s.lost());
+        if (failed) c.granted.completeExceptionally(s.failure());
+        if (lost && c.lease != null) c.lease.markLost(s.lost());
+        if (close) close(c, abort);
+        timers.set(c, close ? SessionStep.NEVER : wake);
+        if (send != null) writeFrame(c, send);
+        if (stop) apply(c, s.stop(System.nanoTime()));
+    }
+
+    /** Writes a frame the step asked for, and tells the step when the write has returned. */
+    private void writeFrame(Connection c, byte[] frame) {
+        try {
+            writeBuffer.clear();
+            writeBuffer.put(frame).flip();
+            write(c, writeBuffer);
+        } catch (IOException e) {
+            apply(c, c.step.written(System.nanoTime(), SessionStep.WriteError.BROKEN, e));
+            return;
         }
-        // After the futures: a release the grant's handling asked for is a send too.
-        if ((actions & SessionStep.SEND) != 0 && (actions & SessionStep.CLOSE) == 0) {
-            byte[] frame = s.takeSend();
-            if (frame != null) {
-                try {
-                    writeBuffer.clear();
-                    writeBuffer.put(frame).flip();
-                    write(c, writeBuffer);
-                } catch (IOException e) {
-                    actions |= s.connectionLost(System.nanoTime(), describe(e), e, true);
-                }
-            }
+        if (c.pendingOut != null) {
+            c.stepWritePending = true; // written once flush has sent the rest
+            return;
         }
-        if ((actions & SessionStep.CLOSE) != 0) close(c, (actions & SessionStep.ABORT) != 0);
-        timers.set(c, s.wakeAt());
+        apply(c, c.step.written(System.nanoTime(), null, null));
     }
 
     /**
@@ -330,6 +436,11 @@ final class IoLoop implements Runnable {
             c.pendingOut = null;
         }
         c.key.interestOps(SelectionKey.OP_READ);
+        if (c.stepWritePending) {
+            c.stepWritePending = false;
+            apply(c, c.step.written(System.nanoTime(), null, null));
+            return;
+        }
         if (c.tls != null && !c.tls.handshakeDone()) handshake(c);
     }
 
@@ -343,8 +454,12 @@ final class IoLoop implements Runnable {
         return tlsApp;
     }
 
-    private static String describe(IOException e) {
-        String m = e.getMessage();
-        return m == null ? e.getClass().getSimpleName() : m;
+    private static void closeQuietly(SocketChannel ch) {
+        if (ch == null) return;
+        try {
+            ch.close();
+        } catch (IOException ignored) {
+            // The descriptor is released either way.
+        }
     }
 }

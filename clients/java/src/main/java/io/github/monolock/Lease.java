@@ -98,7 +98,7 @@ public final class Lease implements AutoCloseable {
      * short (set a flag, cancel a task), or use the {@code ...Async} variants.
      *
      * <p>After a loss by silence the connection stays open until this lease is
-     * closed or the lease has passed since the last send, whichever comes
+     * closed or the lease has passed since the last request was written, whichever comes
      * first: closing would tell the server to hand the lock on at once, while
      * the old work may still run. Close the lease once the work has stopped.
      *
@@ -139,7 +139,7 @@ public final class Lease implements AutoCloseable {
         released = true;
         if (closed.isDone()) return;
         IoLoop loop = connection.loop;
-        loop.execute(() -> loop.apply(connection, connection.step.release(System.nanoTime())));
+        loop.execute(() -> loop.apply(connection, connection.step.stop(System.nanoTime())));
         if (loop.inLoop()) return;
         try {
             closed.get();

@@ -12,7 +12,7 @@ public final class LockLostException extends MonolockException {
 
     /** Why a held lock was lost. */
     public enum Why {
-        /** No answer within 0.8 × lease: the connection stays open until the work stops or the lease has passed since the last send. */
+        /** No answer within 0.8 × lease: the connection stays open until the work stops or the lease has passed since the last request was written. */
         TIMEOUT,
         /** The connection ended or failed. */
         CLOSED,

@@ -2,8 +2,10 @@ package io.github.monolock;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.InetSocketAddress;
+import java.net.InetAddress;
 import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CancellationException;
@@ -14,7 +16,7 @@ import java.util.concurrent.ThreadLocalRandom;
 import javax.net.ssl.SSLContext;
 
 /**
- * Takes locks from one monolock server. Every lock is its own connection; one
+ * Takes locks from a monolock server. Every lock is its own connection; one
  * I/O thread (a NIO selector) and one timer serve all of them, so a client
  * waiting for 10,000 locks at once still has one thread of its own. A client
  * is safe for use by many threads; make one per server and process, and
@@ -28,6 +30,13 @@ import javax.net.ssl.SSLContext;
  * }
  * }</pre>
  *
+ * <p>A client given several addresses ({@link #builder(List)}; a host name
+ * that resolves to several addresses counts as each of them) follows the
+ * server that serves: each connection starts from the address whose
+ * connection came up last and tries the others in order when a connect is
+ * refused or fails, all within the connect timeout. What happens between
+ * attempts is unchanged ({@link #run}).
+ *
  * <p>The rules are those of the monolock wire protocol: a permanent reader
  * (a promotion arrives unasked), one heartbeat in flight every quarter lease
  * (less by twice the smoothed round-trip time, at least min(100 ms, lease/4)),
@@ -35,17 +44,12 @@ import javax.net.ssl.SSLContext;
  * request, before the server could hand it to anyone else.
  */
 public final class MonolockClient implements AutoCloseable {
-    private final String address;
-    private final String host;
-    private final int port;
+    private final Addresses addresses;
     private final long connectTimeoutNanos;
     private final IoLoop loop;
 
     private MonolockClient(Builder b) {
-        String[] hp = Validate.address(b.address);
-        this.address = b.address;
-        this.host = hp[0];
-        this.port = Integer.parseInt(hp[1]);
+        this.addresses = new Addresses(b.addresses, b.resolver);
         this.connectTimeoutNanos = b.connectTimeout.toNanos();
         try {
             this.loop = new IoLoop(b.sslContext, b.threadFactory);
@@ -62,19 +66,41 @@ public final class MonolockClient implements AutoCloseable {
      * @throws IllegalArgumentException when the address is not host:port
      */
     public static Builder builder(String address) {
-        return new Builder(address);
+        return new Builder(Collections.singletonList(address));
+    }
+
+    /**
+     * A builder for a client of the server at any of several addresses, for
+     * example a primary and its standby: each connection starts from the one
+     * whose connection came up last, and tries the others in this order when
+     * a connect is refused or fails, within the connect timeout.
+     *
+     * @param addresses host:port or [v6]:port each, at least one; a host name
+     *     stands for every address it resolves to
+     * @return the builder
+     * @throws IllegalArgumentException when the list is empty or an address is not host:port
+     */
+    public static Builder builder(List<String> addresses) {
+        return new Builder(addresses);
     }
 
     /** Options of a {@link MonolockClient}. */
     public static final class Builder {
-        private final String address;
+        private final List<String> addresses;
         private SSLContext sslContext;
         private Duration connectTimeout = Duration.ofSeconds(10);
         private ThreadFactory threadFactory;
+        private Addresses.Resolver resolver = InetAddress::getAllByName;
 
-        private Builder(String address) {
-            Validate.address(address); // refused here, before anything else is set
-            this.address = address;
+        private Builder(List<String> addresses) {
+            // Refused here, before anything else is set.
+            this.addresses = new Addresses(addresses, resolver).given();
+        }
+
+        /** How host names are resolved; the tests of this package give names of their own. */
+        Builder resolver(Addresses.Resolver r) {
+            this.resolver = r;
+            return this;
         }
 
         /**
@@ -129,12 +155,21 @@ public final class MonolockClient implements AutoCloseable {
     }
 
     /**
-     * The server's address as given.
+     * The server's address as given; the first one when several were.
      *
      * @return host:port
      */
     public String address() {
-        return address;
+        return addresses.given().get(0);
+    }
+
+    /**
+     * The server's addresses as given, in the order they are tried.
+     *
+     * @return host:port each
+     */
+    public List<String> addresses() {
+        return addresses.given();
     }
 
     /**
@@ -244,16 +279,18 @@ public final class MonolockClient implements AutoCloseable {
     public <E extends Exception> void run(String name, Duration lease, LeaseWork<E> work) throws E, InterruptedException {
         Objects.requireNonNull(work, "work");
         Backoff backoff = new Backoff(n -> ThreadLocalRandom.current().nextLong(n));
-        long leaseMs = Validate.leaseMs(lease);
+        Validate.leaseMs(lease);
+        long leaseNanos = lease.toNanos();
         Lease held;
         while (true) {
             try {
                 held = lock(name, lease);
                 break;
             } catch (ServerUnavailableException e) {
-                if (!e.isRetriable()) throw e;
+                Backoff.Retry retry = Backoff.after(e);
+                if (retry == Backoff.Retry.NO) throw e;
                 long wait = backoff.next();
-                if (e.code().orElse(-1) == Wire.CODE_SHUTTING_DOWN) wait = backoff.shutdownJitter(leaseMs);
+                if (retry == Backoff.Retry.SHUTDOWN_WAIT) wait = backoff.shutdownJitter(leaseNanos);
                 Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
             }
         }
@@ -299,18 +336,19 @@ public final class MonolockClient implements AutoCloseable {
     private CompletableFuture<Lease> acquire(String name, Duration lease, long waitNanos) {
         byte[] nameBytes = Validate.name(name);
         long leaseMs = Validate.leaseMs(lease);
-        SessionStep step = new SessionStep(address, name, nameBytes, leaseMs, waitNanos, connectTimeoutNanos);
-        // Resolved at each attempt, so a name moved to a standby is followed.
-        InetSocketAddress remote = new InetSocketAddress(host, port);
-        Connection c = new Connection(loop, remote, step);
-        if (remote.isUnresolved()) {
-            c.granted.completeExceptionally(new ServerUnavailableException("monolock: cannot resolve " + host
-                    + " (from the address " + address + "); check the name or the resolver", null, true));
-            return c.granted;
+        SessionStep step = new SessionStep(addresses.describe(), name, nameBytes, lease.toNanos(), leaseMs, waitNanos,
+                connectTimeoutNanos);
+        List<Addresses.Candidate> candidates;
+        try {
+            // Resolved at each attempt, so a name moved to a standby is followed.
+            candidates = addresses.candidates();
+        } catch (ServerUnavailableException e) {
+            return CompletableFuture.failedFuture(e);
         }
+        Connection c = new Connection(loop, addresses, candidates, step);
         // A cancelled future leaves the queue.
         c.granted.whenComplete((l, e) -> {
-            if (e instanceof CancellationException) loop.execute(() -> loop.apply(c, c.step.release(System.nanoTime())));
+            if (e instanceof CancellationException) loop.execute(() -> loop.apply(c, c.step.stop(System.nanoTime())));
         });
         loop.execute(() -> loop.open(c));
         return c.granted;

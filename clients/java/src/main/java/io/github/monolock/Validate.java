@@ -38,11 +38,16 @@ final class Validate {
         return out;
     }
 
-    /** The lease in the wire's whole milliseconds: at least 1, a fraction rounded up so the server never drops a session earlier than asked. */
+    /** The lease in the wire's whole milliseconds: at least 1 ms asked, a fraction rounded up so the server never drops a session earlier than asked. */
     static long leaseMs(Duration lease) {
         if (lease == null) throw new IllegalArgumentException("monolock: the lease is null: give a lease such as Duration.ofSeconds(2)");
         if (lease.isNegative() || lease.isZero()) {
             throw new IllegalArgumentException("monolock: lease must be positive: " + lease + " is not; use at least 1 ms");
+        }
+        if (lease.compareTo(Duration.ofMillis(1)) < 0) {
+            // Never sent as 1 ms: the client's own timings would not match the server's.
+            throw new IllegalArgumentException("monolock: lease " + lease + " is shorter than 1 ms, the shortest the wire"
+                    + " carries; use at least 1 ms");
         }
         if (lease.compareTo(Duration.ofMillis(MAX_LEASE_MS)) > 0) {
             throw new IllegalArgumentException("monolock: lease " + lease + " is longer than the wire maximum of "

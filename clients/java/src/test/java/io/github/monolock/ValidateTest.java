@@ -26,7 +26,10 @@ class ValidateTest {
     void leasesRoundUpToWholeMilliseconds() {
         assertEquals(1501, Validate.leaseMs(Duration.ofNanos(1_500_250_000)));
         assertEquals(300, Validate.leaseMs(Duration.ofMillis(300)));
-        assertEquals(1, Validate.leaseMs(Duration.ofNanos(1)));
+        assertEquals(1, Validate.leaseMs(Duration.ofMillis(1)));
+        // Below 1 ms is invalid input, never sent as 1 ms (docs/protocol.md, Outcomes).
+        assertThrows(IllegalArgumentException.class, () -> Validate.leaseMs(Duration.ofNanos(1)));
+        assertThrows(IllegalArgumentException.class, () -> Validate.leaseMs(Duration.ofNanos(999_999)));
         assertEquals(0xffff_ffffL, Validate.leaseMs(Duration.ofMillis(0xffff_ffffL)));
         assertThrows(IllegalArgumentException.class, () -> Validate.leaseMs(Duration.ZERO));
         assertThrows(IllegalArgumentException.class, () -> Validate.leaseMs(Duration.ofMillis(-1)));
@@ -57,9 +60,10 @@ class ValidateTest {
     @Test
     void theShutdownWaitIsAtMostAQuarterLeaseAndOneSecond() {
         Backoff top = new Backoff(n -> n - 1);
-        assertEquals(500_000_000, top.shutdownJitter(2000));
-        assertEquals(1_000_000_000, top.shutdownJitter(60_000));
-        assertEquals(0, new Backoff(n -> 0).shutdownJitter(2000));
+        assertEquals(500_000_000, top.shutdownJitter(2_000_000_000L));
+        assertEquals(1_000_000_000, top.shutdownJitter(60_000_000_000L));
+        assertEquals(999_999_999, top.shutdownJitter(3_999_999_996L), "lease/4 of the lease as asked, to the nanosecond");
+        assertEquals(0, new Backoff(n -> 0).shutdownJitter(2_000_000_000L));
     }
 
     @Test
@@ -68,7 +72,7 @@ class ValidateTest {
         Connection[] cs = new Connection[200];
         java.util.Random r = new java.util.Random(1);
         for (int i = 0; i < cs.length; i++) {
-            cs[i] = new Connection(null, null, null);
+            cs[i] = new Connection(null, null, null, null);
             h.set(cs[i], r.nextInt(1000));
         }
         for (int i = 0; i < 100; i++) h.set(cs[r.nextInt(cs.length)], r.nextInt(1000)); // re-armed

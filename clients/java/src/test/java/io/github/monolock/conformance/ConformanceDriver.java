@@ -22,9 +22,11 @@ import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
 import java.security.spec.PKCS8EncodedKeySpec;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collection;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -64,7 +66,11 @@ public final class ConformanceDriver {
         Thread reader = new Thread(() -> d.readCommands(in), "commands");
         reader.setDaemon(true);
         reader.start();
-        MonolockClient.Builder builder = MonolockClient.builder((String) req.get("address"));
+        // "addresses", when present, gives the client every address ("address" is the first, for older drivers).
+        Object addresses = req.get("addresses");
+        MonolockClient.Builder builder = addresses instanceof List
+                ? MonolockClient.builder(strings((List<?>) addresses))
+                : MonolockClient.builder((String) req.get("address"));
         Object tls = req.get("tls");
         if (tls instanceof Map) builder.sslContext(sslContext(castMap(tls)));
         try (MonolockClient client = builder.build()) {
@@ -76,6 +82,12 @@ public final class ConformanceDriver {
                 System.exit(2);
             }
         }
+    }
+
+    private static List<String> strings(List<?> l) {
+        List<String> out = new ArrayList<>();
+        for (Object o : l) out.add((String) o);
+        return out;
     }
 
     @SuppressWarnings("unchecked")

@@ -1,9 +1,11 @@
 package io.github.monolock.conformance;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
-/** The flat JSON objects of the driver contract: strings, numbers, booleans and null. */
+/** The JSON objects of the driver contract: strings, numbers, booleans, null, objects and arrays. */
 final class Json {
     private Json() {}
 
@@ -84,6 +86,26 @@ final class Json {
             }
         }
 
+        List<Object> array() {
+            List<Object> l = new ArrayList<>();
+            expect('[');
+            ws();
+            if (i < s.length() && s.charAt(i) == ']') {
+                i++;
+                return l;
+            }
+            while (true) {
+                l.add(value());
+                ws();
+                if (i < s.length() && s.charAt(i) == ',') {
+                    i++;
+                    continue;
+                }
+                expect(']');
+                return l;
+            }
+        }
+
         Object value() {
             ws();
             if (i >= s.length()) throw fail("want a value");
@@ -93,6 +115,7 @@ final class Json {
             if (s.startsWith("false", i)) { i += 5; return Boolean.FALSE; }
             if (s.startsWith("null", i)) { i += 4; return null; }
             if (c == '{') return object();
+            if (c == '[') return array();
             int start = i;
             while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
             String num = s.substring(start, i);

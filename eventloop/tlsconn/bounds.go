@@ -1,4 +1,4 @@
-package eventloop
+package tlsconn
 
 import (
 	"errors"
@@ -8,11 +8,11 @@ import (
 // Bounds on what a TLS session may make the loop do beyond its application
 // data. crypto/tls answers post-handshake messages (a KeyUpdate costs a key
 // derivation, about 12 µs) and empty records inside Read, and resets its own
-// limit on them at every application byte, so the loop counts ciphertext and
-// records itself:
+// limit on them at every application byte, so the session counts ciphertext
+// and records itself:
 //
-//   - one turn decrypts at most bytesPerTurn of ciphertext (not plaintext),
-//     however small the records;
+//   - one turn decrypts at most Config.TurnBytes of ciphertext (not
+//     plaintext), however small the records;
 //   - records that yield no application data (KeyUpdates, empty records) are
 //     rate-limited per session: controlBurst at once, then one per
 //     controlInterval. Clients update keys rarely (after gigabytes, or when
@@ -20,7 +20,8 @@ import (
 //   - between two pieces of application data, at most maxControlBytes of
 //     ciphertext: a handshake message the client starts and never finishes
 //     (it may declare 64 KiB) holds no more than that, and once more of it
-//     than whole KeyUpdates is waiting, the half-frame io-timeout runs.
+//     than whole KeyUpdates is waiting, the half-frame io-timeout runs
+//     (HalfRecord).
 const (
 	controlBurst    = 8
 	controlInterval = 10 * time.Second
@@ -28,7 +29,7 @@ const (
 	// keyUpdateRecord is the ciphertext of one TLS 1.3 KeyUpdate: record
 	// header, the 4-byte message header and its one byte, the inner content
 	// type, and the AEAD tag.
-	keyUpdateRecord = recordHeaderLen + 4 + 1 + 1 + 16
+	keyUpdateRecord = RecordHeaderLen + 4 + 1 + 1 + 16
 )
 
 var (
@@ -50,21 +51,21 @@ func (r *controlRate) spend(n int, now time.Duration) bool {
 }
 
 // withinBounds is checked before every read of the session's ciphertext.
-func (t *tlsTransport) withinBounds() error {
+func (t *transport) withinBounds() error {
 	if t.handed-t.appAt > maxControlBytes {
 		return errControlBytes
 	}
-	if t.handed-t.turnStart >= bytesPerTurn {
+	if t.handed-t.turnStart >= t.turnBytes {
 		t.throttled = true
 		return errNoInput
 	}
 	return nil
 }
 
-// halfRecord reports whether the session holds input that is not a whole
+// HalfRecord reports whether the session holds input that is not a whole
 // record yet, or a handshake message that may be half-sent: the half-frame
 // io-timeout runs for it as for a half-sent frame.
-func (c *tlsConn) halfRecord() bool {
+func (c *Conn) HalfRecord() bool {
 	if !c.tr.throttled && !c.tr.drained() {
 		return true
 	}
@@ -73,6 +74,6 @@ func (c *tlsConn) halfRecord() bool {
 
 // opened starts the session's counts when its handshake is done: the
 // handshake's own records count toward none of its bounds.
-func (t *tlsTransport) opened() {
+func (t *transport) opened() {
 	t.handed, t.records, t.turnStart, t.appAt, t.appRecords = 0, 0, 0, 0, 0
 }

@@ -1,4 +1,4 @@
-package eventloop
+package tlsconn
 
 import (
 	"testing"
@@ -39,19 +39,20 @@ func TestControlRate(t *testing.T) {
 	}
 }
 
-// One turn hands crypto/tls at most bytesPerTurn of ciphertext; the rest
-// waits for another turn.
+// One turn hands crypto/tls at most Config.TurnBytes of ciphertext; the
+// rest waits for another turn.
 func TestTurnCiphertextBound(t *testing.T) {
-	var tr tlsTransport
-	tr.handed = 10 * bytesPerTurn
+	const turnBytes = 64 << 10 // the loop's bytesPerTurn
+	tr := transport{turnBytes: turnBytes}
+	tr.handed = 10 * turnBytes
 	tr.turnStart, tr.appAt = tr.handed, tr.handed
 	if err := tr.withinBounds(); err != nil || tr.throttled {
 		t.Fatalf("at the turn's start: %v, throttled %v", err, tr.throttled)
 	}
-	tr.handed += bytesPerTurn
+	tr.handed += turnBytes
 	tr.appAt = tr.handed
 	if err := tr.withinBounds(); err != errNoInput || !tr.throttled {
-		t.Fatalf("after bytesPerTurn: %v, throttled %v; want errNoInput and throttled", err, tr.throttled)
+		t.Fatalf("after TurnBytes: %v, throttled %v; want errNoInput and throttled", err, tr.throttled)
 	}
 	tr.appAt = tr.handed - maxControlBytes - 1
 	if err := tr.withinBounds(); err != errControlBytes {
