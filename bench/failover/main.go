@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,6 +41,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/bench/internal/failkit"
 )
 
 type config struct {
@@ -59,16 +62,16 @@ type harness struct {
 	cfg       config
 	self      string // this executable, run again as the client process
 	dir       string
-	net       *network
+	net       *failkit.LAN
 	hosts     []*serverHost
-	clientRun *clientRun
+	clientRun *failkit.ClientRun
 
 	cleanOnce sync.Once
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "clients" {
-		if err := runClients(os.Args[2:]); err != nil {
+	if len(os.Args) > 1 && os.Args[1] == failkit.ClientsCommand {
+		if err := failkit.RunClients(os.Args[2:], net.JoinHostPort(vip, protoPort)); err != nil {
 			fmt.Fprintln(os.Stderr, "failover clients:", err)
 			os.Exit(2)
 		}
@@ -195,12 +198,12 @@ func (h *harness) runAll(stdout io.Writer) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.net, err = buildNetwork(); err != nil {
+	if h.net, err = failkit.BuildLAN("mlfo", []failkit.Host{{Name: "a", Addr: addrA}, {Name: "b", Addr: addrB}, {Name: "client", Addr: addrClient}}); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stdout, "failover: namespaces mlfo-*-%s, files in %s\n", h.net.suffix, h.dir)
+	fmt.Fprintf(stdout, "failover: namespaces mlfo-*-%s, files in %s\n", h.net.Suffix, h.dir)
 	for _, name := range []string{"a", "b"} {
-		host, err := newServerHost(name, h.net.hosts[name], h.dir, h.cfg.scripts)
+		host, err := newServerHost(name, h.net.NS(name), h.dir, h.cfg.scripts)
 		if err != nil {
 			return nil, err
 		}
@@ -254,14 +257,14 @@ func (h *harness) runAll(stdout io.Writer) ([]row, error) {
 func (h *harness) cleanup(keep bool) {
 	h.cleanOnce.Do(func() {
 		if cr := h.clientRun; cr != nil {
-			_, _ = cr.stop()
+			_, _ = cr.Stop()
 		}
 		for _, host := range h.hosts {
 			host.stopKeepalived()
 			host.stopMonolock()
 		}
 		if h.net != nil {
-			for _, err := range h.net.teardown() {
+			for _, err := range h.net.Teardown() {
 				fmt.Fprintln(os.Stderr, "failover: cleanup:", err)
 			}
 		}
@@ -318,32 +321,9 @@ func summarize(rows []row, c config) string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s, %s | %s, %s | %d | %d of %d | %d | %d | %d of %d |\n", f, n,
-			seconds(median(ds)), seconds(maxOf(ds)), seconds(median(rs)), seconds(maxOf(rs)), late, ordered, n, stale, double, fenced, n)
+			failkit.Seconds(failkit.Median(ds)), failkit.Seconds(failkit.MaxOf(ds)), failkit.Seconds(failkit.Median(rs)), failkit.Seconds(failkit.MaxOf(rs)), late, ordered, n, stale, double, fenced, n)
 	}
 	fmt.Fprintf(&b, "\n%d clients over %d locks, lease %v (holders must stop by 0.8 × lease = %v), both servers with -shutdown-delay %v; both servers share this machine's clock.\n",
 		c.clients, c.locks, c.lease, c.lease*8/10, c.shutdownDelay)
 	return b.String()
-}
-
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	for i := range s { // insertion sort: five values
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s[len(s)/2]
-}
-
-func maxOf(ds []time.Duration) time.Duration {
-	var m time.Duration
-	for _, d := range ds {
-		m = max(m, d)
-	}
-	return m
 }

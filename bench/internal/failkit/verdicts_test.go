@@ -1,0 +1,106 @@
+package failkit
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func at(ms int) int64 {
+	return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond).UnixNano()
+}
+
+// Two holds of one lock one after the other do not overlap; a third that
+// begins before the second ended does, and so does one after a hold that
+// never ended. A write of the first hold decided after the second was
+// granted landed stale; one decided before did not; a rejected one counts
+// as rejected only.
+func TestOverlapsAndStaleLanded(t *testing.T) {
+	events := []Event{
+		{Kind: "granted", C: 0, Hold: 1, Lock: "x", Token: 10, At: at(0)},
+		{Kind: "write", C: 0, Hold: 1, Lock: "x", Token: 10, OK: true, At: at(50)},
+		{Kind: "ended", C: 0, Hold: 1, Lock: "x", Token: 10, At: at(100)},
+		{Kind: "granted", C: 1, Hold: 1, Lock: "x", Token: 11, At: at(100)},         // at the end's instant: no overlap
+		{Kind: "write", C: 0, Hold: 1, Lock: "x", Token: 10, OK: true, At: at(150)}, // stale, landed
+		{Kind: "write", C: 0, Hold: 1, Lock: "x", Token: 10, OK: false, At: at(160)},
+		{Kind: "granted", C: 2, Hold: 1, Lock: "x", Token: 12, At: at(150)}, // before hold (1,1) ended
+		{Kind: "ended", C: 1, Hold: 1, Lock: "x", Token: 11, At: at(200)},
+		{Kind: "ended", C: 2, Hold: 1, Lock: "x", Token: 12, At: at(300)},
+		{Kind: "granted", C: 3, Hold: 1, Lock: "y", Token: 13, At: at(0)}, // never ended
+		{Kind: "granted", C: 4, Hold: 1, Lock: "y", Token: 14, At: at(500)},
+		{Kind: "ended", C: 4, Hold: 1, Lock: "y", Token: 14, At: at(600)},
+	}
+	ov := Overlaps(events)
+	if len(ov) != 2 {
+		t.Fatalf("overlaps %v, want 2", ov)
+	}
+	got := ov[0].String() + "; " + ov[1].String()
+	for _, want := range []string{"client 2's hold 1 began before client 1's hold 1 ended", "client 4's hold 1 began before client 3's hold 1 ended"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("overlaps %q lack %q", got, want)
+		}
+	}
+	if n := StaleLanded(events); n != 1 {
+		t.Errorf("stale landed %d, want 1", n)
+	}
+	if n := StaleRejected(events); n != 1 {
+		t.Errorf("stale rejected %d, want 1", n)
+	}
+	if len(Overlaps(events[:4])) != 0 || StaleLanded(events[:4]) != 0 {
+		t.Error("a release followed by the next grant counted as a violation")
+	}
+}
+
+func TestIncreasing(t *testing.T) {
+	gs := []Grant{{Lock: "a", Token: 1}, {Lock: "b", Token: 2}, {Lock: "a", Token: 5}}
+	if err := Increasing(gs); err != nil {
+		t.Fatal(err)
+	}
+	gs = append(gs, Grant{Lock: "c", Token: 5})
+	if err := Increasing(gs); err == nil || !strings.Contains(err.Error(), "token 5, not above the one before it (5)") {
+		t.Fatalf("equal tokens: %v", err)
+	}
+}
+
+// The dialer skips a refusing address, remembers the one that accepted,
+// and starts from it next time; with none accepting it names them all.
+func TestSeveralDialer(t *testing.T) {
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	closed := listen()
+	refused := closed.Addr().String()
+	_ = closed.Close()
+	a, b := listen(), listen()
+	s := &severalDialer{addrs: []string{refused, a.Addr().String(), b.Addr().String()}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dialTo := func(want net.Listener) {
+		t.Helper()
+		c, err := s.DialContext(ctx, "tcp", "ignored:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if c.RemoteAddr().String() != want.Addr().String() {
+			t.Fatalf("dialled %v, want %v", c.RemoteAddr(), want.Addr())
+		}
+	}
+	dialTo(a) // the first refuses
+	s.mu.Lock()
+	s.last = 2 // as if b had accepted last
+	s.mu.Unlock()
+	dialTo(b) // starts from b although a accepts too
+	_ = a.Close()
+	_ = b.Close()
+	if _, err := s.DialContext(ctx, "tcp", "ignored:1"); err == nil || !strings.Contains(err.Error(), "none of "+refused) {
+		t.Fatalf("no address accepting: %v", err)
+	}
+}
