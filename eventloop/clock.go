@@ -21,3 +21,17 @@ func (c systemClock) Now() (time.Time, time.Duration) {
 	wall := time.Now()
 	return wall, wall.Sub(c.origin)
 }
+
+// offsetClock moves the wall clock of another by an offset that may change
+// while the server runs, the monotonic offset untouched: a stepped wall
+// clock, as far as the server can tell. Only Config.TestWallClockOffset
+// makes one (the failover harness's "clock stepped back" fault).
+type offsetClock struct {
+	Clock
+	offset func() time.Duration
+}
+
+func (c offsetClock) Now() (time.Time, time.Duration) {
+	wall, mono := c.Clock.Now()
+	return wall.Add(c.offset()), mono
+}
