@@ -34,6 +34,7 @@ type node struct {
 type nodeRun struct {
 	node    string
 	audit   string
+	started time.Time
 	offsets []offsetChange
 }
 
@@ -56,11 +57,14 @@ func (r *nodeRun) offsetAt(t time.Time) time.Duration {
 }
 
 // harnessTime turns a time the run's server wrote into the harness's: the
-// server's reading minus the offset it had then (the first offset that
-// explains the reading).
-func (r *nodeRun) harnessTime(read time.Time) time.Time {
-	for _, o := range append([]time.Duration{0}, offsetsOf(r.offsets)...) {
-		if t := read.Add(-o); r.offsetAt(t) == o {
+// server's reading minus the offset it had then. The offset is the latest
+// one that explains the reading with a moment within the run (from its
+// start to now).
+func (r *nodeRun) harnessTime(read, now time.Time) time.Time {
+	cands := append([]time.Duration{0}, offsetsOf(r.offsets)...)
+	for i := len(cands) - 1; i >= 0; i-- {
+		t := read.Add(-cands[i])
+		if !t.Before(r.started) && !t.After(now) && r.offsetAt(t) == cands[i] {
 			return t
 		}
 	}
@@ -84,12 +88,12 @@ func (n *node) start(bin string, c config, endpoints string) error {
 	if err := os.WriteFile(n.offsetFile(), []byte("0s\n"), 0o644); err != nil {
 		return err
 	}
-	run := &nodeRun{node: n.name, audit: filepath.Join(n.dir, fmt.Sprintf("audit-%d.jsonl", len(n.runs)+1))}
+	run := &nodeRun{node: n.name, audit: filepath.Join(n.dir, fmt.Sprintf("audit-%d.jsonl", len(n.runs)+1)), started: time.Now()}
 	p, err := proc.Monolock(bin, proc.Options{
 		Name:  "monolock of node " + n.name,
 		Netns: n.ns,
 		Args: []string{"-listen", "0.0.0.0:7070", "-ops-listen", "127.0.0.1:9090", "-audit-log", run.audit,
-			"-ha-etcd", endpoints, "-ha-cluster", "failover", "-ha-ttl", c.ttl.String(),
+			"-ha-etcd", endpoints, "-ha-cluster", clusterKey, "-ha-ttl", c.ttl.String(),
 			"-ha-name", n.name + " " + n.protoAddr()},
 		Env:     []string{clockOffsetEnv + "=" + n.offsetFile()},
 		LogFile: filepath.Join(n.dir, fmt.Sprintf("monolock-%d.log", len(n.runs)+1)),
@@ -164,6 +168,7 @@ func (n *node) iptables(del bool, addrs ...string) error {
 // grants reads every run's audit log, times on the harness's clock.
 func (n *node) grants() ([]runGrants, error) {
 	var out []runGrants
+	now := time.Now()
 	for _, r := range n.runs {
 		gs, err := failkit.ReadGrants(r.audit)
 		if errors.Is(err, os.ErrNotExist) {
@@ -173,7 +178,7 @@ func (n *node) grants() ([]runGrants, error) {
 			return nil, err
 		}
 		for i := range gs {
-			gs[i].At = r.harnessTime(gs[i].At)
+			gs[i].At = r.harnessTime(gs[i].At, now)
 		}
 		out = append(out, runGrants{run: r, grants: gs})
 	}

@@ -74,32 +74,36 @@ func Overlaps(events []Event) []Overlap {
 	return out
 }
 
-// StaleLanded counts the writes the fenced resource accepted although a
-// hold of the same lock with a larger token had been granted before the
-// write was decided: a stale write that landed.
+// StaleLanded counts the writes the fenced resource accepted although, in
+// its own order of decisions on the lock, it had already admitted a write
+// of another hold with a token as large or larger: a stale write that
+// landed. The fence rule (a token at least the largest admitted) refuses a
+// smaller token, so what can land is a second hold with the same token (a
+// token granted twice) or, with a broken fence, a smaller one. A write of
+// an old holder that arrives before the new holder's first write lands
+// under any fence and is not counted: fencing cannot know of a holder that
+// has not written yet (the overlap of the holds is what Overlaps checks).
 func StaleLanded(events []Event) int {
-	type grantAt struct {
-		at    int64
-		token uint64
-	}
-	grants := map[string][]grantAt{}
-	for _, h := range holdsOf(events) {
-		grants[h.lock] = append(grants[h.lock], grantAt{h.start, h.token})
-	}
-	for _, gs := range grants {
-		sort.Slice(gs, func(i, j int) bool { return gs[i].at < gs[j].at })
-		for i := 1; i < len(gs); i++ { // prefix maximum of the tokens
-			gs[i].token = max(gs[i].token, gs[i-1].token)
-		}
-	}
-	n := 0
+	var writes []Event
 	for _, e := range events {
-		if e.Kind != "write" || !e.OK {
-			continue
+		if e.Kind == "write" && e.OK {
+			writes = append(writes, e)
 		}
-		gs := grants[e.Lock]
-		i := sort.Search(len(gs), func(i int) bool { return gs[i].at >= e.At }) // grants strictly before the write
-		if i > 0 && gs[i-1].token > e.Token {
+	}
+	sort.SliceStable(writes, func(i, j int) bool { return writes[i].At < writes[j].At })
+	type top struct {
+		token uint64
+		holds map[HoldKey]bool
+	}
+	highest := map[string]*top{}
+	n := 0
+	for _, w := range writes {
+		k := HoldKey{w.C, w.Hold}
+		t := highest[w.Lock]
+		switch {
+		case t == nil || w.Token > t.token:
+			highest[w.Lock] = &top{token: w.Token, holds: map[HoldKey]bool{k: true}}
+		case w.Token < t.token || !t.holds[k]:
 			n++
 		}
 	}
