@@ -205,7 +205,7 @@ func (h *harness) setUp(stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "failover-etcd: namespaces %s-*-%s, files in %s\n", nsPrefix, h.net.Suffix, h.dir)
-	var initial, endpoints []string
+	var initial []string
 	for _, host := range hosts {
 		if !strings.HasPrefix(host.Name, "e") {
 			continue
@@ -213,7 +213,6 @@ func (h *harness) setUp(stdout io.Writer) error {
 		m := &member{name: host.Name, addr: host.Addr, ns: h.net.NS(host.Name), dir: filepath.Join(h.dir, host.Name), token: "monolock-" + h.net.Suffix}
 		h.members = append(h.members, m)
 		initial = append(initial, m.name+"="+m.peerURL())
-		endpoints = append(endpoints, m.clientURL())
 	}
 	for _, m := range h.members {
 		m.cluster = strings.Join(initial, ",")
@@ -236,7 +235,7 @@ func (h *harness) setUp(stdout io.Writer) error {
 			return err
 		}
 		h.nodes = append(h.nodes, n)
-		if err := n.start(h.cfg.server, h.cfg, strings.Join(endpoints, ",")); err != nil {
+		if err := n.start(h.cfg.server, h.cfg, h.endpoints()); err != nil {
 			return err
 		}
 	}
