@@ -37,7 +37,7 @@ func (m *member) start(bin string) error {
 			"--listen-client-urls", m.clientURL() + ",http://127.0.0.1:2379", "--advertise-client-urls", m.clientURL(),
 			"--listen-peer-urls", m.peerURL(), "--initial-advertise-peer-urls", m.peerURL(),
 			"--initial-cluster", m.cluster, "--initial-cluster-state", "new", "--initial-cluster-token", m.token,
-			"--log-level", "warn",
+			"--logger", "zap", "--log-level", "warn",
 		},
 		LogFile:   filepath.Join(m.dir, fmt.Sprintf("etcd-%d.log", m.runs)),
 		StopGrace: 5 * time.Second,

@@ -20,8 +20,8 @@ func TestMeasure(t *testing.T) {
 	o := observation{
 		fault: faultKill, lease: time.Second, slack: 100 * time.Millisecond, clients: 3,
 		faultAt: t0, confirmEnd: t0, vipArrived: t0.Add(2 * time.Second), fencedAt: t0.Add(time.Second),
-		oldGrants: []failkit.Grant{{"x", 100, t0.Add(-time.Second)}},
-		newGrants: []failkit.Grant{{"x", 90, t0.Add(3 * time.Second)}, {"y", 200, t0.Add(4 * time.Second)}},
+		oldGrants: []failkit.Grant{{Lock: "x", Token: 100, At: t0.Add(-time.Second)}},
+		newGrants: []failkit.Grant{{Lock: "x", Token: 90, At: t0.Add(3 * time.Second)}, {Lock: "y", Token: 200, At: t0.Add(4 * time.Second)}},
 		events: []failkit.Event{
 			{Kind: "granted", C: 0, Hold: 1, Lock: "x", Token: 100, At: at(-time.Second)},
 			{Kind: "ended", C: 0, Hold: 1, Lock: "x", Token: 100, At: at(800 * time.Millisecond)}, // in time (0.8 s + slack)
