@@ -142,23 +142,15 @@ func (h *harness) round(f fault) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	cr, err := failkit.StartClients(h.self, h.net.NS("client"), "-addr", h.clientAddrs(),
-		"-n", fmt.Sprint(h.cfg.clients), "-locks", fmt.Sprint(h.cfg.locks), "-lease", h.cfg.lease.String())
+	cr, err := failkit.StartSteady(h.self, h.net.NS("client"), h.cfg.Clients, "-addr", h.clientAddrs(),
+		"-n", fmt.Sprint(h.cfg.Clients), "-locks", fmt.Sprint(h.cfg.Locks), "-lease", h.cfg.Lease.String())
 	if err != nil {
 		return row{}, err
 	}
 	h.clientRun = cr
 	defer func() { h.clientRun = nil }()
-	started := time.Now()
-	if err := failkit.Await(30*time.Second, "every client answered by the leader", func() bool {
-		return cr.AnsweredSince(started) == h.cfg.clients
-	}); err != nil {
-		_, _ = cr.Stop()
-		return row{}, err
-	}
-	time.Sleep(time.Second) // steady state: holds, queues and writes under way
 
-	o := observation{fault: f, ttl: h.cfg.ttl, lease: h.cfg.lease, clients: h.cfg.clients, leader: leader.current()}
+	o := observation{fault: f, ttl: h.cfg.ttl, lease: h.cfg.Lease, clients: h.cfg.Clients, leader: leader.current()}
 	o.faultAt = time.Now()
 	stepDown := make(chan time.Duration, 1)
 	if f.silent {
@@ -175,8 +167,8 @@ func (h *harness) round(f fault) (row, error) {
 	}
 	// Every client answered again by the term that serves next; what is
 	// missing shows in the row.
-	_ = failkit.Await(30*time.Second, "every client answered again", func() bool { return cr.AnsweredSince(from) == h.cfg.clients })
-	time.Sleep(h.cfg.lease + 250*time.Millisecond) // any holder of the old term has given up
+	_ = failkit.Await(30*time.Second, "every client answered again", func() bool { return cr.AnsweredSince(from) == h.cfg.Clients })
+	time.Sleep(h.cfg.Lease + 250*time.Millisecond) // any holder of the old term has given up
 	if o.events, err = cr.Stop(); err != nil {
 		return row{}, err
 	}
@@ -219,7 +211,7 @@ func (h *harness) repair() error {
 	for _, n := range h.nodes {
 		_ = n.signal(syscall.SIGCONT)
 		if !n.alive() {
-			if err := n.start(h.cfg.server, h.cfg, h.endpoints()); err != nil {
+			if err := n.start(h.cfg.Server, h.cfg, h.endpoints()); err != nil {
 				return err
 			}
 			continue

@@ -33,8 +33,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,18 +52,12 @@ const (
 )
 
 type config struct {
-	server  string
-	etcd    string
-	nodes   int
-	rounds  int
-	clients int
-	locks   int
-	lease   time.Duration
-	ttl     time.Duration
-	outage  time.Duration
-	only    string
-	results string
-	keep    bool
+	failkit.Common
+	etcd   string
+	nodes  int
+	ttl    time.Duration
+	outage time.Duration
+	only   string
 }
 
 type harness struct {
@@ -81,107 +73,48 @@ type harness struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == failkit.ClientsCommand {
-		if err := failkit.RunClients(os.Args[2:], nodeNet+"1:7070"); err != nil {
-			fmt.Fprintln(os.Stderr, "failover-etcd clients:", err)
-			os.Exit(2)
-		}
-		return
-	}
+	failkit.ClientsMain("failover-etcd", nodeNet+"1:7070")
 	os.Exit(run(os.Args[1:], os.Stdout))
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("failover-etcd", flag.ContinueOnError)
-	fs.StringVar(&c.server, "server", filepath.Join("..", "bin", "monolock"), "server binary (make build's output, seen from bench/)")
+	c.Register(fs, time.Second)
 	fs.StringVar(&c.etcd, "etcd", "/usr/bin/etcd", "the etcd server (Debian's etcd-server)")
 	fs.IntVar(&c.nodes, "nodes", 2, "monolock nodes (2 or 3)")
-	fs.IntVar(&c.rounds, "rounds", 5, "rounds of each fault")
-	fs.IntVar(&c.clients, "clients", 30, "clients on the client host")
-	fs.IntVar(&c.locks, "locks", 6, "lock names they share")
-	fs.DurationVar(&c.lease, "lease", time.Second, "the clients' lease (the new leader's wait)")
 	fs.DurationVar(&c.ttl, "ttl", 3*time.Second, "the nodes' -ha-ttl (whole seconds, at least 2s)")
 	fs.DurationVar(&c.outage, "outage", 0, "how long a partition or a lost quorum lasts before it is repaired (0: 2 × ttl)")
 	fs.StringVar(&c.only, "fault", "", "run only the faults whose name contains this")
-	fs.StringVar(&c.results, "results", "", "also write the table as Markdown to this file")
-	fs.BoolVar(&c.keep, "keep", false, "keep the logs (always kept when there are violations)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	switch {
-	case c.rounds < 1 || c.clients < 1 || c.locks < 1:
-		return c, errors.New("want -rounds, -clients, -locks >= 1")
 	case c.nodes < 2 || c.nodes > 3:
 		return c, errors.New("want -nodes 2 or 3")
-	case c.lease < 100*time.Millisecond:
-		return c, errors.New("want -lease >= 100ms")
 	case c.ttl < 2*time.Second || c.ttl%time.Second != 0:
 		return c, errors.New("want -ttl in whole seconds, at least 2s (etcd's lease unit; the server's minimum)")
 	}
 	if c.outage == 0 {
 		c.outage = 2 * c.ttl
 	}
-	var err error
-	c.server, err = filepath.Abs(c.server)
-	return c, err
+	return c, c.Check()
 }
 
 // preflight says what is missing before anything is made.
 func preflight(c config) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (network namespaces, iptables): run it as root, as .ci/run does")
-	}
-	for _, tool := range []struct{ name, install string }{
-		{"ip", "apt-get install -y iproute2"}, {"iptables", "apt-get install -y iptables"},
-		{"curl", "apt-get install -y curl"}, {c.etcd, "make failover-etcd-deps (apt-get install -y etcd-server)"},
-	} {
-		if _, err := exec.LookPath(tool.name); err != nil {
-			return fmt.Errorf("%s is not on PATH: %s", tool.name, tool.install)
-		}
-	}
-	if _, err := os.Stat(c.server); err != nil {
-		return fmt.Errorf("server binary: %w; run make build first", err)
-	}
-	return nil
+	return c.Preflight("network namespaces, iptables", failkit.Tool{Name: "iptables", Install: "apt-get install -y iptables"},
+		failkit.Tool{Name: c.etcd, Install: "make failover-etcd-deps (apt-get install -y etcd-server)"})
 }
 
 func run(args []string, stdout io.Writer) int {
-	cfg, err := parseFlags(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover-etcd:", err)
-		return 2
-	}
-	if err := preflight(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "failover-etcd:", err)
-		return 2
-	}
-	h := &harness{cfg: cfg}
-	defer h.cleanup(true) // also on a panic; a no-op after the cleanup below
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "failover-etcd: %v: removing the namespaces and processes\n", sig)
-		h.cleanup(true)
-		os.Exit(2)
-	}()
-	started := time.Now()
-	rows, err := h.runAll(stdout)
-	violations := 0
-	for _, r := range rows {
-		violations += len(r.violations)
-	}
-	h.cleanup(cfg.keep || violations > 0 || err != nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover-etcd:", err)
-		return 2
-	}
-	fmt.Fprintf(stdout, "failover-etcd: %d rounds in %v, %d violations\n", len(rows), time.Since(started).Round(time.Second), violations)
-	if violations > 0 {
-		return 1
-	}
-	return 0
+	h := &harness{}
+	return failkit.Main("failover-etcd", stdout, func() (keep bool, err error) {
+		if h.cfg, err = parseFlags(args); err == nil {
+			err = preflight(h.cfg)
+		}
+		return h.cfg.Keep, err
+	}, func() (int, int, error) { return h.rounds(stdout) }, h.cleanup)
 }
 
 // setUp makes the LAN, starts the etcd cluster and the nodes, and waits for
@@ -235,7 +168,7 @@ func (h *harness) setUp(stdout io.Writer) error {
 			return err
 		}
 		h.nodes = append(h.nodes, n)
-		if err := n.start(h.cfg.server, h.cfg, h.endpoints()); err != nil {
+		if err := n.start(h.cfg.Server, h.cfg, h.endpoints()); err != nil {
 			return err
 		}
 	}
@@ -259,47 +192,30 @@ func (h *harness) clientAddrs() string {
 	return strings.Join(out, ",")
 }
 
-func (h *harness) runAll(stdout io.Writer) ([]row, error) {
+// rounds sets the hosts up and runs every round, printing a line for each
+// and the table at the end; it returns how many rounds ran and their
+// violations.
+func (h *harness) rounds(stdout io.Writer) (int, int, error) {
 	if err := h.setUp(stdout); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	fmt.Fprintf(stdout, "failover-etcd: 3 etcd members, %d nodes (-ha-ttl %v), %d clients, %d locks, lease %v, outages %v, %d rounds of each fault\n",
-		len(h.nodes), h.cfg.ttl, h.cfg.clients, h.cfg.locks, h.cfg.lease, h.cfg.outage, h.cfg.rounds)
-	var rows []row
-	for _, fault := range faults {
-		if !strings.Contains(fault.name, h.cfg.only) {
-			continue
-		}
-		for i := range h.cfg.rounds {
-			r, err := h.round(fault)
-			if err != nil {
-				return rows, fmt.Errorf("%s, round %d: %w", fault.name, i+1, err)
-			}
-			rows = append(rows, r)
-			fmt.Fprintf(stdout, "  %-62s round %d: %s\n", fault.name, i+1, r)
-			for _, v := range r.violations {
-				fmt.Fprintln(stdout, "    VIOLATION:", v)
-			}
+		len(h.nodes), h.cfg.ttl, h.cfg.Clients, h.cfg.Locks, h.cfg.Lease, h.cfg.outage, h.cfg.Rounds)
+	var chosen []fault
+	for _, f := range faults {
+		if strings.Contains(f.name, h.cfg.only) {
+			chosen = append(chosen, f)
 		}
 	}
-	table := summarize(rows, h.cfg)
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, table)
-	if h.cfg.results != "" {
-		if err := os.WriteFile(h.cfg.results, []byte(table), 0o644); err != nil {
-			return rows, err
-		}
-	}
-	return rows, nil
+	return failkit.Rounds(stdout, chosen, h.cfg.Rounds, func(f fault) string { return f.name }, h.round,
+		func(r row) (string, []string) { return r.String(), r.violations },
+		func(rows []row) string { return summarize(rows, h.cfg) }, h.cfg.Results)
 }
 
-// cleanup stops every process and removes the namespaces, and the files
-// unless keep.
+// cleanup kills the nodes and the etcd members (thawed first), then stops
+// the clients and removes the namespaces, and the files unless keep.
 func (h *harness) cleanup(keep bool) {
 	h.cleanOnce.Do(func() {
-		if cr := h.clientRun; cr != nil {
-			_, _ = cr.Stop()
-		}
 		for _, n := range h.nodes {
 			n.kill()
 		}
@@ -307,19 +223,7 @@ func (h *harness) cleanup(keep bool) {
 			_ = m.signal(syscall.SIGCONT)
 			m.kill()
 		}
-		if h.net != nil {
-			for _, err := range h.net.Teardown() {
-				fmt.Fprintln(os.Stderr, "failover-etcd: cleanup:", err)
-			}
-		}
-		if h.dir == "" {
-			return
-		}
-		if keep {
-			fmt.Fprintf(os.Stderr, "failover-etcd: logs kept in %s\n", h.dir)
-			return
-		}
-		_ = os.RemoveAll(h.dir)
+		failkit.Remove("failover-etcd", h.clientRun, h.net, h.dir, keep)
 	})
 }
 

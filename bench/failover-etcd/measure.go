@@ -260,6 +260,6 @@ func summarize(rows []row, c config) string {
 	}
 	fmt.Fprintf(&b, "\nD: from the fault to the first grant of another node's term (takeovers); the longest time without a grant from the fault on (the etcd member killed: the leader keeps its term); from the repair to the first grant (clients cut off, quorum lost: nothing serves them until then). "+
 		"%d clients over %d locks, lease %v (the new leader's wait), -ha-ttl %v (a leader stops 0.8 × ttl after its last answered keepalive), outages %v; every process shares this machine's clock, the servers' audit times corrected for the offsets the harness gave them.\n",
-		c.clients, c.locks, c.lease, c.ttl, c.outage)
+		c.Clients, c.Locks, c.Lease, c.ttl, c.outage)
 	return b.String()
 }

@@ -27,23 +27,15 @@ func (h *harness) round(fault string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	cr, err := failkit.StartClients(h.self, h.net.NS("client"),
-		"-n", fmt.Sprint(h.cfg.clients), "-locks", fmt.Sprint(h.cfg.locks), "-lease", h.cfg.lease.String())
+	cr, err := failkit.StartSteady(h.self, h.net.NS("client"), h.cfg.Clients,
+		"-n", fmt.Sprint(h.cfg.Clients), "-locks", fmt.Sprint(h.cfg.Locks), "-lease", h.cfg.Lease.String())
 	if err != nil {
 		return row{}, err
 	}
 	h.clientRun = cr
 	defer func() { h.clientRun = nil }()
-	started := time.Now()
-	if err := h.await(30*time.Second, "every client answered by the primary", func() bool {
-		return cr.AnsweredSince(started) == h.cfg.clients
-	}); err != nil {
-		_, _ = cr.Stop()
-		return row{}, err
-	}
-	time.Sleep(time.Second) // steady state: holds, queues and writes under way
 
-	o := observation{fault: fault, lease: h.cfg.lease, slack: h.cfg.slack, clients: h.cfg.clients}
+	o := observation{fault: fault, lease: h.cfg.Lease, slack: h.cfg.slack, clients: h.cfg.Clients}
 	o.faultAt = time.Now()
 	switch fault {
 	case faultKill:
@@ -73,7 +65,7 @@ func (h *harness) round(fault string) (row, error) {
 			}
 		}
 		return !vipLeft.IsZero() && !o.vipArrived.IsZero() && len(m.fences(o.faultAt)) > 0 &&
-			!m.monoAlive() && cr.AnsweredSince(o.vipArrived) == h.cfg.clients
+			!m.monoAlive() && cr.AnsweredSince(o.vipArrived) == h.cfg.Clients
 	}
 	_ = h.await(30*time.Second, "failover", recovered) // what is missing shows in the row
 	o.confirmEnd = o.faultAt
@@ -81,7 +73,7 @@ func (h *harness) round(fault string) (row, error) {
 		o.confirmEnd = vipLeft
 	}
 	// Long enough for every holder of the old primary to have given up.
-	if wait := time.Until(o.confirmEnd.Add(h.cfg.lease + 250*time.Millisecond)); wait > 0 {
+	if wait := time.Until(o.confirmEnd.Add(h.cfg.Lease + 250*time.Millisecond)); wait > 0 {
 		time.Sleep(wait)
 	}
 	events, err := cr.Stop()
@@ -111,7 +103,7 @@ func (h *harness) repair(old, cur *serverHost) error {
 		return err
 	}
 	old.stopMonolock()
-	if err := old.startMonolock(h.cfg.server, h.cfg.shutdownDelay); err != nil {
+	if err := old.startMonolock(h.cfg.Server, h.cfg.shutdownDelay); err != nil {
 		return err
 	}
 	return h.await(60*time.Second, "the old primary back as BACKUP", func() bool {

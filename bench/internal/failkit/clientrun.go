@@ -82,7 +82,11 @@ func (cr *ClientRun) AnsweredSince(t time.Time) int {
 }
 
 // Stop closes the process's stdin, which ends it, and returns its events.
+// A nil ClientRun (none running) stops at once.
 func (cr *ClientRun) Stop() ([]Event, error) {
+	if cr == nil {
+		return nil, nil
+	}
 	if err := cr.child.Close(20 * time.Second); errors.Is(err, proc.ErrKilled) {
 		return nil, err
 	}
