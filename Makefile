@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 5m
 
-.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench java-shedlock-test shedlock-bench
+.PHONY: all help build run test lint vet fmt-check staticcheck fuzz bench-micro bench-heap clean python-test python-tools python-dist node-deps node-build node-test rust-tools rust-build rust-test rust-bench java-build java-test java-bench test-suites fence-deps etcd-deps withdb tooz-deps tooz-test tooz-bench-deps tooz-bench java-shedlock-test shedlock-bench
 
 all: build
 
@@ -28,8 +28,8 @@ run: build
 # runs in each module.
 GOCRONLOCK := integrations/gocronlock
 
-## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (every module, the gocron integration's five-scheduler judge included, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts
-test: vet fmt-check staticcheck model model-variants fence-deps withdb console-deps
+## test: vet, gofmt, staticcheck, the Python, Node.js, Rust and Java clients' checks, the whole suite under the race detector (every module, the gocron integration's five-scheduler judge included, the conformance kit judging every client), short fuzz runs, the model of the safety argument (spin); the fence tests against a PostgreSQL and a MariaDB it installs and starts; the failover tests against an etcd it installs (etcd-deps)
+test: vet fmt-check staticcheck model model-variants fence-deps withdb console-deps etcd-deps
 	MONOLOCK_TEST_BROWSER=1 $(WITHDB) $(MAKE) --no-print-directory test-suites
 
 # The suites of make test, beside one PostgreSQL and one MariaDB for all.
@@ -62,6 +62,10 @@ fence-deps:
 		echo "fence-deps: installing" $$missing; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y $$missing; \
 	fi
+
+## etcd-deps: install etcd (Debian's etcd-server, root) for the tests of failover through etcd; nothing when it is there
+etcd-deps:
+	@command -v etcd >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y etcd-server; }
 
 ## withdb: build bin/withdb, which runs a command beside a throwaway PostgreSQL and MariaDB
 withdb:

@@ -87,7 +87,8 @@ type bench struct {
 	prog     *progress
 	checkers []namedChecker
 	stderr   io.Writer
-	tmp      string // the run's temporary directory (certificates, audit logs)
+	tmp      string    // the run's temporary directory (certificates, audit logs)
+	s7Etcd   *etcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
 }
 
 type namedChecker struct {
@@ -335,7 +336,7 @@ func (b *bench) countSteps(peers int) int {
 		n += b.sz.s6Runs * len(tlsModes)
 	}
 	if b.want("S7") {
-		n += 2 * b.sz.s7Runs * len(bkConfigs)
+		n += 2 * b.sz.s7Runs * len(b.s7Configs())
 	}
 	return n
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,9 +20,24 @@ const (
 	cfgBare  bkConfig = iota // no metrics, no audit log
 	cfgOps                   // -ops-listen: the server keeps its metrics
 	cfgAudit                 // -ops-listen and -audit-log FILE
+	cfgHA                    // -ha-etcd: the leader of a one-node cluster led through a local etcd
 )
 
-var bkConfigs = []bkConfig{cfgBare, cfgOps, cfgAudit}
+var bkConfigs = []bkConfig{cfgBare, cfgOps, cfgAudit, cfgHA}
+
+// s7Configs are the configurations S7 measures: +ha-etcd only where etcd
+// runs or is installed.
+func (b *bench) s7Configs() []bkConfig {
+	for _, p := range b.peers {
+		if _, ok := p.(*etcdPeer); ok {
+			return bkConfigs
+		}
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		return bkConfigs[:cfgHA]
+	}
+	return bkConfigs
+}
 
 // bookkeepingTarget is the ratio to the bare server the operations issue
 // asks metrics and audit to stay under.
@@ -35,11 +51,13 @@ func (c bkConfig) system() string {
 		return "monolock +ops"
 	case cfgAudit:
 		return "monolock +ops+audit"
+	case cfgHA:
+		return "monolock +ha-etcd"
 	}
 	return sysMonolock
 }
 
-func (c bkConfig) tag() string { return [...]string{"bare", "ops", "ops+audit"}[c] }
+func (c bkConfig) tag() string { return [...]string{"bare", "ops", "ops+audit", "ha-etcd"}[c] }
 
 // bookkeepingArgs are the server flags of c; audit is the audit log's path.
 func bookkeepingArgs(c bkConfig, audit string) []string {
@@ -112,6 +130,7 @@ func countLines(r io.Reader) (auditStats, error) {
 // with both off; the three configurations alternate s7Runs times.
 func (b *bench) s7() *Scenario {
 	sz := b.sz
+	bkConfigs := b.s7Configs()
 	at := " @" + groupThousands(int64(sz.s7Sessions))
 	sc := &Scenario{ID: "S7", Name: "bookkeeping", Desc: fmt.Sprintf(
 		"monolock bare, with -ops-listen (metrics) and with -ops-listen and -audit-log FILE; grants: C=%d workers cycling as in S1 (dial, ACQUIRE, ACQUIRED, close = one grant and one release), %v after %v; heartbeats: %s sessions as in S3, every %v (lease %v), %v after %v",
@@ -170,6 +189,11 @@ func (b *bench) s7() *Scenario {
 	}
 	b.report.Bookkeep = sum
 	sc.Note("×monolock: this row ÷ the bare server's row (monolock); the target for metrics + audit is under %.2f×", bookkeepingTarget)
+	if len(bkConfigs) > int(cfgHA) {
+		sc.Note("monolock +ha-etcd: the leader of a one-node cluster led through a local etcd (tokens from blocks reserved in etcd, the lease kept alive every TTL/4); same flags as bare otherwise")
+	} else {
+		sc.Note("monolock +ha-etcd: not measured, etcd is not installed (make bench-peers)")
+	}
 	sc.Note("server CPU per grant = the server's utime+stime (per-thread schedstat, the audit writer's goroutine included) over the window ÷ cycles completed in it; latency columns: one cycle, as in S1")
 	sc.Note("the server keeps metrics only with -ops-listen (nothing scrapes /metrics here); the audit log is a file in a temporary directory, written by its own goroutine every 10 ms")
 	if sz.s7Runs > 1 {
@@ -192,9 +216,21 @@ func (b *bench) auditPath(c bkConfig, what string, rep int) string {
 // returns what its audit log held (and removes the log).
 func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Process, stop func() (auditStats, error), err error) {
 	audit := b.auditPath(c, what, rep)
-	srv, err = b.srv.monolockWith("s7-"+strings.ReplaceAll(c.tag(), "+", "-")+"-"+what, bookkeepingArgs(c, audit)...)
+	args := bookkeepingArgs(c, audit)
+	if c == cfgHA {
+		if args, err = b.haArgs(what, rep); err != nil {
+			return nil, nil, err
+		}
+	}
+	srv, err = b.srv.monolockWith("s7-"+strings.ReplaceAll(c.tag(), "+", "-")+"-"+what, args...)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c == cfgHA { // a node serves once it leads: the line says so
+		if _, err := srv.WaitLog(haServing, 30*time.Second); err != nil {
+			srv.Stop()
+			return nil, nil, err
+		}
 	}
 	stop = func() (auditStats, error) {
 		srv.Stop()
@@ -294,4 +330,42 @@ func heartbeatNote(rs []sessionsResult) string {
 	note := runsList(rs, sessionsResult.cpuPerMillion, "%.2f") + fmt.Sprintf("%s hb/s · srv %.1f%% · gen %.0f%% cpu",
 		groupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
 	return joinNotes(note, otherLoadWarnings(rs, func(r sessionsResult) string { return r.other }))
+}
+
+// haServing is what a node of a cluster led through etcd logs once its
+// lock port is open (eventloop.HAServingMessage).
+const haServing = "ha: leading: the lock port accepts connections"
+
+// haArgs are the flags of S7's node: the leader of a one-node cluster of its
+// own (a cluster per run, so each starts from nothing) on the etcd peer, or
+// an etcd started for it, with a fixed lock port (a node opens it per term).
+func (b *bench) haArgs(what string, rep int) ([]string, error) {
+	ep, err := b.haEtcd()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return []string{"-listen", fmt.Sprintf("127.0.0.1:%d", port), "-ha-etcd", ep,
+		"-ha-cluster", fmt.Sprintf("s7-%s-%d", what, rep), "-ha-name", "s7"}, nil
+}
+
+// haEtcd is the endpoint of the etcd S7's node uses: the etcd peer's when
+// it runs, else one started for S7 alone (and stopped with the servers).
+func (b *bench) haEtcd() (string, error) {
+	for _, p := range b.peers {
+		if ep, ok := p.(*etcdPeer); ok {
+			return ep.endpoint, nil
+		}
+	}
+	if b.s7Etcd == nil {
+		ep, err := startEtcd(b.srv.procs, b.tmp, b.srv.logPath("s7-etcd"))
+		if err != nil {
+			return "", fmt.Errorf("S7 +ha-etcd needs etcd: %w", err)
+		}
+		b.s7Etcd = ep
+	}
+	return b.s7Etcd.endpoint, nil
 }

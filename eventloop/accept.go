@@ -37,13 +37,13 @@ const (
 // (accept, and gnet's dup inside enroll), so the spare descriptor freed for
 // a dup cannot be taken by an accept running meanwhile.
 func (s *Server) acceptLoop() {
-	defer s.accepting.Done()
 	var (
 		backoff time.Duration
 		errs    acceptErrorLog
 		evicted evictionLog
 		d       = &s.door
 	)
+	d.armed = time.Time{} // with Config.HA, each term's listener is a new one
 	defer d.leave()
 	for {
 		conn, err := d.accept(s.ln)
@@ -61,11 +61,11 @@ func (s *Server) acceptLoop() {
 				continue
 			}
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && d.waiting != nil && !s.stopping() {
+		if errors.Is(err, os.ErrDeadlineExceeded) && d.waiting != nil && !s.acceptStopped() {
 			s.decideWaiting(d, &evicted)
 			continue
 		}
-		if errors.Is(err, net.ErrClosed) || s.stopping() {
+		if errors.Is(err, net.ErrClosed) || s.acceptStopped() {
 			return
 		}
 		s.metrics.AcceptError()
@@ -75,7 +75,7 @@ func (s *Server) acceptLoop() {
 			errs.failed(s.log, err, time.Now())
 			select {
 			case <-time.After(time.Until(d.retry)):
-			case <-s.stopAccept:
+			case <-s.acceptStop:
 				return
 			}
 			s.decideWaiting(d, &evicted)
@@ -109,7 +109,7 @@ func (s *Server) acceptLoop() {
 		}
 		select {
 		case <-time.After(max(pause, minEvictWait)):
-		case <-s.stopAccept:
+		case <-s.acceptStop:
 			return
 		}
 	}
@@ -128,7 +128,7 @@ func (s *Server) enrollNew(conn net.Conn) error {
 // an eviction has just freed.
 func (s *Server) yieldToProbes() {
 	if g := s.cfg.Descriptors; g != nil && g.Wanted() {
-		g.Yield(yieldTimeout, s.stopAccept)
+		g.Yield(yieldTimeout, s.acceptStop)
 	}
 }
 
@@ -475,9 +475,20 @@ func (l *evictionLog) note(log zerolog.Logger) {
 	}
 }
 
+// acceptStopped reports whether the accept loop is to stop: the server
+// shuts down, or with Config.HA the term's listener closes.
+func (s *Server) acceptStopped() bool {
+	select {
+	case <-s.acceptStop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *Server) stopping() bool {
 	select {
-	case <-s.stopAccept:
+	case <-s.acceptStop:
 		return true
 	default:
 		return false

@@ -57,6 +57,12 @@ type Config struct {
 	// one the server frees by eviction before the protocol port does (see
 	// package fdgate).
 	Descriptors *fdgate.Gate
+	// HA, if set, makes the server one node of a cluster led through etcd
+	// (ha.go): the lock port is open only while the node leads, after the
+	// new leader's wait, and tokens come from blocks reserved in etcd.
+	// ListenAddress must then have a fixed port. Nil: a single server,
+	// exactly as without it.
+	HA *HAConfig
 }
 
 // DefaultWaiterSilenceLimit is the default WaiterSilenceLimit: a client that

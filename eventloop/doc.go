@@ -13,13 +13,16 @@
 //
 // The owner's rules are split by step — frames.go (input, answers,
 // rejections), timers.go (deadlines), release.go (sessions ending, locks
-// changing hands) — and record effects that turn.go applies.
+// changing hands), ha.go (a node's terms in a cluster led through etcd) —
+// and record effects that turn.go applies.
 //
 // An underscore in a file name says who runs the file — loop_callbacks.go
 // (gnet's callbacks, on the loop), ticker_goroutine.go,
 // handshake_goroutine.go beside handshake_loop.go, admin_calls.go (calls
-// from the admin API into the loop), control_conn.go (how any goroutine
-// reaches the loop) — or, in outq_linux.go and outq_other.go, a build tag.
+// from the admin API into the loop), ha_calls.go (the etcd side's events,
+// calls into the loop), haterms_goroutine.go (a node's lock listener,
+// opened and closed per term), control_conn.go (how any goroutine reaches
+// the loop) — or, in outq_linux.go and outq_other.go, a build tag.
 // Every other file is named for its one job in one word.
 //
 // Connections are accepted by a goroutine of ours rather than by gnet, which

@@ -188,6 +188,8 @@ type rig struct {
 	conns int           // connections made, for their ports
 	from  net.IP        // the address the next connections come from; nil for 192.0.2.1
 	watch func(c *fakeConn, wrote []byte, closed bool)
+
+	listener func(open bool) // hears the loop open or close the lock listener (Config.HA)
 }
 
 func newRig(t testing.TB, cfg Config) *rig {
@@ -200,6 +202,11 @@ func newRig(t testing.TB, cfg Config) *rig {
 	r := &rig{t: t, clk: clk, wakes: make(chan struct{}, 4)}
 	r.o = newOwner(cfg, clk)
 	r.srv = &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	r.o.initHA(cfg.HA, func(open bool) {
+		if r.listener != nil {
+			r.listener(open)
+		}
+	})
 	r.h = newHandler(r.o, r.srv)
 	r.srv.handler = r.h
 	r.srv.calls = newCallQueue(func() { r.wakes <- struct{}{} })
@@ -332,6 +339,10 @@ func (r *rig) run(d time.Duration) {
 		r.tick()
 	}
 }
+
+// pause moves the clock by d without a tick: the process was stopped
+// (SIGSTOP) and nothing ran meanwhile.
+func (r *rig) pause(d time.Duration) { r.clk.advance(d) }
 
 // runTo moves the clock to the owner offset at, ticking on the way.
 func (r *rig) runTo(at time.Duration) { r.run(at - r.now()) }

@@ -87,7 +87,7 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			return
 		}
 		s.lastSeen = o.now
-		if s.claim.State() == locktable.Waiting {
+		if s.claim.State() != locktable.Holding { // Waiting, or Pending (ha.go)
 			o.sessions.heard(s)
 		}
 		o.metrics.Heartbeat()
@@ -102,6 +102,9 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			return
 		}
 		s.leaseMS = f.LeaseMS
+		if o.ha.on {
+			o.haAcquired(f.LeaseMS) // a longer lease than etcd stores: ask for it now
+		}
 		s.lastSeen, s.since = o.now, o.now
 		granted := o.table.AcquireBytes(&s.claim, f.Name, o.wall)
 		o.sessions.acquired(s, granted)

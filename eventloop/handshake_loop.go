@@ -75,7 +75,7 @@ func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 			return gnet.Close // OnClose counts the failed handshake
 		case !arrived:
 			return gnet.None // the partial hello stays in gnet's buffer
-		case h.owner.shuttingDown:
+		case h.owner.refusing():
 			return gnet.Close
 		}
 		c.tr.hs = newHandshakeInput(h.srv.handshakes, c.Conn.RemoteAddr())
@@ -117,9 +117,10 @@ func (c *tlsConn) handshakeTurn(h *handler, s *session) gnet.Action {
 		}
 		c.phase, c.peerID = phaseOpen, identity
 		c.tr.opened()
-		if h.owner.shuttingDown { // told as shutdown tells every session: effects of this turn
-			h.owner.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
-			h.owner.closeSession(s, ReleaseShutdown, "")
+		if h.owner.refusing() { // told as shutdown (or a term's end) tells every session: effects of this turn
+			reason, release := h.owner.refusalReason()
+			h.owner.sendError(s, protocol.CodeShuttingDown, reason)
+			h.owner.closeSession(s, release, "")
 			return gnet.None
 		}
 		// Records that came with the handshake's last flight (a client that

@@ -37,18 +37,20 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	case securedConn: // a TLS connection, made at accept
 		ctx.join(c, &o.now)
-		if o.shuttingDown {
+		o.begin()
+		if o.refusing() {
+			o.end(nil)
 			return nil, gnet.Close // no handshake yet: nothing to tell it
 		}
-		o.begin()
 		o.open(ctx) // its handshake starts in OnTraffic (handshake_loop.go)
 		o.end(nil)
 		return nil, gnet.None
 	default:
-		if o.shuttingDown {
+		o.begin() // which may end a node's term (ha.go): then it is refused
+		if o.refusing() {
+			o.end(nil)
 			return o.refusal(), gnet.Close // gnet writes it, then closes
 		}
-		o.begin()
 		o.open(c)
 		o.end(nil)
 		return nil, gnet.None
@@ -81,9 +83,11 @@ func (h *handler) sessionTurn(s *session) gnet.Action {
 		o.sessions.heardBeforeAcquire(s)
 	}
 	a := gnet.None
-	if s.sec().ready() {
+	switch {
+	case s.closing: // the turn's start ended the node's term (ha.go): read nothing
+	case s.sec().ready():
 		o.traffic(s)
-	} else {
+	default:
 		a = s.sec().handshakeTurn(h, s)
 	}
 	if o.end(s) {

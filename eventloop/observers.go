@@ -106,5 +106,6 @@ const (
 	ReleaseShutdown      = locktable.ReleaseShutdown
 	ReleaseProtocolError = locktable.ReleaseProtocolError
 	ReleaseFrame         = locktable.ReleaseFrame
+	ReleaseDemoted       = locktable.ReleaseDemoted
 	ReleaseReasons       = locktable.ReleaseReasons
 )

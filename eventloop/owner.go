@@ -93,6 +93,8 @@ type owner struct {
 	wakeup wakeup // when the ticker should next hand the owner a tick
 
 	shuttingDown bool
+
+	ha haState // failover through etcd (ha.go); off without Config.HA
 }
 
 // denialsPerSecond bounds the log lines of ACL denials; the metric counts

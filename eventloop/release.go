@@ -34,17 +34,23 @@ func (o *owner) forget(s *session) {
 	o.wheel.Stop(&s.timer)
 	o.sessions.remove(s, s.registered())
 	o.metrics.Closed()
-	if s.claim.State() == locktable.Waiting {
+	if st := s.claim.State(); st == locktable.Waiting || st == locktable.Pending {
 		o.metrics.Dequeued()
 	}
 	if o.shuttingDown {
 		return // no promotion, ever, while shutting down
 	}
-	next := o.table.Release(&s.claim, o.wall)
-	if next == nil {
-		return
+	// A node whose term ended has no token left (ha.go): the next waiter
+	// becomes Pending, never a holder, and is closed with the rest.
+	if next := o.table.Release(&s.claim, o.wall); next != nil {
+		o.promote(next)
 	}
-	g := next.Value
+}
+
+// promote tells a waiter it holds its lock now: promoted by a release, or
+// a Pending claim issued its token (ha.go).
+func (o *owner) promote(c *locktable.Claim[*session]) {
+	g := c.Value
 	o.metrics.Dequeued()
 	o.sessions.promoted(g)
 	o.granted(g)
@@ -60,6 +66,9 @@ func (o *owner) granted(s *session) {
 	o.grants++
 	o.metrics.Granted(wait)
 	o.audit.Granted(o.wall, s.claim.Name(), s.sec().identity(), s.conn.RemoteAddr(), s.claim.Token(), wait)
+	if o.ha.on {
+		o.askBlock() // half the block used: reserve the next (ha.go)
+	}
 }
 
 // released does the bookkeeping of a holder's release. For one lock it always
@@ -88,11 +97,13 @@ func (o *owner) shutdown() {
 	}
 }
 
-// refusal is the answer to a connection that joins during shutdown, before
-// it is a session: OnOpen hands it to gnet, which writes it and closes.
+// refusal is the answer to a connection that joins during shutdown, or
+// while its node does not serve (ha.go), before it is a session: OnOpen
+// hands it to gnet, which writes it and closes.
 func (o *owner) refusal() []byte {
 	o.metrics.ProtocolError(protocol.CodeShuttingDown)
-	return protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, shuttingDownReason)
+	reason, _ := o.refusalReason()
+	return protocol.AppendError(o.out[:0], protocol.CodeShuttingDown, reason)
 }
 
 // At the descriptor limit every descriptor may be held by a connection that

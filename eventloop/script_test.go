@@ -55,8 +55,11 @@ type script struct {
 	peers   map[string]*fakeConn
 	names   map[*fakeConn]string
 	t0      uint64 // the case's first token
-	ran     bool   // a command other than config has run
-	joining string // the peer connecting, until OnOpen returns
+	// absolute shows tokens as they are, not from t0: with Config.HA they
+	// come from the blocks the script hands in.
+	absolute bool
+	ran      bool   // a command other than config has run
+	joining  string // the peer connecting, until OnOpen returns
 
 	log []string // what the current command's turns did, in order
 }
@@ -74,7 +77,9 @@ func (sc *script) reset(cfg Config) {
 	sc.peers, sc.names, sc.t0 = map[string]*fakeConn{}, map[*fakeConn]string{}, 0
 	sc.r = newRig(sc.t, cfg)
 	sc.r.watch = sc.heard
+	sc.r.listener = sc.listener
 	sc.start = sc.r.now()
+	sc.absolute = cfg.HA != nil
 }
 
 // since is an owner offset as a time since the case began.
@@ -102,6 +107,9 @@ func (sc *script) heard(c *fakeConn, wrote []byte, closed bool) {
 
 // tokenText shows a token relative to the case's first: t0, t0+N.
 func (sc *script) tokenText(token uint64) string {
+	if sc.absolute {
+		return strconv.FormatUint(token, 10)
+	}
 	if token == sc.t0 {
 		return "t0"
 	}
@@ -213,7 +221,11 @@ func (sc *script) run(td *datadriven.TestData) string {
 		if sc.ran {
 			sc.fatalf("config must come first in a case")
 		}
-		sc.reset(Config{IOTimeout: sc.dur(sc.kv(a, "io", "1s"))})
+		cfg := Config{IOTimeout: sc.dur(sc.kv(a, "io", "1s"))}
+		if slices.Contains(a, "ha") {
+			cfg.HA = &HAConfig{TTL: sc.dur(sc.kv(a, "ttl", "5s")), Coordinator: sc}
+		}
+		sc.reset(cfg)
 	case "advance":
 		sc.r.run(sc.dur(sc.arg(a, 0)))
 	case "at":
@@ -382,7 +394,11 @@ func (sc *script) run(td *datadriven.TestData) string {
 	case "audit":
 		return sc.auditText()
 	default:
-		sc.fatalf("unknown command %q", td.Cmd)
+		out, ok := sc.runHA(td.Cmd, a)
+		if !ok {
+			sc.fatalf("unknown command %q", td.Cmd)
+		}
+		return out
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -19,7 +20,8 @@ type Server struct {
 	// sends one retries in a loop. Handshake goroutines write to it.
 	chainLog zerolog.Logger
 	metrics  Metrics
-	ln       net.Listener
+	ln       net.Listener // the lock listener; with Config.HA only while the node serves (haterms_goroutine.go)
+	addr     net.Addr     // the lock listener's address
 	engine   *gnet.Client
 	handler  *handler
 	ctlPeer  net.Conn   // our end of the control connection; keeps it open
@@ -33,13 +35,17 @@ type Server struct {
 	tlsLoop    *tlsLoop        // nil without TLS
 
 	stopAccept chan struct{}  // closed when Shutdown begins
-	accepting  sync.WaitGroup // the accept loop, counted from New
-	serveOnce  sync.Once      // Serve starts the accept loop, or Shutdown rules it out
-	stopTicks  chan struct{}  // closed when the loop stops
-	ticking    sync.WaitGroup // the tick goroutine
-	stopped    chan struct{}  // closed when Shutdown has finished
-	stopOnce   sync.Once
-	stopErr    error
+	acceptStop chan struct{}  // stops the accept loop: stopAccept, or with Config.HA the term's (haterms_goroutine.go)
+	accepting  sync.WaitGroup // the accept loop (with Config.HA, serveTerms), counted from New
+
+	listenWant  atomic.Bool    // with Config.HA: the loop wants the lock listener open
+	listenNudge chan struct{}  // cap 1: listenWant changed
+	serveOnce   sync.Once      // Serve starts the accept loop, or Shutdown rules it out
+	stopTicks   chan struct{}  // closed when the loop stops
+	ticking     sync.WaitGroup // the tick goroutine
+	stopped     chan struct{}  // closed when Shutdown has finished
+	stopOnce    sync.Once
+	stopErr     error
 
 	dead     chan struct{} // closed when the event loop stopped on its own
 	deadOnce sync.Once
@@ -54,12 +60,18 @@ func New(cfg Config) (*Server, error) {
 
 func newServer(cfg Config, clk Clock) (*Server, error) {
 	cfg = cfg.withDefaults()
-	// No TCP keep-alive: the client's lease is the failure detector, and
-	// Go's default costs four setsockopt calls per accepted connection.
-	lc := net.ListenConfig{KeepAlive: -1}
-	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddress)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
+	var (
+		ln   net.Listener
+		addr net.Addr
+		err  error
+	)
+	if cfg.HA == nil {
+		if ln, err = listenLocks(cfg.ListenAddress); err != nil {
+			return nil, err
+		}
+		addr = ln.Addr()
+	} else if addr, err = haListenAddr(cfg.ListenAddress); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:        cfg,
@@ -67,6 +79,7 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		chainLog:   cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second}),
 		metrics:    cfg.Metrics,
 		ln:         ln,
+		addr:       addr,
 		handshakes: newHandshakeSlots(cfg.MaxTLSHandshakes),
 		stopAccept: make(chan struct{}),
 		stopTicks:  make(chan struct{}),
@@ -76,10 +89,13 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	if cfg.TLS != nil {
 		s.tlsLoop = newTLSLoop()
 	}
+	s.acceptStop = s.stopAccept
+	s.listenNudge = make(chan struct{}, 1)
 	s.calls = newCallQueue(s.wakeLoop)
 	s.spare.open()
 	s.door.open()
 	s.handler = newHandler(newOwner(cfg, clk), s)
+	s.handler.owner.initHA(cfg.HA, s.wantListener)
 	s.engine, err = gnet.NewClient(s.handler,
 		gnet.WithMulticore(false),
 		gnet.WithNumEventLoop(1),
@@ -96,7 +112,9 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 		err = s.openProbe()
 	}
 	if err != nil {
-		_ = ln.Close()
+		if ln != nil {
+			_ = ln.Close()
+		}
 		s.spare.close()
 		s.door.close()
 		if s.ctlPeer != nil {
@@ -118,14 +136,37 @@ func newServer(cfg Config, clk Clock) (*Server, error) {
 	return s, nil
 }
 
-// Addr returns the protocol listener's address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// listenLocks opens the lock listener.
+func listenLocks(address string) (net.Listener, error) {
+	// No TCP keep-alive: the client's lease is the failure detector, and
+	// Go's default costs four setsockopt calls per accepted connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", address, err)
+	}
+	return ln, nil
+}
+
+// Addr returns the protocol listener's address; with Config.HA, the
+// address it listens on while the node serves.
+func (s *Server) Addr() net.Addr { return s.addr }
 
 // Serve accepts connections until Shutdown, then waits for it to finish. It
 // returns nil after a Shutdown, and an error at once if the event loop stops
-// on its own: the process should then exit and be restarted.
+// on its own: the process should then exit and be restarted. With
+// Config.HA it accepts only while the node serves (haterms_goroutine.go).
 func (s *Server) Serve() error {
-	s.serveOnce.Do(func() { go s.acceptLoop() })
+	s.serveOnce.Do(func() {
+		if s.cfg.HA != nil {
+			go s.serveTerms()
+			return
+		}
+		go func() {
+			defer s.accepting.Done()
+			s.acceptLoop()
+		}()
+	})
 	select {
 	case <-s.stopped:
 		return s.stopErr
@@ -155,7 +196,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		go func() {
 			defer close(s.stopped)
 			close(s.stopAccept)
-			_ = s.ln.Close()
+			if s.cfg.HA == nil {
+				_ = s.ln.Close()
+			} // else serveTerms closes the term's listener
 			s.serveOnce.Do(s.accepting.Done) // Serve was never called
 			s.accepting.Wait()
 			if err := s.call(context.Background(), func(o *owner) { o.shutdown() }); err != nil {

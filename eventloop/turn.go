@@ -40,11 +40,15 @@ type effect struct {
 
 // begin starts a turn: the one read of the clock. The wall clock serves
 // tokens and what people read; the monotonic offset every duration. Offsets
-// start at one tick so that zero can mean "not set".
+// start at one tick so that zero can mean "not set". A node of a cluster
+// led through etcd takes its leader's deadline here, first (ha.go).
 func (o *owner) begin() {
 	wall, mono := o.clk.Now()
 	o.wall, o.now = wall, mono-o.mono0+wheelTick
 	o.inTurn = true
+	if o.ha.leading { // before any frame is read or any grant made (ha.go)
+		o.haCheck()
+	}
 }
 
 // send queues frame for s. frame may be the owner's scratch buffer: it is
@@ -186,6 +190,9 @@ func (o *owner) plan() {
 	case o.ticked:
 		o.ticked, o.armed = false, 0
 		at, ok := o.wheel.NextDue()
+		if due, haDue := o.haNextDue(); haDue && (!ok || due < at) {
+			at, ok = due, true
+		}
 		o.wakeup.set(at, o.now, ok)
 	case o.armed != 0:
 		if planned, ok := o.wakeup.planned(); !ok || o.armed < planned {

@@ -17,7 +17,7 @@ type Claim[T any] struct {
 	Value T
 
 	lock       *lock[T]  // the lock this claim is on; nil when Idle
-	prev, next *Claim[T] // queue neighbours; nil for the holder and when Idle
+	prev, next *Claim[T] // queue neighbours (of the Pending claims' queue while Pending); nil for the holder and when Idle
 	state      State
 	token      uint64 // non-zero only while Holding
 }

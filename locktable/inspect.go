@@ -8,6 +8,7 @@ import "iter"
 // walks the table.
 
 // Holder returns the holder of name, or nil when the lock is idle (unknown).
+// In block mode it may be Pending: the lock is its, the token still to come.
 func (t *Table[T]) Holder(name string) *Claim[T] {
 	if lk := t.locks[name]; lk != nil {
 		return lk.holder
@@ -48,11 +49,12 @@ func (t *Table[T]) Locks() iter.Seq2[string, *Claim[T]] {
 	}
 }
 
-// Held returns the number of held locks, which is the number of live locks,
-// since a live lock always has a holder.
-func (t *Table[T]) Held() int { return len(t.locks) }
+// Held returns the number of held locks: the live locks (a live lock
+// always has a holder) but those whose holder is Pending.
+func (t *Table[T]) Held() int { return len(t.locks) - t.pending.len }
 
-// Waiting returns the number of waiters over all locks.
+// Waiting returns the number of waiters over all locks, Pending claims
+// included.
 func (t *Table[T]) Waiting() int { return t.waiting }
 
 // LastToken returns the last token issued (0 before the first grant).

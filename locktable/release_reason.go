@@ -15,10 +15,11 @@ const (
 	ReleaseShutdown                           // the server shut down
 	ReleaseProtocolError                      // the client broke the protocol
 	ReleaseFrame                              // the client sent RELEASE, and the server closed first
+	ReleaseDemoted                            // the server's node stopped leading its cluster (failover through etcd)
 	ReleaseReasons                            // how many reasons there are
 )
 
-var releaseReasonNames = [ReleaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error", "released"}
+var releaseReasonNames = [ReleaseReasons]string{"graceful", "expired", "io_timeout", "force", "shutdown", "protocol_error", "released", "demoted"}
 
 // String is the reason's name in metrics labels and audit events.
 func (r ReleaseReason) String() string {

@@ -10,6 +10,7 @@ const (
 	Idle    State = iota // not in any table: new, or released
 	Waiting              // queued behind the holder of its lock
 	Holding              // the lock's holder, with a fencing token
+	Pending              // block mode: the lock's holder-to-be, waiting for its token (blocks.go)
 )
 
 // String returns the lower-case name used in logs and the admin API.
@@ -21,6 +22,8 @@ func (s State) String() string {
 		return "waiting"
 	case Holding:
 		return "holding"
+	case Pending:
+		return "pending"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }

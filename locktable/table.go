@@ -11,6 +11,11 @@ type Table[T any] struct {
 	waiting int                 // waiters over all locks, kept so Waiting is O(1)
 	last    uint64              // last token issued; 0: next grant is the first
 	free    []*lock[T]          // recycled lock structs, see maxFree
+
+	// Block mode (blocks.go); blocks is nil for tokens from the clock.
+	blocks   *blockSource
+	mayIssue func(*Claim[T]) bool // nil: every claim may be issued a token
+	pending  queue[T]             // Pending claims, in the order they began to wait
 }
 
 // New returns an empty table for claims whose Value is a T. Its first grant
@@ -46,12 +51,16 @@ func (t *Table[T]) acquire(c *Claim[T], lk *lock[T], name string, nameBytes []by
 	}
 	// Compute the token before touching any state so that the exhaustion
 	// panic in NextToken leaves the table consistent.
-	tok := NextToken(t.last, now)
+	tok, ok := t.issue(c, now)
 	if nameBytes != nil {
 		name = string(nameBytes)
 	}
 	lk = t.newLock(name)
 	t.locks[lk.name] = lk
+	if !ok { // block mode: the lock is c's, its token comes with Resume
+		t.hold(lk, c)
+		return false
+	}
 	t.grant(lk, c, tok)
 	return true
 }
@@ -59,7 +68,9 @@ func (t *Table[T]) acquire(c *Claim[T], lk *lock[T], name string, nameBytes []by
 // Release takes c out of the table. A holder hands the lock to the head of
 // its queue, which gets a fresh token, becomes Holding, and is returned; a
 // waiter leaves its queue in O(1) without disturbing the others' order.
-// Returns nil when nobody was promoted. A lock with no holder and no waiters
+// Returns nil when nobody was promoted; in block mode (blocks.go) the head
+// of the queue may instead become Pending, its token to come with Resume,
+// and a Pending claim released passes its place on the same way. A lock with no holder and no waiters
 // is forgotten (deleted from the map; its struct is recycled through a free
 // list so that steady-state grant/release allocates nothing). Releasing an
 // Idle claim is a no-op returning nil. After Release, c is Idle with
@@ -79,16 +90,24 @@ func (t *Table[T]) Release(c *Claim[T], now time.Time) (promoted *Claim[T]) {
 		c.reset()
 		return nil
 	}
+	if c.state == Pending {
+		t.pending.remove(c)
+		t.waiting--
+	}
 	next := lk.q.head
 	if next == nil {
 		c.reset()
 		t.forget(lk)
 		return nil
 	}
-	tok := NextToken(t.last, now) // before mutating, as in acquire
+	tok, ok := t.issue(next, now) // before mutating, as in acquire
 	lk.q.remove(next)
 	t.waiting--
 	c.reset()
+	if !ok {
+		t.hold(lk, next)
+		return nil
+	}
 	t.grant(lk, next, tok)
 	return next
 }

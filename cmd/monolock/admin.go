@@ -141,6 +141,9 @@ func (d *daemon) adminHandler() http.Handler {
 		Hosts:     d.hostRule(),
 		Log:       d.log.With().Str("http_server", "admin").Logger(),
 	}
+	if d.ha != nil {
+		info.HA = d.haInfo
+	}
 	if d.cfg.adminTLSClientCA != "" {
 		info.Hosts = nil // callers present certificates: a rebinding page cannot
 	}

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/internal/haetcd"
 	"github.com/monolock/monolock/internal/hostcheck"
 	"github.com/monolock/monolock/internal/opshttp"
 )
@@ -46,6 +50,15 @@ type settings struct {
 	// that the ops port and an admin port without mutual TLS answer in
 	// Host (package hostcheck).
 	httpAllowedHosts []string
+
+	// Failover through etcd (ha.go); haEtcd empty: a single server.
+	haEtcd    []string
+	haCluster string
+	haTTL     time.Duration
+	haName    string
+	haCA      string
+	haCert    string
+	haKey     string
 
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
@@ -162,6 +175,33 @@ var table = []setting{
 			s.shutdownDelay = d
 			return nil
 		}},
+	{"ha-etcd", "MONOLOCK_HA_ETCD", "", "comma-separated etcd client URLs (http://192.0.2.10:2379,...): this server is one node of a cluster led through etcd, and serves the lock port only while it leads (empty: a single server)",
+		func(s *settings, v string) (err error) { s.haEtcd, err = parseEndpoints(v); return err }},
+	{"ha-cluster", "MONOLOCK_HA_CLUSTER", "", "the cluster's name (letters, digits, '.', '_', '-'); its keys live under /monolock/NAME/ in etcd; required with -ha-etcd",
+		func(s *settings, v string) error {
+			if v != "" && !clusterName.MatchString(v) {
+				return fmt.Errorf("want a name of letters, digits, '.', '_' and '-', such as locks-prod, got %q", v)
+			}
+			s.haCluster = v
+			return nil
+		}},
+	{"ha-ttl", "MONOLOCK_HA_TTL", haetcd.DefaultTTL.String(), "the etcd lease's TTL, whole seconds, at least 2s: a leader cut off from etcd stops serving 0.8 × TTL after its last keepalive was answered (Go duration)",
+		func(s *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < haetcd.MinTTL || d%time.Second != 0 {
+				return fmt.Errorf("want whole seconds of at least 2s (etcd's lease unit), such as 5s, got %q", v)
+			}
+			s.haTTL = d
+			return nil
+		}},
+	{"ha-name", "MONOLOCK_HA_NAME", "", "this node's name in the election, shown by the others as the leader; put the address clients reach in it, such as \"node-a 192.0.2.1:7070\" (empty: the host name)",
+		func(s *settings, v string) error { s.haName = v; return nil }},
+	{"ha-etcd-ca", "MONOLOCK_HA_ETCD_CA", "", "PEM CA pool that verifies etcd's certificate (https endpoints)",
+		func(s *settings, v string) error { s.haCA = v; return nil }},
+	{"ha-etcd-cert", "MONOLOCK_HA_ETCD_CERT", "", "PEM client certificate for etcd (with -ha-etcd-key)",
+		func(s *settings, v string) error { s.haCert = v; return nil }},
+	{"ha-etcd-key", "MONOLOCK_HA_ETCD_KEY", "", "PEM private key of -ha-etcd-cert",
+		func(s *settings, v string) error { s.haKey = v; return nil }},
 	{"log-level", "MONOLOCK_LOG_LEVEL", "info", "diagnostics level: debug, info, warn, error",
 		func(s *settings, v string) error {
 			switch v {
@@ -257,7 +297,51 @@ func (s settings) checkCombinations() error {
 	case s.aclFile != "" && s.tlsClientCA == "":
 		return errors.New("-acl-file needs -tls-client-ca: the ACL matches identities from client certificates")
 	}
+	return s.checkHA()
+}
+
+// checkHA rejects failover settings that cannot work together.
+func (s settings) checkHA() error {
+	if len(s.haEtcd) == 0 {
+		for _, flag := range []string{"ha-cluster", "ha-name", "ha-etcd-ca", "ha-etcd-cert", "ha-etcd-key"} {
+			if s.origins[flag].value != "" {
+				return fmt.Errorf("-%s needs -ha-etcd: it configures failover through etcd; give the etcd endpoints too, or drop it", flag)
+			}
+		}
+		return nil
+	}
+	switch {
+	case s.haCluster == "":
+		return errors.New("-ha-etcd needs -ha-cluster: name the cluster (its keys live under /monolock/NAME/ in etcd), the same on every node")
+	case (s.haCert == "") != (s.haKey == ""):
+		return errors.New("-ha-etcd-cert and -ha-etcd-key go together: give the client certificate and its key, or neither")
+	}
+	_, port, err := net.SplitHostPort(s.listen)
+	if err == nil && (port == "0" || port == "") {
+		return fmt.Errorf("%s: with -ha-etcd the lock port opens each time this node leads, and clients must find it at a known address: give a fixed port, such as 0.0.0.0:7070", s.describe("listen"))
+	}
 	return nil
+}
+
+// clusterName is what a cluster's name may be: a piece of an etcd key.
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// parseEndpoints reads the etcd endpoints: comma-separated http or https
+// URLs with a host.
+func parseEndpoints(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var eps []string
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("want comma-separated etcd client URLs such as http://192.0.2.10:2379,http://192.0.2.11:2379, got %q", e)
+		}
+		eps = append(eps, e)
+	}
+	return eps, nil
 }
 
 func printUsage(w io.Writer) {

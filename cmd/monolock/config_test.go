@@ -55,6 +55,14 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"-log-format", "xml"}, "", "invalid -log-format"},
 		{[]string{"-no-such-flag"}, "", "flag provided but not defined"},
 		{[]string{"extra"}, "", "unexpected argument"},
+		{[]string{"-ha-cluster", "locks"}, "", "-ha-cluster needs -ha-etcd"},
+		{[]string{"-ha-etcd", "http://127.0.0.1:2379"}, "", "-ha-etcd needs -ha-cluster"},
+		{[]string{"-ha-etcd", "127.0.0.1:2379", "-ha-cluster", "locks"}, "", "invalid -ha-etcd: want comma-separated etcd client URLs"},
+		{[]string{"-ha-ttl", "1500ms"}, "", "invalid -ha-ttl: want whole seconds of at least 2s"},
+		{[]string{"-ha-ttl", "1s"}, "", "invalid -ha-ttl"},
+		{nil, "MONOLOCK_HA_CLUSTER=a/b", "invalid MONOLOCK_HA_CLUSTER"},
+		{[]string{"-ha-etcd", "http://127.0.0.1:2379", "-ha-cluster", "locks", "-listen", "127.0.0.1:0"}, "", "give a fixed port"},
+		{[]string{"-ha-etcd", "http://127.0.0.1:2379", "-ha-cluster", "locks", "-listen", "127.0.0.1:7070", "-ha-etcd-cert", "c.pem"}, "", "-ha-etcd-cert and -ha-etcd-key go together"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(binary, c.args...)

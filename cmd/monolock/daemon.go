@@ -35,6 +35,7 @@ type daemon struct {
 	ops    *http.Server    // nil when off
 	admin  *http.Server    // nil when off
 	failed chan error      // a server that stopped on its own
+	ha     *haNode         // nil without -ha-etcd
 
 	adminCerts   *certs.Reloader       // nil without TLS on the admin port
 	adminAccess  *adminhttp.Access     // who may call what on the admin API
@@ -139,11 +140,15 @@ func start(cfg settings, log zerolog.Logger, f files) (*daemon, error) {
 	if d.ops != nil || d.admin != nil {
 		ev = ev.Int(startline.HTTPMaxConns, d.httpLimits().MaxConns)
 	}
+	if d.ha != nil {
+		ev = ev.Fields(d.haStartFields())
+	}
 	if d.admin != nil {
 		ev = ev.Bool("admin_tls", cfg.adminTLSCert != "").Bool("admin_mtls", cfg.adminTLSClientCA != "").Str("admin_acl_file", cfg.adminACLFile)
 	}
 	ev.Bool("tls", cfg.tlsCert != "").Bool("mtls", cfg.tlsClientCA != "").Str("tls_ticket_keys", cfg.tlsTickets).Str("acl_file", cfg.aclFile).
 		Str("audit_log", cfg.auditLog).Msg(startline.Message)
+	d.runHA()
 	if d.admin != nil {
 		// A line of its own, for whoever started the server by hand.
 		u := consoleURL(d.admin.Addr, cfg.adminTLSCert != "")
@@ -189,15 +194,43 @@ func (d *daemon) open(f files) (err error) {
 	if f.rules != nil {
 		srvCfg.Authorizer = f.rules
 	}
+	node, err := newHANode(cfg, d)
+	if err != nil {
+		return err
+	}
+	if node != nil {
+		srvCfg.HA = &eventloop.HAConfig{TTL: cfg.haTTL, Coordinator: node}
+	}
 	if d.srv, err = eventloop.New(srvCfg); err != nil {
+		if node != nil {
+			_ = node.Close()
+		}
 		if isListenError(err) {
 			return listenError(cfg.describe("listen"), "127.0.0.1:7070", err)
 		}
 		return err
 	}
 	d.health.Live = d.srv.Probe
+	var ready []func() error
 	if d.audit != nil {
-		d.health.Ready = d.audit.Health
+		ready = append(ready, d.audit.Health)
+	}
+	if node != nil {
+		d.ha = &haNode{node: node, done: make(chan struct{})}
+		ready = append(ready, d.haReady)
+		if cfg.opsListen != "" {
+			metrics.RegisterHA(registry, d.haMetricsStatus)
+		}
+	}
+	if len(ready) > 0 {
+		d.health.Ready = func() error {
+			for _, r := range ready {
+				if err := r(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	if cfg.opsListen != "" {
 		ln, err := net.Listen("tcp", cfg.opsListen)
@@ -234,6 +267,7 @@ func (d *daemon) closeAll() {
 			d.log.Error().Err(err).Msg("stopping the event loop after a failed start")
 		}
 	}
+	d.stopHA(ctx)
 	if d.audit != nil {
 		if err := closeAudit(ctx, d.audit); err != nil {
 			d.log.Error().Err(err).Msg("closing the audit log after a failed start")

@@ -211,6 +211,7 @@ func (d *daemon) stop(ctx context.Context) int {
 		d.log.Error().Err(err).Msg("protocol shutdown did not finish")
 		status = 1
 	}
+	d.stopHA(ctx) // after the lock port stopped granting
 	for _, hs := range []*http.Server{d.admin, d.ops} {
 		if hs != nil {
 			if err := hs.Shutdown(ctx); err != nil {

@@ -102,6 +102,9 @@ type Info struct {
 	// Ready says why the server should get no new clients, as /readyz
 	// does, or nil; a nil Ready counts as ready.
 	Ready func(ctx context.Context) error
+	// HA, if set, is the node's place in its cluster (failover through
+	// etcd); nil for a single server.
+	HA func() *admin.HAInfo
 
 	// Access decides each caller's identity and roles; nil is OpenAccess.
 	Access *Access
@@ -334,7 +337,12 @@ func (h *handler) getInfo(w http.ResponseWriter, r *http.Request) {
 			notReady = err.Error()
 		}
 	}
+	var ha *admin.HAInfo
+	if h.info.HA != nil {
+		ha = h.info.HA()
+	}
 	writeJSON(w, http.StatusOK, admin.ServerInfo{
+		HA:       ha,
 		Version:  h.info.Version,
 		UptimeMS: time.Since(h.info.Started).Milliseconds(),
 		Config: admin.ServerConfig{

@@ -31,4 +31,9 @@ const (
 	// HTTPMaxConns is the connection cap of each HTTP port; present when
 	// one is on.
 	HTTPMaxConns = "http_max_conns"
+	// HACluster is the cluster's name of a node with failover through etcd
+	// (-ha-cluster); absent for a single server. Such a node starts as a
+	// follower, its lock port closed: Listen is where it will listen while
+	// it leads.
+	HACluster = "ha_cluster"
 )

@@ -89,6 +89,25 @@ type ServerInfo struct {
 	// Ready is what /readyz answers; NotReady says why not ("" when ready).
 	Ready    bool   `json:"ready"`
 	NotReady string `json:"not_ready"`
+	// HA is the node's place in its cluster when it runs with failover
+	// through etcd (-ha-etcd); absent for a single server.
+	HA *HAInfo `json:"ha,omitempty"`
+}
+
+// HAInfo is a node's place in a cluster led through etcd.
+type HAInfo struct {
+	// Role is "leader" from the election on (Serving says whether the new
+	// leader's wait is over and the lock port open), else "follower".
+	Role    string `json:"role"`
+	Serving bool   `json:"serving"`
+	// Leader is the leader's election value (its -ha-name), "" when none
+	// is known.
+	Leader  string `json:"leader"`
+	Cluster string `json:"cluster"`
+	TTLMS   int64  `json:"ttl_ms"`
+	// Terms counts the terms this node has won since it started; while it
+	// leads, the one in progress is the last of them.
+	Terms uint64 `json:"terms"`
 }
 
 // ServerConfig is the server's effective configuration. Empty strings mean

@@ -16,8 +16,10 @@
 // accepted and served; "listen", "ops_listen" and
 // "admin_listen" are the bound addresses (so port 0 works), the last two only
 // when those ports are on. When the line names an ops port, the server is
-// ready once its /readyz also answers 200 (unless it runs in a network
-// namespace this process cannot reach, Options.Netns). That is the whole contract: no
+// ready once its /readyz also answers 200, unless it runs in a network
+// namespace this process cannot reach (Options.Netns) or is a node of a
+// cluster led through etcd (its line names the cluster, and its /readyz
+// answers 200 only while it leads). That is the whole contract: no
 // test dials a port in a loop, sleeps, or reads any other line to learn that
 // a server is up. The bench harness's floor server follows it too, with its
 // own message.
@@ -206,7 +208,11 @@ func Start(bin string, o Options) (*Process, error) {
 		p.Kill()
 		return nil, fmt.Errorf("%s wrote no %q line within %v: %s", name, o.StartLine, o.StartTimeout, p.Tail())
 	}
-	if p.OpsAddr != "" && o.Netns == "" {
+	// A node of a cluster led through etcd (its start line names the
+	// cluster) is ready at its start line: its /readyz answers 503 until it
+	// leads, which its log says (eventloop.HAServingMessage).
+	_, node := p.Started[startline.HACluster]
+	if p.OpsAddr != "" && o.Netns == "" && !node {
 		if err := p.awaitReady(time.Now().Add(o.StartTimeout)); err != nil {
 			p.Kill()
 			return nil, err

@@ -255,8 +255,13 @@ function renderSummary() {
     ["Expiries", rate(state.rates ? state.rates.expiries : 0)],
     ["Newest token", tokenText(info.newest_token)],
     ["Uptime", duration(info.uptime_ms)],
-    ["Ready", info.ready ? "yes" : "no: " + info.not_ready],
   ];
+  if (info.ha) {
+    // A node of a cluster led through etcd: its role, and whom it follows.
+    const role = info.ha.role === "leader" ? (info.ha.serving ? "leader" : "leader (waiting out the longest lease)") : "follower";
+    items.push(["Role", `${role} · leader ${info.ha.leader || "unknown"} · cluster ${info.ha.cluster}`]);
+  }
+  items.push(["Ready", info.ready ? "yes" : "no: " + info.not_ready]);
   $("summary").replaceChildren(
     ...items.map(([k, v]) =>
       el("div", { className: k === "Newest token" ? "wide" : "" }, el("dt", { textContent: k }), el("dd", { textContent: v })),

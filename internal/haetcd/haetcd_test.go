@@ -1,0 +1,230 @@
+package haetcd_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/monolock/monolock/internal/haetcd"
+	"github.com/monolock/monolock/internal/testsupport/testetcd"
+	"github.com/monolock/monolock/locktable"
+)
+
+// The etcd side against a real etcd, with a fake loop that records what it
+// is told: elected, keepalives, token blocks, max-lease, lost. The loop's
+// rules are tested in eventloop (testdata/rules/ha.txt); here, what reaches
+// etcd and comes back, and an etcd or a loop that does not answer.
+
+// event is one call into the fake loop.
+type event struct {
+	kind     string // elected, keepalive, block, max-lease, lost
+	term     uint64
+	lo, hi   uint64
+	ms       uint32
+	why      string
+	sentAt   time.Time
+	maxLease uint32
+}
+
+// fakeLoop records the calls; while stuck, HAElected waits for its
+// context, as a loop that does not serve its calls.
+type fakeLoop struct {
+	events chan event
+	stuck  atomic.Bool
+}
+
+func newFakeLoop() *fakeLoop { return &fakeLoop{events: make(chan event, 1024)} }
+
+func (l *fakeLoop) HAElected(ctx context.Context, term uint64, _, sentAt time.Time, maxLeaseMS uint32) error {
+	if l.stuck.Load() {
+		l.events <- event{kind: "elected-unanswered", term: term}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	l.events <- event{kind: "elected", term: term, sentAt: sentAt, maxLease: maxLeaseMS}
+	return nil
+}
+
+func (l *fakeLoop) HAKeepalive(_ context.Context, term uint64, sentAt time.Time) error {
+	l.events <- event{kind: "keepalive", term: term, sentAt: sentAt}
+	return nil
+}
+
+func (l *fakeLoop) HATokenBlock(_ context.Context, term, lo, hi uint64) error {
+	l.events <- event{kind: "block", term: term, lo: lo, hi: hi}
+	return nil
+}
+
+func (l *fakeLoop) HAMaxLease(_ context.Context, term uint64, ms uint32) error {
+	l.events <- event{kind: "max-lease", term: term, ms: ms}
+	return nil
+}
+
+func (l *fakeLoop) HALost(_ context.Context, term uint64, why string) error {
+	l.events <- event{kind: "lost", term: term, why: why}
+	return nil
+}
+
+// await returns the next event of kind, skipping keepalives unless asked
+// for; a safety deadline fails the test.
+func (l *fakeLoop) await(t *testing.T, kind string) event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case e := <-l.events:
+			if e.kind == kind {
+				return e
+			}
+			if e.kind != "keepalive" {
+				t.Fatalf("got %+v while waiting for %s", e, kind)
+			}
+		case <-deadline:
+			t.Fatalf("no %s within 30s", kind)
+		}
+	}
+}
+
+// runNode runs a node of cluster "t" until the test ends.
+func runNode(t *testing.T, etcd *testetcd.Server, loop haetcd.Loop) *haetcd.Node {
+	t.Helper()
+	n, err := haetcd.New(haetcd.Config{Endpoints: []string{etcd.Endpoint}, Cluster: "t", TTL: 2 * time.Second, Name: "node-a 127.0.0.1:7070", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = n.Run(ctx, loop)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = n.Close()
+	})
+	return n
+}
+
+func client(t *testing.T, etcd *testetcd.Server) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func value(t *testing.T, cli *clientv3.Client, key string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := cli.Get(ctx, key)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("%s: %v %v", key, got, err)
+	}
+	return string(got.Kvs[0].Value)
+}
+
+func TestNodeLeadsAndReserves(t *testing.T) {
+	etcd := testetcd.Start(t)
+	cli := client(t, etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A ceiling far above the clock rule's: the first block starts above it.
+	high := uint64(1) << 63
+	if _, err := cli.Put(ctx, "/monolock/t/tokens", strconv.FormatUint(high, 10)); err != nil {
+		t.Fatal(err)
+	}
+	loop := newFakeLoop()
+	n := runNode(t, etcd, loop)
+	elected := loop.await(t, "elected")
+	if elected.term != 1 || elected.maxLease != 0 || elected.sentAt.IsZero() {
+		t.Fatalf("elected %+v", elected)
+	}
+	ka := loop.await(t, "keepalive")
+	if ka.term != 1 || !ka.sentAt.After(elected.sentAt) {
+		t.Fatalf("keepalive %+v after election %+v", ka, elected)
+	}
+	n.NeedTokenBlock(1)
+	b := loop.await(t, "block")
+	if b.lo != high+1 || b.hi != high+1+locktable.BlockSize {
+		t.Fatalf("block [%d, %d), want [%d, ...)", b.lo, b.hi, high+1)
+	}
+	if got := value(t, cli, "/monolock/t/tokens"); got != strconv.FormatUint(b.hi-1, 10) {
+		t.Fatalf("stored ceiling %s, want %d", got, b.hi-1)
+	}
+	n.NeedTokenBlock(1)
+	if next := loop.await(t, "block"); next.lo != b.hi {
+		t.Fatalf("next block starts at %d, want %d", next.lo, b.hi)
+	}
+	n.NeedMaxLease(1, 1500)
+	if m := loop.await(t, "max-lease"); m.ms != 1500 || value(t, cli, "/monolock/t/max-lease") != "1500" {
+		t.Fatalf("max-lease %+v, stored %s", m, value(t, cli, "/monolock/t/max-lease"))
+	}
+	if n.Leader() != "node-a 127.0.0.1:7070" {
+		t.Fatalf("observed leader %q", n.Leader())
+	}
+}
+
+// A reservation after the node's leader key is gone fails, and the loop is
+// told the term is lost.
+func TestReservationWithoutTheLeaderKeyLosesTheTerm(t *testing.T) {
+	etcd := testetcd.Start(t)
+	cli := client(t, etcd)
+	loop := newFakeLoop()
+	n := runNode(t, etcd, loop)
+	loop.await(t, "elected")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, "/monolock/t/leader/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	n.NeedTokenBlock(1)
+	lost := loop.await(t, "lost")
+	if lost.term != 1 || !strings.Contains(lost.why, "not the leader") {
+		t.Fatalf("lost %+v", lost)
+	}
+	// It campaigns again and leads a new term.
+	if again := loop.await(t, "elected"); again.term != 2 {
+		t.Fatalf("elected again %+v", again)
+	}
+}
+
+// A dead etcd: the reservation the loop asks for is bounded, and ends the
+// term (the loop's own deadline would end it anyway).
+func TestDeadEtcdLosesTheTerm(t *testing.T) {
+	etcd := testetcd.Start(t)
+	loop := newFakeLoop()
+	n := runNode(t, etcd, loop)
+	loop.await(t, "elected")
+	etcd.Kill()
+	n.NeedTokenBlock(1)
+	if lost := loop.await(t, "lost"); lost.term != 1 {
+		t.Fatalf("lost %+v", lost)
+	}
+}
+
+// A loop that does not take the election in time: the node resigns and
+// campaigns again, with the next term's number.
+func TestStuckLoopResigns(t *testing.T) {
+	etcd := testetcd.Start(t)
+	loop := newFakeLoop()
+	loop.stuck.Store(true)
+	runNode(t, etcd, loop)
+	if e := loop.await(t, "elected-unanswered"); e.term != 1 {
+		t.Fatalf("first election %+v", e)
+	}
+	loop.stuck.Store(false)
+	if e := loop.await(t, "elected"); e.term != 2 {
+		t.Fatalf("after a stuck loop: %+v", e)
+	}
+}
