@@ -20,10 +20,16 @@ type observation struct {
 	// faultAt is the fault's moment; from is the moment D runs from (the
 	// fault, the SIGKILL after the clock step, or the repair).
 	faultAt, from time.Time
-	stepDown      time.Duration // silent faults: fault to the leader's /readyz no longer 200 (-1: never)
+	stepDown      time.Duration // silent faults: fault to the leader's /readyz no longer 200, as polled (-1: never)
 	events        []failkit.Event
 	runs          []runGrants // every run of every node, all of its grants
 }
+
+// etcdElectionTimeout is etcd's default --election-timeout, which the
+// harness keeps: a raft leader that lost its quorum goes on answering
+// lease keepalives until CheckQuorum, which looks once per election
+// timeout, makes it step down.
+const etcdElectionTimeout = time.Second
 
 // slack is the scheduling allowance for "no grant after the leader's
 // deadline": the servers and the harness share one clock, but a grant
@@ -154,17 +160,27 @@ func measure(o observation) row {
 		}
 	}
 	if o.fault.silent {
-		deadline := o.faultAt.Add(o.ttl * 8 / 10).Add(slack)
-		for _, rg := range o.runs {
-			for _, g := range rg.grants {
-				if g.At.After(deadline) && g.At.Before(o.from) {
-					add("%s granted lock %s at %s, with etcd's quorum lost, after the leader's deadline %s", rg.name(), g.Lock,
-						g.At.Format("15:04:05.000"), deadline.Format("15:04:05.000"))
+		// etcd's raft leader renews leases by itself until it notices
+		// that it lost the quorum (CheckQuorum, looked at once per
+		// election timeout: up to two of them), so the leader's last
+		// answered keepalive may come that much after the fault.
+		latest := o.faultAt.Add(2 * etcdElectionTimeout).Add(o.ttl * 8 / 10).Add(slack)
+		stepped := o.faultAt.Add(o.stepDown)
+		switch {
+		case o.stepDown < 0:
+			add("the leader did not step down within 3 × ttl of losing etcd's quorum")
+		case stepped.After(latest):
+			add("the leader stepped down %v after etcd's quorum was lost, later than 2 × etcd's election timeout + 0.8 × ttl", o.stepDown.Round(time.Millisecond))
+		}
+		if o.stepDown >= 0 {
+			for _, rg := range o.runs {
+				for _, g := range rg.grants {
+					if g.At.After(stepped.Add(slack)) && g.At.Before(o.from) {
+						add("%s granted lock %s at %s, with etcd's quorum lost, after the leader stepped down at %s", rg.name(), g.Lock,
+							g.At.Format("15:04:05.000"), stepped.Format("15:04:05.000"))
+					}
 				}
 			}
-		}
-		if o.stepDown < 0 {
-			add("the leader did not step down within 3 × ttl of losing etcd's quorum")
 		}
 	}
 	return r

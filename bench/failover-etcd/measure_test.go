@@ -59,9 +59,10 @@ func TestMeasureTakeover(t *testing.T) {
 	}
 }
 
-// Quorum lost: a grant after the leader's deadline and before the repair
-// is a violation, one before the deadline is not; D runs from the repair
-// to the first grant a client saw.
+// Quorum lost: a grant after the leader stepped down and before the
+// repair is a violation, one before it is not; a step-down later than
+// 2 × etcd's election timeout + 0.8 × ttl is one too; D runs from the repair to
+// the first grant a client saw.
 func TestMeasureSilent(t *testing.T) {
 	a1 := &nodeRun{node: "n1", audit: "/x/audit-1.jsonl"}
 	o := observation{
@@ -72,12 +73,17 @@ func TestMeasureSilent(t *testing.T) {
 	if r := measure(o); len(r.violations) != 0 || r.D != 510*time.Millisecond {
 		t.Fatalf("healthy: %+v", r)
 	}
-	o.runs[0].grants[0].At = ms(2600) // past 0.8 × 3s + slack
-	if r := measure(o); len(r.violations) != 1 || !strings.Contains(r.violations[0], "quorum lost") {
+	o.runs[0].grants[0].At = ms(2200) // after the step-down (2 s) + slack
+	if r := measure(o); len(r.violations) != 1 || !strings.Contains(r.violations[0], "quorum lost, after the leader stepped down") {
 		t.Fatalf("grant in the outage: %+v", r)
 	}
+	o.runs[0].grants[0].At = ms(1000)
+	o.stepDown = 4600 * time.Millisecond // past 2 × 1 s + 2.4 s + slack
+	if r := measure(o); len(r.violations) != 1 || !strings.Contains(r.violations[0], "later than 2 × etcd's election timeout") {
+		t.Fatalf("late step-down: %+v", r)
+	}
 	o.stepDown = -1
-	if r := measure(o); len(r.violations) != 2 {
+	if r := measure(o); len(r.violations) != 1 || !strings.Contains(r.violations[0], "did not step down") {
 		t.Fatalf("no step-down: %+v", r)
 	}
 }

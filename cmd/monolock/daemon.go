@@ -194,7 +194,7 @@ func (d *daemon) open(f files) (err error) {
 	if f.rules != nil {
 		srvCfg.Authorizer = f.rules
 	}
-	node, err := newHANode(cfg, d)
+	node, err := newHANode(cfg, d, srvCfg.TestWallClockOffset)
 	if err != nil {
 		return err
 	}
