@@ -204,10 +204,16 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 	h, tok := w.holds, l.Token()
 	w.out.emit(Event{Kind: "granted", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now()})
 	// The moment the library declares the lock lost is when the holder
-	// must stop: recorded as it happens, not when the worker looks.
+	// must stop: recorded as it happens, not when the worker looks. When
+	// the lease ran out, that moment is ValidUntil (after it Valid is
+	// false), however late this process gets to run the callback.
 	ended := make(chan struct{})
 	stop := context.AfterFunc(l.Context(), func() {
-		w.out.emit(Event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: fmt.Sprint(l.Err())})
+		end := time.Now()
+		if until := l.ValidUntil(); !until.IsZero() && until.Before(end) {
+			end = until
+		}
+		w.out.emit(Event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: end.UnixNano(), Why: fmt.Sprint(l.Err())})
 		close(ended)
 	})
 	until := time.Now().Add(time.Duration(200+rand.IntN(400)) * time.Millisecond)

@@ -52,10 +52,15 @@ func (o Overlap) String() string {
 
 // Overlaps lists the holds that began, by the client process's clock,
 // before an earlier hold of the same lock had ended (was released or
-// declared lost). A hold that never ended overlaps every later one.
+// declared lost, at the latest at its ValidUntil). A hold that never ended
+// overlaps every later one; one that ended before it began (granted after
+// its lease had run out) overlaps none.
 func Overlaps(events []Event) []Overlap {
 	byLock := map[string][]hold{}
 	for _, h := range holdsOf(events) {
+		if h.end < h.start {
+			continue // never valid: its holder could not act on it
+		}
 		byLock[h.lock] = append(byLock[h.lock], h)
 	}
 	var out []Overlap

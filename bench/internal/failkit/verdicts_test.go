@@ -120,3 +120,17 @@ func TestSeveralDialer(t *testing.T) {
 		t.Fatalf("no address accepting: %v", err)
 	}
 }
+
+// A hold whose grant arrived after its ValidUntil (ended before it began)
+// overlaps nothing, and nothing overlaps it.
+func TestOverlapsEmptyHold(t *testing.T) {
+	events := []Event{
+		{Kind: "granted", C: 1, Hold: 1, Lock: "x", Token: 11, At: at(90)},
+		{Kind: "granted", C: 0, Hold: 1, Lock: "x", Token: 10, At: at(100)},
+		{Kind: "ended", C: 0, Hold: 1, Lock: "x", Token: 10, At: at(50)},
+		{Kind: "ended", C: 1, Hold: 1, Lock: "x", Token: 11, At: at(200)},
+	}
+	if ov := Overlaps(events); len(ov) != 0 {
+		t.Fatalf("overlaps %v", ov)
+	}
+}
