@@ -24,8 +24,9 @@ func (c systemClock) Now() (time.Time, time.Duration) {
 
 // offsetClock moves the wall clock of another by an offset that may change
 // while the server runs, the monotonic offset untouched: a stepped wall
-// clock, as far as the server can tell. Only Config.TestWallClockOffset
-// makes one (the failover harness's "clock stepped back" fault).
+// clock, as far as a single server can tell (the wall Time's own monotonic
+// reading moves too, which only HA's arithmetic would notice: see
+// Config.TestWallClockOffset). Only Config.TestWallClockOffset makes one.
 type offsetClock struct {
 	Clock
 	offset func() time.Duration

@@ -25,3 +25,13 @@ func TestWallClockOffset(t *testing.T) {
 		t.Error("without the offset the owner's clock is not the one it was given")
 	}
 }
+
+// With HA the offset is not applied to the loop's clock (the etcd side
+// applies it to the first block).
+func TestWallClockOffsetNotWithHA(t *testing.T) {
+	clk := newFakeClock()
+	o := newOwner(Config{HA: &HAConfig{TTL: 2 * time.Second}, TestWallClockOffset: func() time.Duration { return -time.Hour }}, clk)
+	if o.clk != Clock(clk) {
+		t.Error("with HA the owner's clock is not the one it was given")
+	}
+}

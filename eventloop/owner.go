@@ -102,7 +102,7 @@ type owner struct {
 const denialsPerSecond = 10
 
 func newOwner(cfg Config, clk Clock) *owner {
-	if cfg.TestWallClockOffset != nil {
+	if cfg.TestWallClockOffset != nil && cfg.HA == nil {
 		clk = offsetClock{Clock: clk, offset: cfg.TestWallClockOffset}
 	}
 	o := &owner{
