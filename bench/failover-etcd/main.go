@@ -12,8 +12,9 @@
 // the clients cut off from the leader (while etcd still sees it); the etcd
 // raft leader member killed; etcd's quorum lost (two members killed) and
 // restored; the leader's wall clock stepped back an hour (the server's
-// test-only clock offset) and then the leader killed, the next leader's
-// clock an hour behind too. Every round checks: no two holders of a lock at
+// test-only clock offset, which with -ha-etcd moves the one wall-clock
+// reading a node makes: the clock rule of a term's first token block) and
+// then the leader killed, the next leader's clock an hour behind too. Every round checks: no two holders of a lock at
 // once (by the client process's one clock), every server run's tokens
 // strictly increasing in its audit log, the first grant of a new term above
 // every token any other run ever granted and no other run granting after
