@@ -357,7 +357,7 @@ func (b *bench) haArgs(what string, rep int) ([]string, error) {
 func (b *bench) haEtcd() (string, error) {
 	for _, p := range b.peers {
 		if ep, ok := p.(*etcdPeer); ok {
-			return ep.endpoint, nil
+			return "http://" + ep.endpoint, nil
 		}
 	}
 	if b.s7Etcd == nil {
@@ -367,5 +367,5 @@ func (b *bench) haEtcd() (string, error) {
 		}
 		b.s7Etcd = ep
 	}
-	return b.s7Etcd.endpoint, nil
+	return "http://" + b.s7Etcd.endpoint, nil
 }

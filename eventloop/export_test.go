@@ -21,6 +21,33 @@ func NewBenchLoop(cfg Config) *BenchLoop {
 	return &BenchLoop{newHandler(newOwner(cfg.withDefaults(), newSystemClock()), &Server{})}
 }
 
+// NewLeaderBenchLoop is a BenchLoop of a node that leads its cluster
+// (Config.HA): elected with a deadline no benchmark reaches, a max-lease
+// above every benchmark's lease, and a token block of 2^40. What the loop
+// asks of etcd is dropped.
+func NewLeaderBenchLoop(cfg Config) *BenchLoop {
+	cfg.HA = &HAConfig{TTL: 1 << 40, Coordinator: noCoordinator{}}
+	cfg.Logger = zerolog.Nop()
+	o := newOwner(cfg.withDefaults(), newSystemClock())
+	o.initHA(cfg.HA, func(bool) {})
+	o.begin()
+	o.haElected(1, o.now, o.now, 0)
+	o.haMaxLease(1, 1<<31)
+	o.haTokenBlock(1, 1<<42, 1<<42+1<<40)
+	o.end(nil)
+	if !o.ha.serving {
+		panic("the bench loop's node does not serve")
+	}
+	return &BenchLoop{newHandler(o, &Server{})}
+}
+
+// noCoordinator is an etcd side that does nothing.
+type noCoordinator struct{}
+
+func (noCoordinator) NeedTokenBlock(uint64)       {}
+func (noCoordinator) NeedMaxLease(uint64, uint32) {}
+func (noCoordinator) TermEnded(uint64, string)    {}
+
 // Join opens a connection, as OnOpen does, and sends it frame; ok reports
 // that the frame was applied and the connection left open.
 func (l *BenchLoop) Join(frame []byte) (c *BenchConn, ok bool) {

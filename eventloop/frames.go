@@ -114,7 +114,9 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 			o.metrics.Queued()
 		}
 		o.armBy(s, s.expiresAt())
-		o.sendState(s)
+		if s.claim.State() != locktable.Pending {
+			o.sendState(s)
+		} // else the lock is free and its grant waits for etcd (ha.go): ACQUIRED is the answer, once it comes
 	case protocol.TypeRelease:
 		if !s.registered() {
 			o.rejectWith(s, protocol.ErrFirstMessageNotAcquire, "first message must be ACQUIRE: got RELEASE; send ACQUIRE once, then heartbeats, then RELEASE")

@@ -36,6 +36,10 @@ import (
 //   - Tokens come only from blocks reserved in etcd (locktable, blocks.go):
 //     a grant without a token left waits for the next block, asked for when
 //     half of the current one is used.
+//   - A grant that waits on a free lock answers the ACQUIRE only when it is
+//     made (ACQUIRED, an etcd round trip later), never WAITING: the lock is
+//     free, and nobody is ahead of the client. A waiter whose turn comes
+//     while the grant waits was told WAITING already and is pushed ACQUIRED.
 //   - A follower has no lock listener: clients are refused at connect and
 //     move on to the next address at once. A connection that slipped in
 //     before the listener closed is answered ERROR 0x01.
@@ -125,7 +129,7 @@ func (o *owner) refusalReason() (string, ReleaseReason) {
 	return demotedReason, ReleaseDemoted
 }
 
-const demotedReason = "this node is not the leader: reconnect, to the next address of the cluster"
+const demotedReason = "server shutting down: this node is not the leader of its cluster any more; reconnect, to the next address of the cluster"
 
 // haCheck runs at the start of every turn (begin): a passed deadline ends
 // the term before anything else happens, and the end of the new leader's

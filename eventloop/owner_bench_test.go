@@ -17,16 +17,21 @@ import (
 var bookkeeping = []struct {
 	name           string
 	metrics, audit bool
+	leader         bool // a node leading its cluster (Config.HA): tokens from a block
 }{
-	{"bare", false, false},
-	{"metrics", true, false},
-	{"metrics+audit", true, true},
+	{"bare", false, false, false},
+	{"metrics", true, false, false},
+	{"metrics+audit", true, true, false},
+	{"ha-leader", false, false, true},
 }
 
 // newBenchLoop is the loop's handler and owner, without sockets, with the
 // real metrics and audit recorder when asked for.
-func newBenchLoop(b *testing.B, withMetrics, withAudit bool) *eventloop.BenchLoop {
+func newBenchLoop(b *testing.B, withMetrics, withAudit bool, leader ...bool) *eventloop.BenchLoop {
 	var cfg eventloop.Config
+	if len(leader) > 0 && leader[0] {
+		return eventloop.NewLeaderBenchLoop(cfg)
+	}
 	if withMetrics {
 		cfg.Metrics = metrics.New(nil)
 	}
@@ -69,7 +74,7 @@ func reportCPU(b *testing.B, start time.Duration) {
 func BenchmarkHeartbeat(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			l := newBenchLoop(b, bk.metrics, bk.audit)
+			l := newBenchLoop(b, bk.metrics, bk.audit, bk.leader)
 			c := join(b, l, protocol.AppendAcquire(nil, 2000, "bench"))
 			hb := protocol.AppendHeartbeat(nil)
 			b.ReportAllocs()
@@ -94,7 +99,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 func BenchmarkGrant(b *testing.B) {
 	for _, bk := range bookkeeping {
 		b.Run(bk.name, func(b *testing.B) {
-			l := newBenchLoop(b, bk.metrics, bk.audit)
+			l := newBenchLoop(b, bk.metrics, bk.audit, bk.leader)
 			acquire := protocol.AppendAcquire(nil, 2000, "bench")
 			c := join(b, l, acquire)
 			c.Leave()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -79,17 +80,12 @@ func expectRefused(t *testing.T, addr string) {
 	}
 }
 
-// grant acquires the free lock name on addr. longer says the lease is
-// longer than any granted before, so the grant waits for etcd to store it:
-// WAITING comes first, then ACQUIRED.
-func grant(t *testing.T, addr, name string, leaseMS uint32, longer bool) (*wire.Conn, uint64) {
+// grant acquires the free lock name on addr. A lease longer than any
+// granted before waits for etcd to store it, and is answered ACQUIRED then,
+// never WAITING first.
+func grant(t *testing.T, addr, name string, leaseMS uint32) (*wire.Conn, uint64) {
 	t.Helper()
-	c := wire.MustDial(t, addr, wire.Options{})
-	c.SendAcquire(name, leaseMS)
-	if longer {
-		c.ExpectWaiting()
-	}
-	return c, c.ExpectAcquired()
+	return wire.Holder(t, addr, wire.Options{}, name, leaseMS)
 }
 
 // etcdValue reads a key of the test cluster.
@@ -130,11 +126,11 @@ func TestHAFailoverThroughEtcd(t *testing.T) {
 
 	// Tokens on the leader: above the clock rule's, from its block. The
 	// longer lease is stored in etcd before its grant is sent.
-	_, first := grant(t, aAddr, "x", 1500, true)
+	_, first := grant(t, aAddr, "x", 1500)
 	if floor := uint64(time.Now().Add(-time.Hour).Unix()) << 32; first <= floor {
 		t.Fatalf("first token %d is below the clock rule's %d", first, floor)
 	}
-	_, last := grant(t, aAddr, "y", 1000, false)
+	_, last := grant(t, aAddr, "y", 1000)
 	if last <= first {
 		t.Fatalf("tokens %d then %d", first, last)
 	}
@@ -148,7 +144,7 @@ func TestHAFailoverThroughEtcd(t *testing.T) {
 		t.Fatalf("b serves without waiting out the longest lease: %v", elected)
 	}
 	b.MustWaitLog(t, eventloop.HAServingMessage)
-	_, took := grant(t, bAddr, "x", 1000, false)
+	_, took := grant(t, bAddr, "x", 1000)
 	if took <= last {
 		t.Fatalf("the new leader's token %d is not above the old leader's %d", took, last)
 	}
@@ -168,7 +164,7 @@ func TestHALeaderStoppedPastItsDeadline(t *testing.T) {
 	a.MustWaitLog(t, eventloop.HAServingMessage)
 	b, _ := startNode(t, etcd, "b")
 	b.MustWaitLog(t, haetcd.LeaderMessage)
-	holder, _ := grant(t, aAddr, "x", 500, true)
+	holder, _ := grant(t, aAddr, "x", 500)
 
 	if err := a.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -178,8 +174,35 @@ func TestHALeaderStoppedPastItsDeadline(t *testing.T) {
 	if err := a.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if reason := holder.ExpectErrorThenEOF(protocol.CodeShuttingDown); !strings.Contains(reason, "not the leader") {
-		t.Fatalf("ERROR 0x01 reason %q", reason)
+	f, err := holder.ReadErr(0)
+	if err != nil || f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown || !strings.Contains(f.Reason, "not the leader of its cluster") {
+		t.Fatalf("after the pause the holder got %v (%v), want ERROR 0x01 from a node that is not the leader", f, err)
+	}
+	// The server closes without reading the heartbeat, so the close may be
+	// a reset rather than a FIN.
+	if f, err := holder.ReadErr(0); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("after ERROR 0x01: %v (%v), want the connection closed", f, err)
 	}
 	a.MustWaitLog(t, eventloop.HAEndedMessage)
+}
+
+// A node elected whose lock port is taken by another process cannot serve:
+// it ends the term at once and campaigns again, after a pause, until the
+// port is free.
+func TestHALockPortTakenEndsTheTerm(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addr := freeLoopbackAddr(t)
+	blocker, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	p := startServer(t, "-listen", addr, "-ha-etcd", etcd.Endpoint, "-ha-cluster", "test", "-ha-ttl", haTTL, "-ha-name", "a "+addr)
+	ended := p.MustWaitLog(t, eventloop.HAEndedMessage)
+	if why, _ := ended["why"].(string); !strings.Contains(why, "could not be opened") {
+		t.Fatalf("the term ended for %q, want the lock port", why)
+	}
+	blocker.Close()
+	p.MustWaitLog(t, eventloop.HAServingMessage)
+	grant(t, addr, "x", 1000)
 }

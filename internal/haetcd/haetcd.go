@@ -180,6 +180,7 @@ func (n *Node) Run(ctx context.Context, loop Loop) error {
 	var term uint64
 	retry := time.Duration(0)
 	for ctx.Err() == nil {
+		began := time.Now()
 		won, err := n.campaignAndLead(ctx, loop, term+1)
 		if won {
 			term++
@@ -190,10 +191,11 @@ func (n *Node) Run(ctx context.Context, loop Loop) error {
 		if err != nil {
 			n.log.Warn().Err(err).Msg("ha: etcd: campaigning again")
 		}
-		// A term that ended at once, or an etcd that refuses, is not
-		// retried in a tight loop.
+		// A term that lasted is followed by a campaign at once; an etcd
+		// that refuses, or a term that ends as it begins (a lock port that
+		// cannot be opened), is retried after a growing pause, up to TTL/2.
 		retry = min(max(2*retry, 100*time.Millisecond), n.cfg.TTL/2)
-		if won {
+		if won && time.Since(began) >= n.cfg.TTL {
 			retry = 0
 		}
 		select {

@@ -19,12 +19,9 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
-// readyLine is what etcd 3.5 logs once it serves clients; readyLine34 is
-// what 3.4 (Debian's etcd-server) logs then instead.
-const (
-	readyLine   = "ready to serve client requests"
-	readyLine34 = "serving client traffic"
-)
+// readyLine is what etcd (3.4 and 3.5, plain HTTP) logs once it serves
+// clients: "serving client traffic insecurely; ...".
+const readyLine = "serving client traffic"
 
 // Server is a running etcd.
 type Server struct {
@@ -66,7 +63,7 @@ func Start(t testing.TB) *Server {
 		if err != nil {
 			t.Fatalf("etcd did not log %q: %v; stderr: %s", readyLine, err, c.Stderr())
 		}
-		if strings.Contains(line.Text, readyLine) || strings.Contains(line.Text, readyLine34) {
+		if strings.Contains(line.Text, readyLine) {
 			break
 		}
 	}
