@@ -446,7 +446,7 @@ adversarial: build
 
 # --- failover harness (bench/failover) ---------------------------------------
 
-.PHONY: failover failover-deps storm
+.PHONY: failover failover-deps failover-etcd failover-etcd-deps storm
 
 ## failover: the keepalived pair for real in network namespaces, four faults x 5 rounds, the table (root; about 3 minutes)
 failover: build
@@ -456,6 +456,15 @@ failover: build
 failover-deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y keepalived iproute2 curl
+
+## failover-etcd: three etcd members and two monolock nodes with -ha-etcd in network namespaces, seven faults x 5 rounds, the table (root; about 7 minutes)
+failover-etcd: build
+	cd bench && $(GO) run ./failover-etcd -server $(abspath $(BIN))/monolock
+
+## failover-etcd-deps: install what make failover-etcd needs (root): etcd-server, iproute2, iptables, curl
+failover-etcd-deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y etcd-server iproute2 iptables curl
 
 ## storm: a reconnect storm on loopback: 15,000 plain and 5,000 mutual-TLS sessions re-admitted by a second server, full vs resumed handshakes, with and without jitter (a few minutes)
 storm: build

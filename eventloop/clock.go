@@ -21,3 +21,18 @@ func (c systemClock) Now() (time.Time, time.Duration) {
 	wall := time.Now()
 	return wall, wall.Sub(c.origin)
 }
+
+// offsetClock moves the wall clock of another by an offset that may change
+// while the server runs, the monotonic offset untouched: a stepped wall
+// clock, as far as a single server can tell (the wall Time's own monotonic
+// reading moves too, which only HA's arithmetic would notice: see
+// Config.TestWallClockOffset). Only Config.TestWallClockOffset makes one.
+type offsetClock struct {
+	Clock
+	offset func() time.Duration
+}
+
+func (c offsetClock) Now() (time.Time, time.Duration) {
+	wall, mono := c.Clock.Now()
+	return wall.Add(c.offset()), mono
+}

@@ -18,6 +18,15 @@ type Config struct {
 	// ListenAddress is the protocol's TCP address; "127.0.0.1:0" picks a free
 	// port (see Server.Addr).
 	ListenAddress string
+	// TestWallClockOffset, when set, is added to every reading of the wall
+	// clock (tokens, audit times), never to a duration: for tests only, to
+	// step a running server's clock without stepping the machine's. Nil in
+	// every real server. Ignored with HA: there the loop compares its
+	// readings with the etcd side's by their monotonic part, which a real
+	// step leaves alone but time.Time.Add would move too, and tokens never
+	// read the clock; the etcd side applies the offset to the one wall
+	// reading it makes (a term's first block).
+	TestWallClockOffset func() time.Duration
 	// IOTimeout bounds a connection that has not completed its ACQUIRE, a
 	// frame left half-sent, and output the peer does not drain.
 	IOTimeout time.Duration

@@ -102,6 +102,9 @@ type owner struct {
 const denialsPerSecond = 10
 
 func newOwner(cfg Config, clk Clock) *owner {
+	if cfg.TestWallClockOffset != nil && cfg.HA == nil {
+		clk = offsetClock{Clock: clk, offset: cfg.TestWallClockOffset}
+	}
 	o := &owner{
 		log:        cfg.Logger,
 		denyLog:    cfg.Logger.Sample(&zerolog.BurstSampler{Burst: denialsPerSecond, Period: time.Second}),

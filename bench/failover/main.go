@@ -28,97 +28,65 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/bench/internal/failkit"
 )
 
 type config struct {
-	server        string
+	failkit.Common
 	scripts       string
-	rounds        int
-	clients       int
-	locks         int
-	lease         time.Duration
 	shutdownDelay time.Duration
 	slack         time.Duration
-	results       string
-	keep          bool
 }
 
 type harness struct {
 	cfg       config
 	self      string // this executable, run again as the client process
 	dir       string
-	net       *network
+	net       *failkit.LAN
 	hosts     []*serverHost
-	clientRun *clientRun
+	clientRun *failkit.ClientRun
 
 	cleanOnce sync.Once
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "clients" {
-		if err := runClients(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "failover clients:", err)
-			os.Exit(2)
-		}
-		return
-	}
+	failkit.ClientsMain("failover", net.JoinHostPort(vip, protoPort))
 	os.Exit(run(os.Args[1:], os.Stdout))
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
-	fs.StringVar(&c.server, "server", filepath.Join("..", "bin", "monolock"), "server binary (make build's output, seen from bench/)")
+	c.Register(fs, 2*time.Second)
 	fs.StringVar(&c.scripts, "scripts", filepath.Join("..", "deploy", "keepalived"), "the keepalived files under test")
-	fs.IntVar(&c.rounds, "rounds", 5, "rounds of each fault")
-	fs.IntVar(&c.clients, "clients", 30, "clients on the client host")
-	fs.IntVar(&c.locks, "locks", 6, "lock names they share")
-	fs.DurationVar(&c.lease, "lease", 2*time.Second, "the clients' lease")
 	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 3*time.Second, "both servers' -shutdown-delay (deploy/monolock.service's value)")
 	fs.DurationVar(&c.slack, "slack", 100*time.Millisecond, "scheduling allowance for a holder's stop (client and servers share one clock)")
-	fs.StringVar(&c.results, "results", "", "also write the table as Markdown to this file")
-	fs.BoolVar(&c.keep, "keep", false, "keep the logs (always kept when there are violations)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.rounds < 1 || c.clients < 1 || c.locks < 1 || c.lease < 100*time.Millisecond {
-		return c, errors.New("want -rounds, -clients, -locks >= 1 and -lease >= 100ms")
-	}
-	var err error
-	if c.server, err = filepath.Abs(c.server); err != nil {
+	if err := c.Check(); err != nil {
 		return c, err
 	}
+	var err error
 	c.scripts, err = filepath.Abs(c.scripts)
 	return c, err
 }
 
 // preflight says what is missing before anything is made.
 func preflight(c config) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (network namespaces, keepalived): run it as root, as .ci/run does")
-	}
-	for _, tool := range []struct{ name, install string }{
-		{"ip", "apt-get install -y iproute2"}, {"keepalived", "make failover-deps (apt-get install -y keepalived)"},
-		{"curl", "apt-get install -y curl"},
-	} {
-		if _, err := exec.LookPath(tool.name); err != nil {
-			return fmt.Errorf("%s is not on PATH: %s", tool.name, tool.install)
-		}
-	}
-	if _, err := os.Stat(c.server); err != nil {
-		return fmt.Errorf("server binary: %w; run make build first", err)
+	if err := c.Preflight("network namespaces, keepalived", failkit.Tool{Name: "keepalived", Install: "make failover-deps (apt-get install -y keepalived)"}); err != nil {
+		return err
 	}
 	return scriptsSecure(c.scripts)
 }
@@ -147,69 +115,45 @@ func scriptsSecure(dir string) error {
 }
 
 func run(args []string, stdout io.Writer) int {
-	cfg, err := parseFlags(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		return 2
-	}
-	if err := preflight(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		return 2
-	}
-	h := &harness{cfg: cfg}
-	defer h.cleanup(true) // also on a panic; a no-op after the cleanup below
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "failover: %v: removing the namespaces and processes\n", sig)
-		h.cleanup(true)
-		os.Exit(2)
-	}()
-	rows, err := h.runAll(stdout)
-	violations := 0
-	for _, r := range rows {
-		violations += len(r.violationReason)
-	}
-	h.cleanup(cfg.keep || violations > 0 || err != nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		return 2
-	}
-	fmt.Fprintf(stdout, "failover: %d rounds, %d violations\n", len(rows), violations)
-	if violations > 0 {
-		return 1
-	}
-	return 0
+	h := &harness{}
+	return failkit.Main("failover", stdout, func() (keep bool, err error) {
+		if h.cfg, err = parseFlags(args); err == nil {
+			err = preflight(h.cfg)
+		}
+		return h.cfg.Keep, err
+	}, func() (int, int, error) { return h.rounds(stdout) }, h.cleanup)
 }
 
-func (h *harness) runAll(stdout io.Writer) ([]row, error) {
+// rounds sets the hosts up and runs every round, printing a line for each
+// and the table at the end; it returns how many rounds ran and their
+// violations.
+func (h *harness) rounds(stdout io.Writer) (int, int, error) {
 	var err error
 	if h.self, err = os.Executable(); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	if h.dir, err = os.MkdirTemp("", "monolock-failover-"); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	shipped, err := os.ReadFile(filepath.Join(h.cfg.scripts, "keepalived.conf"))
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	if h.net, err = buildNetwork(); err != nil {
-		return nil, err
+	if h.net, err = failkit.BuildLAN("mlfo", []failkit.Host{{Name: "a", Addr: addrA}, {Name: "b", Addr: addrB}, {Name: "client", Addr: addrClient}}); err != nil {
+		return 0, 0, err
 	}
-	fmt.Fprintf(stdout, "failover: namespaces mlfo-*-%s, files in %s\n", h.net.suffix, h.dir)
+	fmt.Fprintf(stdout, "failover: namespaces mlfo-*-%s, files in %s\n", h.net.Suffix, h.dir)
 	for _, name := range []string{"a", "b"} {
-		host, err := newServerHost(name, h.net.hosts[name], h.dir, h.cfg.scripts)
+		host, err := newServerHost(name, h.net.NS(name), h.dir, h.cfg.scripts)
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		h.hosts = append(h.hosts, host)
-		if err := host.startMonolock(h.cfg.server, h.cfg.shutdownDelay); err != nil {
-			return nil, err
+		if err := host.startMonolock(h.cfg.Server, h.cfg.shutdownDelay); err != nil {
+			return 0, 0, err
 		}
 		if err := host.startKeepalived(string(shipped)); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 	}
 	if err := h.await(60*time.Second, "one MASTER and one BACKUP", func() bool {
@@ -217,62 +161,28 @@ func (h *harness) runAll(stdout io.Writer) ([]row, error) {
 		states := h.hosts[0].vrrpState() + "/" + h.hosts[1].vrrpState()
 		return err == nil && (states == "MASTER/BACKUP" || states == "BACKUP/MASTER")
 	}); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	fmt.Fprintf(stdout, "failover: %d clients, %d locks, lease %v, -shutdown-delay %v, %d rounds of each fault\n",
-		h.cfg.clients, h.cfg.locks, h.cfg.lease, h.cfg.shutdownDelay, h.cfg.rounds)
+		h.cfg.Clients, h.cfg.Locks, h.cfg.Lease, h.cfg.shutdownDelay, h.cfg.Rounds)
 	fmt.Fprintln(stdout, "failover: both servers run on this machine and read the same clock (no skew between them)")
-	var rows []row
-	for _, fault := range faults {
-		for i := range h.cfg.rounds {
-			r, err := h.round(fault)
-			if err != nil {
-				return rows, fmt.Errorf("%s, round %d: %w", fault, i+1, err)
-			}
-			rows = append(rows, r)
-			fmt.Fprintf(stdout, "  %-58s round %d: D %v, all back %v, late holders %d, tokens %s, stale rejected %d, double grants %d, fenced %s\n",
-				fault, i+1, r.D.Round(time.Millisecond), r.Readmit.Round(time.Millisecond), r.LateHolders, okWord(r.TokenOrder),
-				r.StaleRejected, r.DoubleGrants, fencedWord(r))
-			for _, v := range r.violationReason {
-				fmt.Fprintln(stdout, "    VIOLATION:", v)
-			}
-		}
-	}
-	table := summarize(rows, h.cfg)
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, table)
-	if h.cfg.results != "" {
-		if err := os.WriteFile(h.cfg.results, []byte(table), 0o644); err != nil {
-			return rows, err
-		}
-	}
-	return rows, nil
+	return failkit.Rounds(stdout, faults, h.cfg.Rounds, func(f string) string { return f }, h.round,
+		func(r row) (string, []string) {
+			return fmt.Sprintf("D %v, all back %v, late holders %d, tokens %s, stale rejected %d, double grants %d, fenced %s",
+				r.D.Round(time.Millisecond), r.Readmit.Round(time.Millisecond), r.LateHolders, okWord(r.TokenOrder),
+				r.StaleRejected, r.DoubleGrants, fencedWord(r)), r.violationReason
+		}, func(rows []row) string { return summarize(rows, h.cfg) }, h.cfg.Results)
 }
 
 // cleanup stops every process and removes the namespaces, and the files
 // unless keep.
 func (h *harness) cleanup(keep bool) {
 	h.cleanOnce.Do(func() {
-		if cr := h.clientRun; cr != nil {
-			_, _ = cr.stop()
-		}
 		for _, host := range h.hosts {
 			host.stopKeepalived()
 			host.stopMonolock()
 		}
-		if h.net != nil {
-			for _, err := range h.net.teardown() {
-				fmt.Fprintln(os.Stderr, "failover: cleanup:", err)
-			}
-		}
-		if h.dir == "" {
-			return
-		}
-		if keep {
-			fmt.Fprintf(os.Stderr, "failover: logs kept in %s\n", h.dir)
-			return
-		}
-		_ = os.RemoveAll(h.dir)
+		failkit.Remove("failover", h.clientRun, h.net, h.dir, keep)
 	})
 }
 
@@ -318,32 +228,9 @@ func summarize(rows []row, c config) string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s, %s | %s, %s | %d | %d of %d | %d | %d | %d of %d |\n", f, n,
-			seconds(median(ds)), seconds(maxOf(ds)), seconds(median(rs)), seconds(maxOf(rs)), late, ordered, n, stale, double, fenced, n)
+			failkit.Seconds(failkit.Median(ds)), failkit.Seconds(failkit.MaxOf(ds)), failkit.Seconds(failkit.Median(rs)), failkit.Seconds(failkit.MaxOf(rs)), late, ordered, n, stale, double, fenced, n)
 	}
 	fmt.Fprintf(&b, "\n%d clients over %d locks, lease %v (holders must stop by 0.8 × lease = %v), both servers with -shutdown-delay %v; both servers share this machine's clock.\n",
-		c.clients, c.locks, c.lease, c.lease*8/10, c.shutdownDelay)
+		c.Clients, c.Locks, c.Lease, c.Lease*8/10, c.shutdownDelay)
 	return b.String()
-}
-
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	for i := range s { // insertion sort: five values
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s[len(s)/2]
-}
-
-func maxOf(ds []time.Duration) time.Duration {
-	var m time.Duration
-	for _, d := range ds {
-		m = max(m, d)
-	}
-	return m
 }

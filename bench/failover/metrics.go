@@ -1,57 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/monolock/monolock/internal/audit"
-	"github.com/monolock/monolock/internal/auditcheck"
-	"github.com/monolock/monolock/internal/testsupport/proc"
+	"github.com/monolock/monolock/bench/internal/failkit"
 )
-
-// grant is one grant in a server's audit log.
-type grant struct {
-	Lock  string
-	Token uint64
-	At    time.Time
-}
-
-// readGrants returns the granted events of an audit log, read with
-// internal/auditcheck's reader. Lines that are not audit events are passed
-// over: a primary that was SIGKILLed may leave a torn last line.
-func readGrants(path string) ([]grant, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	events, _, err := auditcheck.Read(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var out []grant
-	for _, e := range events {
-		if e.Event == audit.EventGranted {
-			out = append(out, grant{Lock: e.Lock, Token: e.Token, At: e.Time})
-		}
-	}
-	return out, nil
-}
-
-// readEvents parses the client process's lines, handing each event to f as
-// it arrives, until the lines end.
-func readEvents(lines <-chan proc.Line, f func(event)) error {
-	for l := range lines {
-		var e event
-		if err := json.Unmarshal([]byte(l.Text), &e); err != nil {
-			return fmt.Errorf("client output %q: %w", l.Text, err)
-		}
-		f(e)
-	}
-	return nil
-}
 
 // observation is what the harness saw of one round.
 type observation struct {
@@ -67,8 +21,8 @@ type observation struct {
 	fencedAt             time.Time // the old primary's notify script killed it (zero: never)
 	oldAlive             bool      // the old primary's monolock still ran at the end
 	clients              int
-	events               []event
-	oldGrants, newGrants []grant
+	events               []failkit.Event
+	oldGrants, newGrants []failkit.Grant
 }
 
 // row is one line of the results table.
@@ -94,7 +48,7 @@ func measure(o observation) row {
 	if r.Fenced {
 		r.FencedAfter = o.fencedAt.Sub(o.faultAt)
 	}
-	var first *grant
+	var first *failkit.Grant
 	for i := range o.newGrants {
 		g := &o.newGrants[i]
 		if g.At.Before(o.faultAt) {
@@ -119,7 +73,7 @@ func measure(o observation) row {
 	readmitted := map[int]time.Time{}
 	pausedAtFault := map[int]bool{} // in a long pause when the fault came: their return says nothing of the pair
 	type holdKey struct{ c, h int }
-	granted := map[holdKey]event{}
+	granted := map[holdKey]failkit.Event{}
 	ended := map[holdKey]time.Time{}
 	type lockToken struct {
 		lock string

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/bench/internal/failkit"
 )
 
 // A round with one holder of the old primary that stops in time, one that
@@ -18,9 +20,9 @@ func TestMeasure(t *testing.T) {
 	o := observation{
 		fault: faultKill, lease: time.Second, slack: 100 * time.Millisecond, clients: 3,
 		faultAt: t0, confirmEnd: t0, vipArrived: t0.Add(2 * time.Second), fencedAt: t0.Add(time.Second),
-		oldGrants: []grant{{"x", 100, t0.Add(-time.Second)}},
-		newGrants: []grant{{"x", 90, t0.Add(3 * time.Second)}, {"y", 200, t0.Add(4 * time.Second)}},
-		events: []event{
+		oldGrants: []failkit.Grant{{Lock: "x", Token: 100, At: t0.Add(-time.Second)}},
+		newGrants: []failkit.Grant{{Lock: "x", Token: 90, At: t0.Add(3 * time.Second)}, {Lock: "y", Token: 200, At: t0.Add(4 * time.Second)}},
+		events: []failkit.Event{
 			{Kind: "granted", C: 0, Hold: 1, Lock: "x", Token: 100, At: at(-time.Second)},
 			{Kind: "ended", C: 0, Hold: 1, Lock: "x", Token: 100, At: at(800 * time.Millisecond)}, // in time (0.8 s + slack)
 			{Kind: "granted", C: 1, Hold: 1, Lock: "y", Token: 101, At: at(-time.Second)},
@@ -46,16 +48,16 @@ func TestMeasure(t *testing.T) {
 
 	// The same round, healthy: no violation.
 	o.newGrants[0].Token = 300
-	o.events = append(o.events[:3], event{Kind: "ended", C: 1, Hold: 1, Lock: "y", Token: 101, At: at(time.Millisecond)},
-		event{Kind: "answered", C: 2, At: at(2 * time.Second)})
-	o.events = append(o.events, event{Kind: "answered", C: 0, At: at(2500 * time.Millisecond)}, event{Kind: "answered", C: 1, At: at(3 * time.Second)})
+	o.events = append(o.events[:3], failkit.Event{Kind: "ended", C: 1, Hold: 1, Lock: "y", Token: 101, At: at(time.Millisecond)},
+		failkit.Event{Kind: "answered", C: 2, At: at(2 * time.Second)})
+	o.events = append(o.events, failkit.Event{Kind: "answered", C: 0, At: at(2500 * time.Millisecond)}, failkit.Event{Kind: "answered", C: 1, At: at(3 * time.Second)})
 	if r := measure(o); len(r.violationReason) != 0 || !r.TokenOrder {
 		t.Errorf("healthy round: %+v", r)
 	}
 	// A client in a long pause at the fault comes back late: that is the
 	// pause, not the pair, and does not count towards the time.
-	o.events = append(o.events, event{Kind: "paused", C: 2, At: at(-time.Second), Until: at(5 * time.Second)})
-	o.events[4] = event{Kind: "answered", C: 2, At: at(6 * time.Second)}
+	o.events = append(o.events, failkit.Event{Kind: "paused", C: 2, At: at(-time.Second), Until: at(5 * time.Second)})
+	o.events[4] = failkit.Event{Kind: "answered", C: 2, At: at(6 * time.Second)}
 	if r := measure(o); r.Readmit != 3*time.Second || r.NotReadmitted != 0 {
 		t.Errorf("paused client: %+v", r)
 	}

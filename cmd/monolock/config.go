@@ -63,6 +63,9 @@ type settings struct {
 	// origins is each setting as the operator gave it, by flag name, for
 	// error messages that must name it.
 	origins map[string]origin
+	// testClockOffsetFile is MONOLOCK_TEST_WALL_CLOCK_OFFSET_FILE: not a
+	// setting, a test's knob (testclock.go).
+	testClockOffsetFile string
 	// httpLimits bound the ops and admin HTTP servers; the zero value means
 	// opshttp.DefaultLimits. Not a flag: tests shorten the timeouts.
 	httpLimits opshttp.Limits
@@ -249,7 +252,7 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 
-	s := settings{origins: map[string]origin{}}
+	s := settings{origins: map[string]origin{}, testClockOffsetFile: getenv(testClockOffsetEnv)}
 	for i, st := range table {
 		v, from := st.def, "default"
 		if e := getenv(st.env); e != "" {

@@ -173,6 +173,10 @@ func (d *daemon) open(f files) (err error) {
 	if d.audit != nil {
 		srvCfg.Audit = audit.NewRecorder(d.audit)
 	}
+	if cfg.testClockOffsetFile != "" {
+		srvCfg.TestWallClockOffset = (&fileClockOffset{path: cfg.testClockOffsetFile}).get
+		d.log.Warn().Str("file", cfg.testClockOffsetFile).Msg(testClockOffsetEnv + " is set: the wall clock is moved by the offset in that file; for tests only, never on a real server")
+	}
 	// Metrics cost a little on every frame; without an endpoint to read them
 	// the server does not keep them.
 	registry := prometheus.NewRegistry()
@@ -190,7 +194,7 @@ func (d *daemon) open(f files) (err error) {
 	if f.rules != nil {
 		srvCfg.Authorizer = f.rules
 	}
-	node, err := newHANode(cfg, d)
+	node, err := newHANode(cfg, d, srvCfg.TestWallClockOffset)
 	if err != nil {
 		return err
 	}

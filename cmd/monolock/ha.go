@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/monolock/monolock/internal/haetcd"
 	"github.com/monolock/monolock/internal/startline"
@@ -22,11 +23,14 @@ type haNode struct {
 }
 
 // newHANode makes the etcd side from the settings; nil without -ha-etcd.
-func newHANode(cfg settings, d *daemon) (*haetcd.Node, error) {
+// testWallClockOffset is the test-only knob's (testclock.go), nil on a real
+// server.
+func newHANode(cfg settings, d *daemon, testWallClockOffset func() time.Duration) (*haetcd.Node, error) {
 	if len(cfg.haEtcd) == 0 {
 		return nil, nil
 	}
-	c := haetcd.Config{Endpoints: cfg.haEtcd, Cluster: cfg.haCluster, TTL: cfg.haTTL, Name: cfg.haName, Logger: d.log}
+	c := haetcd.Config{Endpoints: cfg.haEtcd, Cluster: cfg.haCluster, TTL: cfg.haTTL, Name: cfg.haName, Logger: d.log,
+		TestWallClockOffset: testWallClockOffset}
 	if c.Name == "" {
 		host, err := os.Hostname()
 		if err != nil {

@@ -57,6 +57,12 @@ type Config struct {
 	Name      string        // this node's election value: what followers show as the leader
 	TLS       *tls.Config   // nil: plain HTTP to etcd
 	Logger    zerolog.Logger
+	// TestWallClockOffset, when set, is added to the clock reading a
+	// term's first token block starts above (locktable.NextBlock): for
+	// tests only, with eventloop.Config's of the same name, to step a
+	// node's wall clock without stepping the machine's. Nil on a real
+	// server.
+	TestWallClockOffset func() time.Duration
 }
 
 // MinTTL is the shortest lease TTL: the leader serves 0.8 × TTL past its
@@ -341,7 +347,11 @@ func (n *Node) reserve(ctx context.Context, loop Loop, term uint64, e *concurren
 		}
 		modRev = kv.ModRevision
 	}
-	lo, hi, err := locktable.NextBlock(ceiling, time.Now(), first)
+	now := time.Now()
+	if n.cfg.TestWallClockOffset != nil {
+		now = now.Add(n.cfg.TestWallClockOffset())
+	}
+	lo, hi, err := locktable.NextBlock(ceiling, now, first)
 	if err != nil {
 		return err
 	}

@@ -92,10 +92,15 @@ func (l *fakeLoop) await(t *testing.T, kind string) event {
 	}
 }
 
-// runNode runs a node of cluster "t" until the test ends.
-func runNode(t *testing.T, etcd *testetcd.Server, loop haetcd.Loop) *haetcd.Node {
+// runNode runs a node of cluster "t" until the test ends; edits change its
+// configuration first.
+func runNode(t *testing.T, etcd *testetcd.Server, loop haetcd.Loop, edits ...func(*haetcd.Config)) *haetcd.Node {
 	t.Helper()
-	n, err := haetcd.New(haetcd.Config{Endpoints: []string{etcd.Endpoint}, Cluster: "t", TTL: 2 * time.Second, Name: "node-a 127.0.0.1:7070", Logger: zerolog.Nop()})
+	cfg := haetcd.Config{Endpoints: []string{etcd.Endpoint}, Cluster: "t", TTL: 2 * time.Second, Name: "node-a 127.0.0.1:7070", Logger: zerolog.Nop()}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	n, err := haetcd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,5 +231,24 @@ func TestStuckLoopResigns(t *testing.T) {
 	loop.stuck.Store(false)
 	if e := loop.await(t, "elected"); e.term != 2 {
 		t.Fatalf("after a stuck loop: %+v", e)
+	}
+}
+
+// The test-only wall-clock offset moves the clock reading a term's first
+// block starts above (the rule for a cluster moved from clock tokens): an
+// hour back, the block starts at that hour's second.
+func TestWallClockOffsetMovesTheFirstBlock(t *testing.T) {
+	etcd := testetcd.Start(t)
+	loop := newFakeLoop()
+	n := runNode(t, etcd, loop, func(c *haetcd.Config) {
+		c.TestWallClockOffset = func() time.Duration { return -time.Hour }
+	})
+	loop.await(t, "elected")
+	before := time.Now().Add(-time.Hour).Unix()
+	n.NeedTokenBlock(1)
+	b := loop.await(t, "block")
+	after := time.Now().Add(-time.Hour).Unix()
+	if s := int64(b.lo >> 32); s < before || s > after {
+		t.Fatalf("first block at second %d, want %d..%d (an hour back)", s, before, after)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package failkit
 
 import (
 	"bufio"
@@ -12,26 +12,26 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/monolock/monolock/client"
 	"github.com/monolock/monolock/internal/testsupport/fenced"
-	"github.com/monolock/monolock/protocol"
-
 	"github.com/monolock/monolock/internal/testsupport/poll"
+	"github.com/monolock/monolock/protocol"
 )
 
-// event is one line the client process writes for the harness: what a
+// Event is one line the client process writes for the harness: what a
 // client saw, or what the fenced resource did with a write.
-type event struct {
+type Event struct {
 	Kind  string `json:"e"`              // answered, granted, ended, write, paused, dialfail
 	C     int    `json:"c"`              // client id
 	Hold  int    `json:"h,omitempty"`    // the client's grant number, for granted/ended/write
 	Lock  string `json:"lock,omitempty"` // lock name
 	Token uint64 `json:"tok,omitempty"`
 	OK    bool   `json:"ok,omitempty"` // write accepted
-	At    int64  `json:"t"`            // wall clock, Unix nanoseconds
+	At    int64  `json:"t"`            // wall clock, Unix nanoseconds (a write: when the resource decided it)
 	Until int64  `json:"u,omitempty"`  // end of a long pause
 	Why   string `json:"why,omitempty"`
 }
@@ -43,7 +43,7 @@ type emitter struct {
 	w   *bufio.Writer
 }
 
-func (e *emitter) emit(ev event) {
+func (e *emitter) emit(ev Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	_ = e.enc.Encode(ev)
@@ -55,13 +55,18 @@ func (e *emitter) flush() {
 	_ = e.w.Flush()
 }
 
-// runClients is the client process (-role clients), run inside the client
-// host's namespace: n clients take random locks of the pair's virtual
-// address until stdin closes, holding each a short while and writing to
-// the fenced resource; events go to stdout.
-func runClients(args []string) error {
-	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
-	addr := fs.String("addr", net.JoinHostPort(vip, protoPort), "server address")
+// ClientsCommand is the first argument that makes a harness's executable
+// the client process (RunClients) instead of the harness.
+const ClientsCommand = "clients"
+
+// RunClients is the client process, run inside the client host's
+// namespace: n clients take random locks of the servers at -addr until
+// stdin closes, holding each a short while and writing to the fenced
+// resource; events go to stdout. -addr is one address or several,
+// comma-separated (see severalDialer).
+func RunClients(args []string, defaultAddr string) error {
+	fs := flag.NewFlagSet(ClientsCommand, flag.ContinueOnError)
+	addrs := fs.String("addr", defaultAddr, "server address, or several comma-separated")
 	n := fs.Int("n", 30, "clients")
 	locks := fs.Int("locks", 6, "lock names")
 	lease := fs.Duration("lease", 2*time.Second, "lease")
@@ -79,9 +84,7 @@ func runClients(args []string) error {
 		}
 	}()
 	res := fenced.New(fenced.Options{}) // the fence rule of package fence, in this process
-	// Each attempt's dial is bounded: a dial to an address that is moving
-	// must not hang for the kernel's minutes.
-	cl := client.New(client.Config{Address: *addr, Dialer: &net.Dialer{Timeout: time.Second}})
+	cl := newClient(strings.Split(*addrs, ","))
 	var wg sync.WaitGroup
 	for id := range *n {
 		wg.Add(1)
@@ -94,6 +97,56 @@ func runClients(args []string) error {
 	wg.Wait()
 	out.flush()
 	return nil
+}
+
+// dialTimeout bounds each connect: a dial to an address that is moving, or
+// whose packets are dropped, must not hang for the kernel's minutes.
+const dialTimeout = time.Second
+
+// newClient is the one place that decides how the clients reach several
+// servers. Until the Go client takes a list of addresses itself, the
+// harness's severalDialer does what the client will do (start from the
+// address that worked last, try the others in order on a refusal or a
+// failed connect); with one address it is a plain dialer.
+func newClient(addrs []string) *client.Client {
+	if len(addrs) == 1 {
+		return client.New(client.Config{Address: addrs[0], Dialer: &net.Dialer{Timeout: dialTimeout}})
+	}
+	return client.New(client.Config{Address: addrs[0], Dialer: &severalDialer{addrs: addrs}})
+}
+
+// severalDialer dials the first of addrs that accepts, starting from the
+// one that accepted last; the address the client asks for is ignored.
+type severalDialer struct {
+	addrs []string
+	d     net.Dialer
+
+	mu   sync.Mutex
+	last int
+}
+
+func (s *severalDialer) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
+	s.mu.Lock()
+	start := s.last
+	s.mu.Unlock()
+	var errs []error
+	for i := range s.addrs {
+		k := (start + i) % len(s.addrs)
+		attempt, cancel := context.WithTimeout(ctx, dialTimeout)
+		c, err := s.d.DialContext(attempt, network, s.addrs[k])
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.last = k
+			s.mu.Unlock()
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("none of %s accepted: %w", strings.Join(s.addrs, ", "), errors.Join(errs...))
 }
 
 type worker struct {
@@ -120,14 +173,14 @@ func (w *worker) run(ctx context.Context) {
 		l, err := w.cl.Enqueue(attempt, lock, w.lease)
 		cancel()
 		if err != nil {
-			w.out.emit(event{Kind: "dialfail", C: w.id, At: now(), Why: err.Error()})
+			w.out.emit(Event{Kind: "dialfail", C: w.id, At: now(), Why: err.Error()})
 			half := step / 2
 			_ = poll.Sleep(ctx, half+time.Duration(rand.Int64N(int64(half)+1)))
 			step = min(2*step, 5*time.Second)
 			continue
 		}
 		step = 100 * time.Millisecond
-		w.out.emit(event{Kind: "answered", C: w.id, Lock: lock, At: now()})
+		w.out.emit(Event{Kind: "answered", C: w.id, Lock: lock, At: now()})
 		lost := w.hold(ctx, l)
 		_ = l.Close()
 		if errors.Is(lost, protocol.ErrShuttingDown) {
@@ -149,12 +202,18 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 	}
 	w.holds++
 	h, tok := w.holds, l.Token()
-	w.out.emit(event{Kind: "granted", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now()})
+	w.out.emit(Event{Kind: "granted", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now()})
 	// The moment the library declares the lock lost is when the holder
-	// must stop: recorded as it happens, not when the worker looks.
+	// must stop: recorded as it happens, not when the worker looks. When
+	// the lease ran out, that moment is ValidUntil (after it Valid is
+	// false), however late this process gets to run the callback.
 	ended := make(chan struct{})
 	stop := context.AfterFunc(l.Context(), func() {
-		w.out.emit(event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: fmt.Sprint(l.Err())})
+		end := time.Now()
+		if until := l.ValidUntil(); !until.IsZero() && until.Before(end) {
+			end = until
+		}
+		w.out.emit(Event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: end.UnixNano(), Why: fmt.Sprint(l.Err())})
 		close(ended)
 	})
 	until := time.Now().Add(time.Duration(200+rand.IntN(400)) * time.Millisecond)
@@ -165,20 +224,20 @@ func (w *worker) hold(ctx context.Context, l *client.Lock) error {
 	for time.Now().Before(until) && ctx.Err() == nil {
 		if long {
 			d := time.Duration(2500+rand.IntN(2000)) * time.Millisecond
-			w.out.emit(event{Kind: "paused", C: w.id, Hold: h, At: now(), Until: time.Now().Add(d).UnixNano()})
+			w.out.emit(Event{Kind: "paused", C: w.id, Hold: h, At: now(), Until: time.Now().Add(d).UnixNano()})
 			_ = poll.Sleep(ctx, d)
 			long = false
 		} else {
 			_ = poll.Sleep(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond)
 		}
-		ok := w.res.Write(ctx, l.Name(), strconv.Itoa(w.id), tok).Accepted
-		w.out.emit(event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: ok, At: now()})
+		wr := w.res.Write(ctx, l.Name(), strconv.Itoa(w.id), tok)
+		w.out.emit(Event{Kind: "write", C: w.id, Hold: h, Lock: l.Name(), Token: tok, OK: wr.Accepted, At: wr.At.UnixNano()})
 		if l.Context().Err() != nil {
 			break
 		}
 	}
 	if stop() { // still held: this is the release
-		w.out.emit(event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: "released"})
+		w.out.emit(Event{Kind: "ended", C: w.id, Hold: h, Lock: l.Name(), Token: tok, At: now(), Why: "released"})
 		return nil
 	}
 	<-ended
