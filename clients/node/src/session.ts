@@ -204,7 +204,7 @@ export class Session {
    * connection; none up is the step's failed connect.
    */
   #dial(list: readonly Candidate[], i: number, tried: string[]): void {
-    if (this.#step.closed) return;
+    if (this.#step.done) return;
     const c = list[i];
     if (c === undefined) {
       this.#cause = new Error(tried.join('; ') || 'no address to connect to');
@@ -239,11 +239,11 @@ export class Session {
     this.#tcp = tcp;
     socket.setNoDelay(true);
     socket.on('close', () => {
-      if (socket === this.#socket && this.#step.closed) this.#closedResolve();
+      if (socket === this.#socket && this.#step.done) this.#closedResolve();
     });
     const failed = (err: Error): void => {
       socket.destroy();
-      if (this.#step.closed) return;
+      if (this.#step.done) return;
       if (tlsRefusal(err) !== undefined) {
         this.#cause = err;
         this.#apply(this.#step.closed(this.#clock.now(), 'tls'));
@@ -332,7 +332,7 @@ export class Session {
     // socket's 'error', which then finds the step closed).
     this.#socket?.write(bytes, (err) => {
       if (err) this.#cause = err;
-      if (!this.#step.closed) this.#apply(this.#step.written(this.#clock.now(), err ? 'broken' : undefined));
+      if (!this.#step.done) this.#apply(this.#step.written(this.#clock.now(), err ? 'broken' : undefined));
     });
   }
 

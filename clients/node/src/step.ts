@@ -91,7 +91,7 @@ export class Step {
     return this.#token;
   }
   /** The connection is closed or to be: the step takes no more events. */
-  get closed(): boolean {
+  get done(): boolean {
     return this.#phase === 'closed';
   }
   /** Until when a connect (and TLS handshake) may take: the connect deadline, or the wait's if sooner. */
@@ -204,11 +204,12 @@ export class Step {
    * the connection closes.
    */
   #event(now: number, apply: () => void): Action[] {
-    if (this.#phase === 'closed') return [];
+    if (this.done) return [];
     this.#out = [];
     this.#deadlines(now);
-    if (this.#phase !== 'closed') apply();
-    if (this.#phase !== 'closed') this.#out.push({ kind: 'wake', at: this.#nextWake() });
+    if (!this.done) apply();
+    if (this.#phase === 'lingering' && now >= this.#closeBy) this.#closeNow('abort');
+    if (!this.done) this.#out.push({ kind: 'wake', at: this.#nextWake() });
     return this.#out;
   }
 
@@ -337,13 +338,16 @@ export class Step {
    */
   #end(e: Ending, how: 'close' | 'give-up', now: number): void {
     this.#out.push(this.#claim === 'held' ? { kind: 'lost', ...e } : { kind: 'failed', ...e });
-    if (how === 'close') this.#closeNow('close');
-    else if (this.#claim !== 'held' || this.#workStopped) this.#closeNow('abort');
-    else {
-      this.#phase = 'lingering';
-      this.#closeBy = this.rules.closeBy();
-      if (now >= this.#closeBy) this.#closeNow('abort');
+    if (how === 'close') {
+      this.#closeNow('close');
+      return;
     }
+    // Nothing runs on a lock not granted, or whose work has stopped: the
+    // abort is due now, after the event at hand, which may still show that
+    // the server closed first (an ERROR or the end of the stream read at the
+    // deadline: then a normal close).
+    this.#phase = 'lingering';
+    this.#closeBy = this.#claim !== 'held' || this.#workStopped ? now : this.rules.closeBy();
   }
 
   /** RELEASE, then the server's close, at most the release bound, min(lease, 2 s), after now. */

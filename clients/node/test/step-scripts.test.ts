@@ -118,7 +118,7 @@ class Runner {
     };
     if (c.cmd === 'dial' || (c.cmd === 'start' && c.args.has('lease'))) return this.#begin(c, arg);
     const step = this.step;
-    if (step === undefined || step.closed) return `error: ${c.cmd} after the close: the session takes no more events\n`;
+    if (step === undefined || step.done) return `error: ${c.cmd} after the close: the session takes no more events\n`;
     const now = ms(parseDuration(arg('at')));
     switch (c.cmd) {
       case 'start':

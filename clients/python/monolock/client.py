@@ -85,8 +85,8 @@ class Lock:
         attempt ended before: the step decides (the wait, a try-lock's
         busy, a loss), this thread only waits for its outcome."""
         try:
+            self._wait(lambda: self._granted or self._failure is not None, None)
             with self._cond:
-                self._cond.wait_for(lambda: self._granted or self._failure is not None or self._done.is_set())
                 granted, failure = self._granted, self._failure
             if not granted:
                 raise failure or Unavailable(f"monolock: connection to {self._addr} ended before the server granted lock {self.name!r}")
@@ -161,6 +161,15 @@ class Lock:
 
     # --- the background thread ----------------------------------------
 
+    def _wait(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """Waits until pred() holds or the connection's thread has ended, at
+        most timeout seconds; pred() is looked at each time the thread
+        publishes."""
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:
+            timeout = None  # longer than the platform can wait: as good as forever
+        with self._cond:
+            return self._cond.wait_for(lambda: pred() or self._done.is_set(), timeout) and pred()
+
     def _run(self) -> None:
         s = self._session
         sel = selectors.DefaultSelector()
@@ -199,6 +208,8 @@ class Lock:
                 self._wake_r.close()
                 self._wake_w.close()
                 with self._cond:
+                    if not s.granted and self._failure is None:
+                        self._failure = s.error  # a fault of the client ended it outside the loop
                     self._done.set()
                     self.lost.set()
                     self._cond.notify_all()

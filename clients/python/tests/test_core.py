@@ -288,13 +288,13 @@ class ReleaseTest(unittest.TestCase):
         for lease, bound in ((10.0, 2.0), (2.0, 2.0), (0.5, 0.5)):
             with self.subTest(lease=lease):
                 s = self.held(lease)
-                s.release(1.0)
+                s.release(0.1)  # before the give-up deadline (0.8 × lease after the ACQUIRE at 0)
                 self.assertEqual(take(s), _wire.RELEASE)
-                self.assertEqual(s.next_wakeup(), 1.0 + bound)
-                self.assertFalse(s.close_due(before(1.0 + bound)))
-                s.tick(1.0 + bound)
+                self.assertEqual(s.next_wakeup(), 0.1 + bound)
+                self.assertFalse(s.close_due(before(0.1 + bound)))
+                s.tick(0.1 + bound)
                 self.assertEqual(take(s), b"", "no heartbeat after RELEASE")
-                self.assertTrue(s.close_due(1.0 + bound))
+                self.assertTrue(s.close_due(0.1 + bound))
                 self.assertTrue(s.abortive)
                 self.assertIsNone(s.error)
 

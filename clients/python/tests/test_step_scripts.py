@@ -141,6 +141,7 @@ class Runner:
 
     s: Optional[Session] = None
     lease_ns: int = 0
+    lease_ms: int = 0
     closed: bool = True
     reported: bool = False
 
@@ -174,7 +175,7 @@ class Runner:
         elif c.cmd != "timer":
             raise ValueError(f"line {c.line}: unknown event {c.cmd!r}: docs/protocol.md, The client step, lists the events")
         s.tick(now)  # the driver's loop ticks after every event
-        return self.actions(before, now)
+        return self.actions(before, now).replace("send ACQUIRE", f"send ACQUIRE lease-ms={self.lease_ms}", 1)
 
     def read(self, data: bytes, now: float) -> str:
         """One read through Session.receive, the actions printed frame by
@@ -210,7 +211,7 @@ class Runner:
         wait = seconds(parse_duration(c.args["wait"][0])) if "wait" in c.args else None
         connect = seconds(parse_duration(c.args["connect-timeout"][0])) if "connect-timeout" in c.args else DEFAULT_CONNECT_TIMEOUT
         try:
-            ms = _wire.lease_ms(lease)
+            ms = self.lease_ms = _wire.lease_ms(lease)
         except InvalidInput:
             return "failed invalid-input retry=no\n"
         self.s = Session(b"x", lease, ms, wait=wait, connect_timeout=connect)
