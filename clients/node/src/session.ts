@@ -90,7 +90,6 @@ export class Session {
   #socket: net.Socket | undefined;
   /** The TCP socket under it, for the reset: resetAndDestroy takes a TCP handle, not TLS's. */
   #tcp: net.Socket | undefined;
-  #up = false;
   #held = false;
   #token = 0n;
   /** The give-up deadline the step published with the grant and each answer (-Infinity: not held). */
@@ -238,9 +237,14 @@ export class Session {
     this.#socket = socket;
     this.#tcp = tcp;
     socket.setNoDelay(true);
-    socket.on('close', () => {
+    // Either socket's close ends the session once the step has closed:
+    // node:tls does not always close the TCP socket under a handshake cut
+    // short, so the close below resets or destroys that one too.
+    const onClose = (): void => {
       if (socket === this.#socket && this.#step.done) this.#closedResolve();
-    });
+    };
+    socket.on('close', onClose);
+    if (tcp !== socket) tcp.on('close', onClose);
     const failed = (err: Error): void => {
       socket.destroy();
       if (this.#step.done) return;
@@ -257,7 +261,6 @@ export class Session {
       socket.off('error', failed);
       if (socket instanceof tls.TLSSocket) this.#tlsResumed = socket.isSessionReused();
       config.book?.worked(c);
-      this.#up = true;
       socket.on('data', (chunk: Buffer) => this.#apply(this.#step.frames(this.#decoder.push(chunk), this.#clock.now())));
       socket.on('end', () => this.#apply(this.#step.closed(this.#clock.now(), 'eof')));
       socket.on('error', (err) => this.#onError(err));
@@ -369,8 +372,9 @@ export class Session {
    * Closes the connection: a plain close, or a reset (an RST instead of a
    * FIN, which leaves no TIME_WAIT). Over TLS the server's close_notify
    * comes before its FIN, so a plain close could send the client's FIN
-   * first: the close is a reset there too. A socket still connecting has no
-   * connection to reset and is destroyed.
+   * first: the close is a reset there too, as is the abort of a TLS
+   * handshake under way. A socket still connecting has no connection to
+   * reset and is destroyed.
    */
   #close(abort: boolean): void {
     this.#clock.clearTimer(this.#timer);
@@ -382,10 +386,11 @@ export class Session {
       this.#closedResolve();
       return;
     }
-    if ((abort || socket !== tcp) && tcp !== undefined && this.#up && !tcp.destroyed) {
+    if ((abort || socket !== tcp) && tcp !== undefined && !tcp.connecting && !tcp.destroyed) {
       tcp.resetAndDestroy();
     } else {
       socket.destroy();
+      tcp?.destroy();
     }
   }
 }

@@ -8,7 +8,7 @@ import { after, afterEach, beforeEach, test } from 'node:test';
 import { Client, InvalidArgumentError, UnavailableError } from 'monolock';
 import { AddressBook, type Candidate } from '../dist/addresses.js';
 import { Session } from '../dist/session.js';
-import { FakeServer, RealServer, acquired, errorFrame } from './helpers.js';
+import { FakeClock, FakeServer, RealServer, acquired, errorFrame, ticks } from './helpers.js';
 
 /** An address on loopback where nothing listens: a connect is refused. */
 async function closedPort(): Promise<string> {
@@ -119,6 +119,52 @@ test('a name with several addresses: the refused one, then the next', async () =
   assert.equal(await s.granted, 8n);
   await s.release();
   assert.deepEqual(orders, [[`127.0.0.2:${port}`, `127.0.0.1:${port}`]]);
+});
+
+test('a stuck TLS handshake takes the whole connect deadline: the attempt fails then, aborted, the next address untried', async () => {
+  // A listener that accepts the TCP connection and never answers the ClientHello.
+  const held: net.Socket[] = [];
+  const resets: Promise<string | undefined>[] = [];
+  const stuck = net.createServer((sock) => {
+    held.push(sock);
+    resets.push(new Promise((resolve) => sock.once('error', (e: NodeJS.ErrnoException) => resolve(e.code))));
+  });
+  await new Promise<void>((resolve) => stuck.listen(0, '127.0.0.1', resolve));
+  const stuckAddress = `127.0.0.1:${(stuck.address() as net.AddressInfo).port}`;
+  try {
+    const clock = new FakeClock();
+    const accepted = new Promise((resolve) => stuck.once('connection', resolve));
+    const s = new Session({
+      host: '127.0.0.1',
+      port: (stuck.address() as net.AddressInfo).port,
+      address: stuckAddress,
+      tls: {},
+      connectTimeoutMs: 3000,
+      book: new AddressBook([stuckAddress, server.address]),
+      name: 'job',
+      nameBytes: Buffer.from('job'),
+      leaseMs: 10_000,
+      waitMs: Infinity,
+      signal: undefined,
+      clock,
+    });
+    const got: { why?: unknown } = {};
+    s.granted.catch((e: unknown) => (got.why = e));
+    await accepted;
+    clock.advance(2999);
+    await ticks();
+    assert.equal(got.why, undefined, 'failed before the connect deadline');
+    clock.advance(1);
+    await s.closed;
+    assert.equal(await resets[0], 'ECONNRESET', 'the half-made connection is aborted (an RST)');
+    const why = got.why as unknown; // set by the rejection, after the assertion above narrowed it
+    assert.ok(why instanceof UnavailableError && why.retryable, String(why));
+    assert.match(why.message, /connect timeout \(3000 ms\)/);
+    assert.equal(server.connections, 0, 'the next address was tried after the deadline');
+  } finally {
+    for (const sock of held) sock.destroy();
+    await new Promise<void>((resolve) => stuck.close(() => resolve()));
+  }
 });
 
 test('every address refused is one failed connect naming them all', async () => {
