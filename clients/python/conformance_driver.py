@@ -94,7 +94,7 @@ def main() -> None:
     threading.Thread(target=read_commands, daemon=True).start()
 
     name, lease, wait, work_stop_ms = request_args(req)
-    client = monolock.Client(req["address"], ssl_context=ssl_context(req))
+    client = monolock.Client(req.get("addresses") or req["address"], ssl_context=ssl_context(req))
 
     def hold(lock: monolock.Lock) -> bool:
         """The work: runs until the kit asks for the release (True) or the
@@ -186,7 +186,7 @@ async def amain(req: Dict[str, Any]) -> None:
 
     threading.Thread(target=read_commands, daemon=True).start()
     name, lease, wait, work_stop_ms = request_args(req)
-    client = monolock.aio.Client(req["address"], ssl_context=ssl_context(req))
+    client = monolock.aio.Client(req.get("addresses") or req["address"], ssl_context=ssl_context(req))
 
     async def hold(lock: monolock.aio.Lock) -> bool:
         lost_wait = asyncio.ensure_future(lock.lost.wait())

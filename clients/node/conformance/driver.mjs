@@ -146,7 +146,7 @@ async function drain(lock) {
 
 async function onRequest(line) {
   const req = JSON.parse(line);
-  const client = new Client({ address: req.address, tls: tlsOptions(req.tls) });
+  const client = new Client({ ...(req.addresses ? { addresses: req.addresses } : { address: req.address }), tls: tlsOptions(req.tls) });
   const options = {
     leaseMs: req.lease_us / 1000,
     wait: req.wait_ms < 0 ? true : req.wait_ms === 0 ? false : req.wait_ms,

@@ -1,5 +1,6 @@
 import tls from 'node:tls';
 
+import { AddressBook } from './addresses.js';
 import { Backoff, shutdownJitterMs, sleep } from './backoff.js';
 import { InvalidArgumentError, UnavailableError } from './errors.js';
 import { CODE_SHUTTING_DOWN } from './frames.js';
@@ -12,8 +13,15 @@ import { encodeName, leaseToWire, parseAddress, waitToMs } from './validate.js';
 export const DEFAULT_ADDRESS = '127.0.0.1:7070';
 
 export interface ClientOptions {
-  /** The server's host:port ("[::1]:7070" for IPv6); DEFAULT_ADDRESS when omitted. */
+  /** The server's host:port ("[::1]:7070" for IPv6); DEFAULT_ADDRESS when omitted. A name that resolves to several addresses makes each one a candidate. */
   address?: string | undefined;
+  /**
+   * Several servers' host:port (a primary and its standbys), instead of
+   * address: each attempt starts from the one that worked last and tries
+   * the others in order when one refuses or fails, within one connect
+   * timeout; the retry rules of run apply between attempts.
+   */
+  addresses?: readonly string[] | undefined;
   /**
    * Connect with TLS: options for tls.connect (ca, cert and key for mutual
    * TLS, servername, …), or true for the system's trusted CAs. The Client
@@ -44,7 +52,10 @@ export interface AcquireOptions {
  * needs no closing.
  */
 export class Client {
+  /** The first address, and every one given. */
   readonly address: string;
+  readonly addresses: readonly string[];
+  readonly #book: AddressBook;
   readonly #host: string;
   readonly #port: number;
   readonly #tls: tls.ConnectionOptions | undefined;
@@ -52,7 +63,12 @@ export class Client {
   readonly #connectTimeoutMs: number;
 
   constructor(options: ClientOptions = {}) {
-    this.address = options.address ?? DEFAULT_ADDRESS;
+    if (options.addresses !== undefined && (!Array.isArray(options.addresses) || options.addresses.length === 0 || options.address !== undefined)) {
+      throw new InvalidArgumentError('address', 'monolock: addresses must be a non-empty list of "host:port", given instead of address (not with it)');
+    }
+    this.addresses = options.addresses ? [...options.addresses] : [options.address ?? DEFAULT_ADDRESS];
+    this.address = this.addresses[0]!;
+    this.#book = new AddressBook(this.addresses);
     ({ host: this.#host, port: this.#port } = parseAddress(this.address));
     this.#tls = secureOptions(options.tls === true ? {} : options.tls || undefined);
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
@@ -135,6 +151,7 @@ export class Client {
       tls: this.#tls,
       tlsSessions: this.#tlsSessions,
       connectTimeoutMs: this.#connectTimeoutMs,
+      book: this.#book,
       name,
       nameBytes,
       leaseMs,

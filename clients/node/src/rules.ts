@@ -20,8 +20,10 @@ export class SessionRules {
 
   /** A request awaits its answer; at most one (rule 3). */
   #inFlight = false;
-  /** When the newest request was written. */
+  /** When the newest request was handed to the socket. */
   #lastSend = 0;
+  /** When the newest completed write returned. */
+  #lastWritten = 0;
   /** Send of the newest answered request + 0.8 × lease (Infinity before the first send); ownership is confirmed until then. */
   #deadline = Infinity;
   /** When the next heartbeat goes out once no request is in flight; undefined before the first answer. */
@@ -42,12 +44,24 @@ export class SessionRules {
   get smoothedRttMs(): number {
     return this.#schedule.smoothedRttMs;
   }
+  get lastSend(): number {
+    return this.#lastSend;
+  }
+  /** The heartbeat interval the newest answer gave. */
+  get intervalMs(): number {
+    return this.#schedule.intervalMs();
+  }
 
   /** A request (ACQUIRE or a heartbeat) is written at now. The first starts the give-up clock: a server that never answers loses the lock, too. */
   sent(now: number): void {
     if (this.#deadline === Infinity) this.#deadline = now + this.timeoutMs;
     this.#lastSend = now;
     this.#inFlight = true;
+  }
+
+  /** A write returned complete at now. */
+  written(now: number): void {
+    this.#lastWritten = now;
   }
 
   /**
@@ -91,8 +105,12 @@ export class SessionRules {
     return Math.min(this.leaseMs, MAX_RELEASE_WAIT_MS);
   }
 
-  /** After a give-up while the work may still run: the connection closes at the latest then, the newest send + lease, when the server drops the session anyway. */
+  /**
+   * After a give-up while the work may still run: the connection closes at
+   * the latest then, the last request's write (its send while that write
+   * has not returned) + lease, when the server drops the session anyway.
+   */
   closeBy(): number {
-    return this.#lastSend + this.leaseMs;
+    return Math.max(this.#lastWritten, this.#lastSend) + this.leaseMs;
   }
 }

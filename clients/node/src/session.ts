@@ -2,9 +2,10 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
 
+import type { AddressBook, Candidate } from './addresses.js';
 import { BusyError, LockLostError, ProtocolError, UnavailableError, errorForCode, type LossKind } from './errors.js';
-import { FrameDecoder, HEARTBEAT, RELEASE, encodeAcquire, type ServerFrame } from './frames.js';
-import { SessionRules } from './rules.js';
+import { FrameDecoder, HEARTBEAT, RELEASE, encodeAcquire } from './frames.js';
+import { Step, type Action, type Ending, type Reason } from './step.js';
 import type { TlsSessionCache } from './tlssession.js';
 
 /** Everything one session needs to know; validated by the Client before a session exists. */
@@ -16,6 +17,8 @@ export interface SessionConfig {
   /** The Client's TLS session, offered on connect and replaced by the server's newest ticket. */
   readonly tlsSessions?: TlsSessionCache | undefined;
   readonly connectTimeoutMs: number;
+  /** The Client's addresses, tried from the one that worked last; without it, host and port alone. */
+  readonly book?: AddressBook | undefined;
   readonly name: string;
   readonly nameBytes: Buffer;
   /** The lease as sent on the wire, in whole milliseconds. */
@@ -66,61 +69,48 @@ export const realClock: Clock = {
   clearTimer: (handle) => clearTimeout((handle as { timeout?: NodeJS.Timeout } | undefined)?.timeout),
 };
 
-type State = 'connecting' | 'sent' | 'waiting' | 'held' | 'ended';
-
 /**
- * Who ended a session, which says how its connection closes: `client` (the
- * caller left the queue: RELEASE, then the server's close), `server` (an
- * ERROR or end of stream: closed at once), `failed` (a read or write failed:
- * reset), `gave-up` (silence or a broken frame: reset, once the work stops
- * if it runs).
- */
-type Ending = 'client' | 'server' | 'failed' | 'gave-up';
-
-/**
- * One connection's claim on one lock: it sends ACQUIRE, keeps a reader on the
- * socket for the whole connection (a promotion arrives unasked), heartbeats on
- * the schedule, and decides when ownership is lost. Node runs it on one
- * thread, so every method runs to completion without locks.
+ * One connection's claim on one lock, the driver of its step (step.ts): it
+ * owns the socket, the one timer and the caller, turns what happens on them
+ * into the step's events, and carries out the actions the step returns. The
+ * rules themselves (the connect deadline, the frames, the give-up, the wait,
+ * the release and how the connection closes) are the step's. Node runs it on
+ * one thread, so every method runs to completion without locks.
  */
 export class Session {
   readonly config: SessionConfig;
   readonly #clock: Clock;
-  /** The TLS socket, or the TCP one without TLS: what the session reads and writes. */
-  readonly #socket: net.Socket;
-  /** The TCP socket under it, for the reset: resetAndDestroy takes a TCP handle, not TLS's. */
-  readonly #tcp: net.Socket;
+  readonly #step: Step;
   readonly #decoder = new FrameDecoder();
-  /** The schedule and the give-up, pure; this class arms its one timer and does the I/O. */
-  readonly #rules: SessionRules;
   readonly #controller = new AbortController();
   readonly #closed: Promise<void>;
+  #closedResolve!: () => void;
 
-  #state: State = 'connecting';
+  /** The TLS socket, or the TCP one without TLS: what the session reads and writes. */
+  #socket: net.Socket | undefined;
+  /** The TCP socket under it, for the reset: resetAndDestroy takes a TCP handle, not TLS's. */
+  #tcp: net.Socket | undefined;
+  #held = false;
   #token = 0n;
-  /** The guarded work has stopped (release was called): a lost lock may close at once. */
-  #workStopped = false;
+  /** The give-up deadline the step published with the grant and each answer (-Infinity: not held). */
+  #validUntil = -Infinity;
+  /** The caller released (or left the queue): valid() is false from then on. */
+  #stopped = false;
   #lost: LockLostError | undefined;
+  /** The OS or TLS error behind the step's next failure, for its cause. */
+  #cause: Error | undefined;
   /** Whether the TLS handshake resumed a session; undefined before it and without TLS. */
   #tlsResumed: boolean | undefined;
-  /** RELEASE is written: the session waits for the server's close, at most the release bound. */
-  #releasing = false;
-  /** Whether the connection, once ended, closes by a reset (SO_LINGER {on, 0}) rather than a plain close. */
-  #resetOnClose = false;
-
-  /** The rules' timer: the next heartbeat or the give-up deadline. */
-  #rulesTimer: unknown;
-  #connectTimer: unknown;
-  #waitTimer: unknown;
-  #closeTimer: unknown;
-
-  /** The connect deadline and the wait's, on the session's clock (Infinity: none). */
-  #connectBy = Infinity;
-  #waitBy = Infinity;
+  #timer: unknown;
 
   #resolve: ((token: bigint) => void) | undefined;
   #reject: ((err: unknown) => void) | undefined;
-  readonly #onAbort = (): void => this.#fail(this.config.signal?.reason, 'closed', 'client');
+  readonly #onAbort = (): void => {
+    const reason: unknown = this.config.signal?.reason;
+    this.#controller.abort(reason);
+    this.#reject?.(reason);
+    this.#apply(this.#step.stop(this.#clock.now()));
+  };
 
   /** Settles with the token once granted, or with why not. */
   readonly granted: Promise<bigint>;
@@ -130,58 +120,20 @@ export class Session {
     this.#clock = config.clock ?? realClock;
     // The server gets the longer, whole-millisecond lease; the client times
     // itself on the lease as asked (docs/protocol.md, "The client step").
-    this.#rules = new SessionRules(config.leaseAskedMs ?? config.leaseMs);
+    this.#step = new Step({ leaseMs: config.leaseAskedMs ?? config.leaseMs, waitMs: config.waitMs, connectTimeoutMs: config.connectTimeoutMs });
     this.granted = new Promise<bigint>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    let closed!: () => void;
-    this.#closed = new Promise<void>((resolve) => (closed = resolve));
-
-    const { host, port } = config;
-    // allowHalfOpen: the session closes its side itself, once the server has
-    // closed first; node:net would answer the server's end of stream (or
-    // TLS's close_notify) with its own at once.
-    const tcp = net.connect({ host, port, allowHalfOpen: true });
-    let socket: net.Socket;
-    if (config.tls) {
-      const cache = config.tlsSessions;
-      const saved = cache?.latest;
-      // node:tls takes allowHalfOpen as net.connect does; @types/node leaves it out.
-      const options: tls.ConnectionOptions & { allowHalfOpen: boolean } = { ...config.tls, host, port, socket: tcp, allowHalfOpen: true, ...(saved ? { session: saved } : {}) };
-      const tlsSocket = tls.connect(options);
-      tcp.on('error', () => {}); // node:tls reports the same error on the TLS socket
-      // Listening turns on node:tls's session callbacks; add it before the handshake runs.
-      if (cache) tlsSocket.on('session', (session: Buffer) => cache.save(session));
-      tlsSocket.once('secureConnect', () => {
-        this.#tlsResumed = tlsSocket.isSessionReused();
-        this.#connected();
-      });
-      socket = tlsSocket;
-    } else {
-      socket = tcp;
-      socket.once('connect', () => this.#connected());
-    }
-    this.#socket = socket;
-    this.#tcp = tcp;
-    socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('end', () => this.#onEnd());
-    socket.on('error', (err) => this.#onError(err));
-    socket.on('close', () => {
-      this.#clock.clearTimer(this.#closeTimer);
-      this.#closeTimer = undefined;
-      closed();
-    });
-
-    const start = this.#clock.now();
-    this.#connectBy = start + config.connectTimeoutMs;
-    this.#connectTimer = this.#clock.setTimer(() => this.#connectTimedOut(), config.connectTimeoutMs);
-    if (Number.isFinite(config.waitMs) && config.waitMs > 0) {
-      this.#waitBy = start + config.waitMs;
-      this.#waitTimer = this.#clock.setTimer(() => this.#waitExpired(), config.waitMs);
-    }
+    this.#closed = new Promise<void>((resolve) => (this.#closedResolve = resolve));
     config.signal?.addEventListener('abort', this.#onAbort, { once: true });
+    this.#apply(this.#step.dial(this.#clock.now()));
+    const book = config.book;
+    if (book === undefined) {
+      this.#dial([{ host: config.host, port: config.port, address: config.address, servername: config.host }], 0, []);
+    } else {
+      void book.candidates().then(({ candidates, failed }) => this.#dial(candidates, 0, failed));
+    }
   }
 
   get name(): string {
@@ -204,337 +156,247 @@ export class Session {
   }
   /** The give-up deadline: the send of the newest answered request + 0.8 × lease, on the session's clock (for tests). */
   get confirmedUntil(): number {
-    return this.#rules.deadline;
+    return this.#step.rules.deadline;
   }
 
   /**
    * Ownership is confirmed now: granted, not ended, and the give-up deadline
-   * not reached. It reads the clock itself, so work that resumes after a stall
-   * of the event loop sees the loss at its first check, before the give-up
-   * timer had its turn; that check gives the lock up at once, so once false it
-   * never turns true again, whatever answer arrives next.
+   * the step published not reached. It reads the clock itself, so work that
+   * resumes after a stall of the event loop sees the loss at its first check,
+   * before the give-up timer had its turn; that check is the step's
+   * `expired` event, which gives the lock up at once, so once false it never
+   * turns true again, whatever answer arrives next.
    */
   valid(): boolean {
-    if (this.#state !== 'held') return false;
-    if (this.#rules.confirmed(this.#clock.now())) return true;
-    this.#giveUp();
+    if (this.#stopped || this.#lost !== undefined || !this.#held) return false;
+    const now = this.#clock.now();
+    if (now < this.#validUntil) return true;
+    this.#apply(this.#step.expired(now));
     return false;
   }
 
   /**
    * Ends the session (the work has stopped) and resolves once the connection
-   * is closed. A live session sends RELEASE and waits for the server to close
-   * first, at most the release bound, so the connection's TIME_WAIT stays on
-   * the server (docs/protocol.md, RELEASE); one the client gave up on closes
-   * now by a reset; one the server ended, now.
+   * is closed: the step's stop. A live session sends RELEASE and waits for
+   * the server to close first, at most the release bound, so the
+   * connection's TIME_WAIT stays on the server (docs/protocol.md, RELEASE);
+   * one the client gave up on closes now by a reset; one the server ended
+   * has closed already.
    */
   release(): Promise<void> {
-    this.#workStopped = true;
-    if (this.#state !== 'ended') {
-      const connecting = this.#state === 'connecting';
-      this.#end();
-      this.#controller.abort(new DOMException(`monolock: lock ${JSON.stringify(this.config.name)} released`, 'AbortError'));
-      if (connecting) this.#close(true);
-      else this.#sendRelease();
-    } else if (!this.#releasing) {
-      this.#close(this.#resetOnClose);
+    if (!this.#stopped) {
+      this.#stopped = true;
+      if (!this.#controller.signal.aborted) {
+        this.#controller.abort(new DOMException(`monolock: lock ${JSON.stringify(this.config.name)} released`, 'AbortError'));
+      }
+      this.#apply(this.#step.stop(this.#clock.now()));
     }
     return this.#closed;
   }
 
-  #connected(): void {
-    this.#clock.clearTimer(this.#connectTimer);
-    this.#connectTimer = undefined;
-    if (this.#takeDeadlines('gave-up')) return;
-    this.#state = 'sent';
-    // The give-up clock runs from the ACQUIRE on.
-    this.#send(encodeAcquire(this.config.leaseMs, this.config.nameBytes));
-  }
-
-  #send(frame: Uint8Array): void {
-    this.#rules.sent(this.#clock.now());
-    // A failed write surfaces as the socket's 'error' event.
-    this.#socket.write(frame);
-    this.#armRulesTimer();
-  }
-
-  #onRulesTimer = (): void => {
-    this.#rulesTimer = undefined;
-    this.#runDue();
-  };
-
-  /** Does what the rules say is due now, or waits for the next thing due. */
-  #runDue(): void {
-    if (this.#state === 'ended') return;
-    switch (this.#rules.due(this.#clock.now())) {
-      case 'give-up':
-        this.#giveUp();
-        return;
-      case 'heartbeat':
-        this.#send(HEARTBEAT);
-        return;
-      case undefined:
-        this.#armRulesTimer();
-    }
-  }
-
-  #armRulesTimer(): void {
-    this.#clock.clearTimer(this.#rulesTimer);
-    this.#rulesTimer = undefined;
-    if (this.#state === 'ended') return;
-    this.#rulesTimer = this.#clock.setTimer(this.#onRulesTimer, this.#rules.nextWakeup() - this.#clock.now());
-  }
+  // --- the connect phase -------------------------------------------------
 
   /**
-   * The frames of one read were all sent before the server could see a
-   * heartbeat this read makes due, so that heartbeat goes out only once the
-   * whole read is applied: a second answer to one request in the same read is
-   * a violation, not the answer to a heartbeat not yet sent.
+   * Dials the candidates from i on, one at a time, each in what is left of
+   * the step's connect deadline (its timer aborts the one under way); a
+   * refused or failed one passes to the next. The first up is the
+   * connection; none up is the step's failed connect.
    */
-  #onData(chunk: Buffer): void {
-    const at = this.#clock.now();
-    const frames = this.#decoder.push(chunk);
-    // A deadline passed at this read's time comes first; an ERROR read with
-    // it still closes the connection normally (the server closed first).
-    if (this.#takeDeadlines(frames.some((f) => f.type === 'error') ? 'server' : 'gave-up')) {
-      this.#linger(frames);
+  #dial(list: readonly Candidate[], i: number, tried: string[]): void {
+    if (this.#step.done) return;
+    const c = list[i];
+    if (c === undefined) {
+      this.#cause = new Error(tried.join('; ') || 'no address to connect to');
+      this.#apply(this.#step.closed(this.#clock.now(), 'broken'));
       return;
     }
-    for (const frame of frames) {
-      this.#receive(frame, at);
-      if ((this.#state as State) === 'ended') return; // a frame may end the session
+    const { config } = this;
+    // allowHalfOpen: the session closes its side itself, once the server has
+    // closed first; node:net would answer the server's end of stream (or
+    // TLS's close_notify) with its own at once.
+    const tcp = net.connect({ host: c.host, port: c.port, allowHalfOpen: true });
+    let socket: net.Socket = tcp;
+    if (config.tls) {
+      const cache = config.tlsSessions;
+      const saved = cache?.latest;
+      // node:tls takes allowHalfOpen as net.connect does; @types/node leaves it out.
+      const options: tls.ConnectionOptions & { allowHalfOpen: boolean } = {
+        ...config.tls,
+        host: c.servername,
+        port: c.port,
+        socket: tcp,
+        allowHalfOpen: true,
+        ...(saved ? { session: saved } : {}),
+      };
+      const tlsSocket = tls.connect(options);
+      tcp.on('error', () => {}); // node:tls reports the same error on the TLS socket
+      // Listening turns on node:tls's session callbacks; add it before the handshake runs.
+      if (cache) tlsSocket.on('session', (session: Buffer) => cache.save(session));
+      socket = tlsSocket;
     }
-    this.#runDue();
-  }
-
-  /**
-   * Applies one frame (rule 4): each WAITING or ACQUIRED answers the request in
-   * flight, except the one ACQUIRED the server pushes on promotion. Anything
-   * else breaks the protocol (rule 7).
-   */
-  #receive(frame: ServerFrame, at: number): void {
-    switch (frame.type) {
-      case 'error':
-        this.#fail(errorForCode(frame.code, frame.reason), 'server', 'server');
+    this.#socket = socket;
+    this.#tcp = tcp;
+    socket.setNoDelay(true);
+    // Either socket's close ends the session once the step has closed:
+    // node:tls does not always close the TCP socket under a handshake cut
+    // short, so the close below resets or destroys that one too.
+    const onClose = (): void => {
+      if (socket === this.#socket && this.#step.done) this.#closedResolve();
+    };
+    socket.on('close', onClose);
+    if (tcp !== socket) tcp.on('close', onClose);
+    const failed = (err: Error): void => {
+      socket.destroy();
+      if (this.#step.done) return;
+      if (tlsRefusal(err) !== undefined) {
+        this.#cause = err;
+        this.#apply(this.#step.closed(this.#clock.now(), 'tls'));
         return;
-      case 'unknown':
-        this.#violation(`unknown frame type 0x${frame.byte.toString(16).padStart(2, '0')} from the server`);
-        return;
-      case 'waiting':
-        if ((this.#state === 'sent' || this.#state === 'waiting') && this.#rules.inFlight) {
-          const first = this.#state === 'sent';
-          this.#state = 'waiting';
-          if (!this.#acknowledged(at)) return;
-          if (first && this.config.waitMs === 0) {
-            this.#fail(new BusyError(this.config.name, `monolock: lock ${JSON.stringify(this.config.name)} is busy: another client holds it (wait: false)`), 'closed', 'client');
-          }
-          return;
-        }
-        this.#violation(this.#state === 'held' ? 'WAITING after ACQUIRED' : 'WAITING with no request in flight');
-        return;
-      case 'acquired':
-        if (this.#state === 'sent') {
-          if (this.#acknowledged(at)) this.#grant(frame.token);
-        } else if (this.#state === 'waiting') {
-          // The promotion push answers no request: a heartbeat in flight gets its own answer.
-          this.#grant(frame.token);
-        } else if (this.#state === 'held' && this.#rules.inFlight && frame.token === this.#token) {
-          this.#acknowledged(at);
-        } else if (this.#state === 'held' && frame.token !== this.#token) {
-          this.#violation(`token changed from ${this.#token} to ${frame.token}`);
-        } else {
-          this.#violation('ACQUIRED with no request in flight');
-        }
-        return;
-    }
-  }
-
-  /**
-   * The server has seen the request in flight (the rules move the deadline and
-   * the next heartbeat; when this answer came later than its time, the next
-   * heartbeat goes out at the end of the read, rule 3). An answer at the
-   * deadline or later gives the lock up instead; false then.
-   */
-  #acknowledged(at: number): boolean {
-    if (!this.#rules.answered(at)) {
-      this.#giveUp();
-      return false;
-    }
-    return true;
-  }
-
-  #grant(token: bigint): void {
-    this.#state = 'held';
-    this.#token = token;
-    this.#clock.clearTimer(this.#waitTimer);
-    this.#waitTimer = undefined;
-    this.config.signal?.removeEventListener('abort', this.#onAbort);
-    this.#resolve?.(token);
-  }
-
-  /** No answer within 0.8 × lease of the newest answered send (rule 8). */
-  #giveUp(ending: Ending = 'gave-up'): void {
-    const detail = `no answer from the server within 0.8 × lease (${this.#rules.timeoutMs} ms) of the newest answered request`;
-    this.#fail(new UnavailableError(`monolock: ${detail} to ${this.config.address}`), 'timeout', ending, detail);
-  }
-
-  #connectTimedOut(): void {
-    this.#clock.clearTimer(this.#connectTimer);
-    this.#connectTimer = undefined;
-    const { address, connectTimeoutMs } = this.config;
-    this.#fail(new UnavailableError(`monolock: cannot connect to ${address} within ${connectTimeoutMs} ms; is the server running there?`), 'closed', 'client');
-  }
-
-  /**
-   * At each event the deadlines that have passed at its time are taken
-   * first, as if their timer had fired just before (docs/protocol.md, "The
-   * order of simultaneous things"): the connect deadline, then the give-up,
-   * then the wait. So a frame or the end of the stream read at the give-up
-   * deadline or later comes too late: the lock (or the attempt) is lost by
-   * silence, and what was read only decides how the connection ends
-   * (`ending`). True when the session has ended (now or before).
-   */
-  #takeDeadlines(ending: Ending): boolean {
-    const now = this.#clock.now();
-    if (this.#state === 'connecting' && now >= this.#connectBy) this.#connectTimedOut();
-    if ((this.#state === 'sent' || this.#state === 'waiting' || this.#state === 'held') && this.#rules.due(now) === 'give-up') this.#giveUp(ending);
-    if ((this.#state === 'sent' || this.#state === 'waiting') && now >= this.#waitBy) this.#waitExpired();
-    return this.#state === 'ended';
-  }
-
-  /**
-   * Frames read after the session ended. While releasing they are discarded
-   * (the release bound or the server's close ends it). While lingering after
-   * a give-up, nothing revives the lock, but an ERROR means the server has
-   * let go: the connection closes now, normally.
-   */
-  #linger(frames: readonly ServerFrame[]): void {
-    if (this.#releasing || this.#closeTimer === undefined) return;
-    if (frames.some((f) => f.type === 'error')) this.#close(this.#tls);
-  }
-
-  #waitExpired(): void {
-    this.#clock.clearTimer(this.#waitTimer);
-    this.#waitTimer = undefined;
-    const name = JSON.stringify(this.config.name);
-    if (this.#state === 'waiting') {
-      this.#fail(new BusyError(this.config.name, `monolock: lock ${name} is still busy after waiting ${this.config.waitMs} ms`), 'closed', 'client');
-    } else if (this.#state === 'connecting' || this.#state === 'sent') {
-      this.#fail(new UnavailableError(`monolock: no answer from ${this.config.address} for lock ${name} within the wait of ${this.config.waitMs} ms`), 'closed', 'client');
-    }
-  }
-
-  #violation(detail: string): void {
-    this.#fail(new ProtocolError(`monolock: protocol violation by the server at ${this.config.address}: ${detail}`), 'protocol', 'gave-up', detail);
-  }
-
-  /**
-   * EOF: the server has released the lock (or the queue place) already, or
-   * closed after RELEASE as asked. Over TLS it is the server's close_notify,
-   * which comes before its FIN: a plain close then could send the client's
-   * FIN first and leave the TIME_WAIT here, so the connection is reset.
-   */
-  #onEnd(): void {
-    // The server closed first: after RELEASE, while lingering after a
-    // give-up, or at a deadline taken first, the close is a normal one.
-    if (this.#takeDeadlines('server')) {
-      this.#close(this.#tls);
-      return;
-    }
-    const detail = 'the server closed the connection';
-    this.#fail(new UnavailableError(`monolock: ${detail} (${this.config.address})`), 'closed', 'server', detail);
+      }
+      tried.push(`${c.address}${c.host === c.servername ? '' : ` (${c.host})`}: ${err.message}`);
+      this.#dial(list, i + 1, tried);
+    };
+    socket.once('error', failed);
+    socket.once(config.tls ? 'secureConnect' : 'connect', () => {
+      socket.off('error', failed);
+      if (socket instanceof tls.TLSSocket) this.#tlsResumed = socket.isSessionReused();
+      config.book?.worked(c);
+      socket.on('data', (chunk: Buffer) => this.#apply(this.#step.frames(this.#decoder.push(chunk), this.#clock.now())));
+      socket.on('end', () => this.#apply(this.#step.closed(this.#clock.now(), 'eof')));
+      socket.on('error', (err) => this.#onError(err));
+      this.#apply(this.#step.start(this.#clock.now()));
+    });
   }
 
   #onError(err: Error): void {
-    if (this.#takeDeadlines('failed')) {
-      this.#close(true);
-      return;
+    this.#cause = err;
+    this.#apply(this.#step.closed(this.#clock.now(), tlsRefusal(err) !== undefined ? 'tls' : 'broken'));
+  }
+
+  // --- the actions -------------------------------------------------------
+
+  /** Carries out the step's actions, in order. */
+  #apply(actions: readonly Action[]): void {
+    for (const a of actions) {
+      switch (a.kind) {
+        case 'waiting':
+        case 'ack':
+          break; // for observers; none yet
+        case 'granted':
+          this.#held = true;
+          this.#token = a.token;
+          this.config.signal?.removeEventListener('abort', this.#onAbort);
+          this.#resolve?.(a.token);
+          break;
+        case 'valid-until':
+          this.#validUntil = a.at;
+          break;
+        case 'failed': {
+          const err = this.#error(a);
+          this.#controller.abort(err);
+          this.#reject?.(err);
+          break;
+        }
+        case 'lost':
+          this.#validUntil = -Infinity;
+        {
+          const err = this.#error(a);
+          this.#lost = new LockLostError(this.config.name, lossKind(a.reason), a.reason === 'server' ? err.message : a.detail, err);
+        }
+          this.#controller.abort(this.#lost);
+          // A lingering socket must not keep the process alive on its own.
+          this.#socket?.unref();
+          break;
+        case 'send':
+          this.#write(a.frame);
+          break;
+        case 'close':
+          this.#close(false);
+          break;
+        case 'abort':
+          this.#close(true);
+          break;
+        case 'wake':
+          this.#clock.clearTimer(this.#timer);
+          this.#timer = a.at === undefined ? undefined : this.#clock.setTimer(this.#onTimer, a.at - this.#clock.now());
+          break;
+      }
     }
-    const connecting = this.#state === 'connecting';
-    const refusal = tlsRefusal(err);
-    const detail = refusal
-      ? `TLS with ${this.config.address} refused: ${refusal}: ${err.message.trim()}`
-      : connecting
-        ? `cannot connect to ${this.config.address}: ${err.message}`
-        : `connection to ${this.config.address} failed: ${err.message}`;
-    this.#fail(new UnavailableError(`monolock: ${detail}`, { cause: err, retryable: refusal === undefined }), 'closed', 'failed', detail);
   }
 
-  /**
-   * Ends the session because of err. Before the grant, the acquire rejects with
-   * err, and the connection is released (the caller left the queue) or closed
-   * at once. After it, the work is stopped at once (signal aborted, valid()
-   * false) and the lock counts as lost; the connection closes at once unless
-   * the client gave up while the work runs: then once the work stops or at the
-   * last request's send + lease, whichever comes first, so that the server's
-   * expiry, not this close, hands the lock on while the old work may still
-   * run. A connection the client gave up on, or whose read or write failed,
-   * closes by a reset: no TIME_WAIT, and the server may be unreachable.
-   */
-  #fail(err: unknown, kind: LossKind, ending: Ending, detail?: string): void {
-    if (this.#state === 'ended') return;
-    const held = this.#state === 'held';
-    const connecting = this.#state === 'connecting';
-    this.#end();
-    this.#resetOnClose = ending === 'failed' || ending === 'gave-up' || (ending === 'server' && this.#tls);
-    if (!held) {
-      this.#controller.abort(err);
-      this.#reject?.(err);
-      if (ending === 'client' && !connecting) this.#sendRelease();
-      else this.#close(this.#resetOnClose || ending === 'client');
-      return;
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#apply(this.#step.timer(this.#clock.now()));
+  };
+
+  #write(frame: 'ACQUIRE' | 'HEARTBEAT' | 'RELEASE'): void {
+    const bytes = frame === 'ACQUIRE' ? encodeAcquire(this.config.leaseMs, this.config.nameBytes) : frame === 'HEARTBEAT' ? HEARTBEAT : RELEASE;
+    // Writes never block the loop; one that fails says so here (and as the
+    // socket's 'error', which then finds the step closed).
+    this.#socket?.write(bytes, (err) => {
+      if (err) this.#cause = err;
+      if (!this.#step.done) this.#apply(this.#step.written(this.#clock.now(), err ? 'broken' : undefined));
+    });
+  }
+
+  /** The error a failure or a loss carries, for the caller and the work. */
+  #error(e: Ending): Error {
+    const { address, name } = this.config;
+    const cause = this.#cause;
+    const quoted = JSON.stringify(name);
+    switch (e.reason) {
+      case 'busy':
+        return new BusyError(name, `monolock: lock ${quoted} is busy: ${e.detail}`);
+      case 'server':
+        return errorForCode(e.code ?? 0, e.serverReason ?? '');
+      case 'protocol':
+        return new ProtocolError(`monolock: protocol violation by the server at ${address}: ${e.detail}`);
+      case 'tls': {
+        const refusal = cause === undefined ? undefined : tlsRefusal(cause);
+        return new UnavailableError(`monolock: TLS with ${address} refused: ${refusal ?? e.detail}${cause ? `: ${cause.message.trim()}` : ''}`, { cause, retryable: false });
+      }
+      case 'connect':
+        return new UnavailableError(`monolock: cannot connect to ${this.#addresses()}: ${cause?.message ?? e.detail}; is the server running there?`, { cause });
+      case 'timeout':
+        return new UnavailableError(`monolock: ${e.detail} to ${address}`);
+      case 'closed':
+        return new UnavailableError(`monolock: ${e.detail} (${address})${cause ? `: ${cause.message}` : ''}`, { cause });
     }
-    this.#lost = new LockLostError(this.config.name, kind, detail ?? (err instanceof Error ? err.message : String(err)), err);
-    this.#controller.abort(this.#lost);
-    if (ending !== 'gave-up' || this.#workStopped) {
-      this.#close(this.#resetOnClose);
-      return;
-    }
-    // The lingering socket must not keep the process alive on its own.
-    this.#socket.unref();
-    this.#closeTimer = this.#clock.setTimer(() => this.#close(true), this.#rules.closeBy() - this.#clock.now());
   }
 
-  /**
-   * RELEASE, then the server's close (#onEnd), or a reset once the release
-   * bound, min(lease, 2 s), has passed. What the server sends meanwhile is
-   * discarded: an answer in flight, or an older server's ERROR 0x13 (unknown
-   * message type), which also closes.
-   */
-  #sendRelease(): void {
-    this.#releasing = true;
-    this.#resetOnClose = false;
-    // A failed write surfaces as the socket's 'error' event: a reset.
-    this.#socket.write(RELEASE);
-    this.#closeTimer = this.#clock.setTimer(() => this.#close(true), this.#rules.releaseBoundMs);
-  }
-
-  get #tls(): boolean {
-    return this.#socket !== this.#tcp;
-  }
-
-  /** Stops every timer of the live session; the close timer is the caller's. */
-  #end(): void {
-    this.#state = 'ended';
-    for (const t of [this.#rulesTimer, this.#connectTimer, this.#waitTimer]) this.#clock.clearTimer(t);
-    this.#rulesTimer = this.#connectTimer = this.#waitTimer = undefined;
-    this.config.signal?.removeEventListener('abort', this.#onAbort);
+  #addresses(): string {
+    return this.config.book?.addresses.join(', ') ?? this.config.address;
   }
 
   /**
    * Closes the connection: a plain close, or a reset (an RST instead of a
-   * FIN, which leaves no TIME_WAIT). A socket still connecting has no
-   * connection to reset and is destroyed.
+   * FIN, which leaves no TIME_WAIT). Over TLS the server's close_notify
+   * comes before its FIN, so a plain close could send the client's FIN
+   * first: the close is a reset there too, as is the abort of a TLS
+   * handshake under way. A socket still connecting has no connection to
+   * reset and is destroyed.
    */
-  #close(reset: boolean): void {
-    this.#clock.clearTimer(this.#closeTimer);
-    this.#closeTimer = undefined;
-    if (reset && !this.#tcp.connecting && !this.#tcp.destroyed) {
-      this.#tcp.resetAndDestroy();
+  #close(abort: boolean): void {
+    this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.config.signal?.removeEventListener('abort', this.#onAbort);
+    const socket = this.#socket;
+    const tcp = this.#tcp;
+    if (socket === undefined || socket.destroyed) {
+      this.#closedResolve();
+      return;
+    }
+    if ((abort || socket !== tcp) && tcp !== undefined && !tcp.connecting && !tcp.destroyed) {
+      tcp.resetAndDestroy();
     } else {
-      this.#socket.destroy();
+      socket.destroy();
+      tcp?.destroy();
     }
   }
+}
+
+function lossKind(r: Reason): LossKind {
+  return r === 'timeout' || r === 'server' || r === 'protocol' ? r : 'closed';
 }
 
 /**

@@ -6,7 +6,8 @@ import random
 import socket
 import ssl
 import struct
-from typing import Optional, Tuple, Union
+import threading
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from .errors import Busy, CertificateRefused, ClientFault, InvalidInput, MonolockError, Unavailable
 
@@ -20,6 +21,9 @@ MAX_BACKOFF = 5.0
 
 Wait = Union[bool, float]
 
+# One server address or several: "host:port", or a list of them.
+Addresses = Union[str, Sequence[str]]
+
 
 def split_address(addr: str) -> Tuple[str, int]:
     """"host:port" or "[v6]:port" into its parts."""
@@ -29,6 +33,69 @@ def split_address(addr: str) -> Tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)
+
+
+# A resolved candidate: (family, sockaddr, "host:port" as configured).
+Candidate = Tuple[int, Tuple[str, int], str]
+
+
+class AddressBook:
+    """The server addresses a Client was given, and the one that worked last.
+    Each attempt tries every candidate (each address a name resolves to is
+    one) in the configured order, starting from the last that worked: a
+    server that refuses (a standby, a stopped one) costs one refused connect,
+    not the attempt. Shared by a Client's threads, hence the lock."""
+
+    def __init__(self, addrs: Addresses) -> None:
+        given = [addrs] if isinstance(addrs, str) else list(addrs)
+        if not given:
+            raise InvalidInput("monolock: no server address given: pass one \"host:port\" or a list of them")
+        self.addrs: List[str] = given
+        self.parts = [split_address(a) for a in given]
+        self._mu = threading.Lock()
+        self._worked: Optional[Tuple[int, Tuple[str, int]]] = None
+
+    def label(self) -> str:
+        """The addresses, for the errors' messages."""
+        return ", ".join(self.addrs)
+
+    def order(self, resolved: Sequence[Candidate]) -> List[Candidate]:
+        """The candidates in the order to try: from the last that worked
+        on, then the ones before it, each once."""
+        with self._mu:
+            worked = self._worked
+        for i, (family, sockaddr, _) in enumerate(resolved):
+            if (family, sockaddr) == worked:
+                return list(resolved[i:]) + list(resolved[:i])
+        return list(resolved)
+
+    def worked(self, c: Candidate) -> None:
+        with self._mu:
+            self._worked = (c[0], c[1])
+
+
+def resolved(family: int, sockaddr: Tuple[object, ...], label: str) -> Candidate:
+    """One getaddrinfo result as a candidate (IPv6's flow and scope dropped:
+    host and port are what a connect needs, and what identifies it)."""
+    return (family, (str(sockaddr[0]), int(str(sockaddr[1]))), label)
+
+
+def candidates(book: AddressBook, getaddrinfo: Callable[..., Sequence[Tuple[Any, ...]]]) -> Tuple[List[Candidate], List[str]]:
+    """Every address the book's addresses resolve to, each once, in the
+    configured order; and why the ones that did not resolve failed."""
+    out: List[Candidate] = []
+    failed: List[str] = []
+    for label, (host, port) in zip(book.addrs, book.parts):
+        try:
+            infos = getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            failed.append(f"{label}: {e}")
+            continue
+        for info in infos:
+            c = resolved(int(info[0]), info[4], label)
+            if c not in out:
+                out.append(c)
+    return out, failed
 
 
 def wait_seconds(wait: Wait) -> Optional[float]:
@@ -70,13 +137,6 @@ def retry_delay(err: MonolockError, backoff: Backoff, lease: float) -> Optional[
             return shutdown_jitter(lease)
         return backoff.next()
     return None
-
-
-def connect_error(addr: str, e: BaseException) -> MonolockError:
-    """A failed connect: a certificate refused on either side is a
-    configuration problem (not retried); anything else may pass on a new
-    attempt."""
-    return certificate_refusal(addr, e) or Unavailable(f"monolock: cannot connect to {addr}: {e}")
 
 
 # The TLS alerts by which a server refuses the client's certificate, by

@@ -9,15 +9,29 @@ lock, which releases it if its event loop ends first.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import warnings
 from types import TracebackType
-from typing import Awaitable, Callable, Optional, Type, TypeVar
+from typing import Awaitable, Callable, List, Optional, Type, TypeVar
 
 from . import _wire
-from ._common import DEFAULT_ADDRESS, Backoff, Wait, certificate_refusal, connect_error, reset_on_close, retry_delay, split_address, wait_seconds
-from ._core import Session
-from .errors import Busy, LockLost, MonolockError, Unavailable
+from ._common import (
+    DEFAULT_ADDRESS,
+    AddressBook,
+    Addresses,
+    Backoff,
+    Candidate,
+    Wait,
+    candidates,
+    certificate_refusal,
+    reset_on_close,
+    retry_delay,
+    split_address,
+    wait_seconds,
+)
+from ._core import DEFAULT_CONNECT_TIMEOUT, Session
+from .errors import LockLost, MonolockError, Unavailable
 
 __all__ = ["Client", "Lock"]
 
@@ -34,6 +48,9 @@ class _Connection(asyncio.Protocol):
         self.closed = loop.create_future()
         self.lost = asyncio.Event()
         self.release_asked = False
+        # Over TLS the server's close_notify comes before its FIN: the close
+        # after it is a reset, so that the client never sends the first FIN.
+        self.reset_anyway = False
         self._timer: Optional[asyncio.TimerHandle] = None
 
     # --- asyncio.Protocol ----------------------------------------------
@@ -51,8 +68,8 @@ class _Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         # Over TLS this is the server's close_notify, which comes before its
         # FIN: reset (see Session.eof).
-        tls = self.transport is not None and self.transport.get_extra_info("sslcontext") is not None
-        self.session.eof(self.loop.time(), reset=tls)
+        self.reset_anyway = self.transport is not None and self.transport.get_extra_info("sslcontext") is not None
+        self.session.eof(self.loop.time())
         self._after()
         return False
 
@@ -61,9 +78,9 @@ class _Connection(asyncio.Protocol):
         if not self.session.close_due(now):
             refused = certificate_refusal(self.addr, exc)  # the server's alert refusing our certificate
             if refused is not None:
-                self.session.fail(refused, now)
+                self.session.fail(refused, now, reason="tls")
             else:
-                self.session.eof(now, f"{exc}" if exc else "closed")
+                self.session.eof(now, f"{exc}" if exc else "closed", broken=exc is not None)
         if self._timer is not None:
             self._timer.cancel()
         self.lost.set()
@@ -104,6 +121,14 @@ class _Connection(asyncio.Protocol):
         self.session.release(self.loop.time())
         self._after()
 
+    def valid(self) -> bool:
+        """The work's check, on the event loop (the session's owner): past
+        the deadline it gives the lock up at once."""
+        ok = self.session.valid(self.loop.time())
+        if not ok:
+            self._after()
+        return ok
+
     def _tick(self) -> None:
         self._timer = None
         self.session.tick(self.loop.time())
@@ -131,7 +156,7 @@ class _Connection(asyncio.Protocol):
             # abort() is a plain close of the socket, after the server's
             # end of stream when it closed first; a reset when the client
             # gave up or the release bound passed.
-            if s.abortive:
+            if s.abortive or self.reset_anyway:
                 sock = t.get_extra_info("socket")
                 if sock is not None:
                     reset_on_close(sock)
@@ -179,8 +204,9 @@ class Lock:
         return self._conn.session.error
 
     def valid(self) -> bool:
-        """True while held and confirmed within the last 0.8 × lease."""
-        return self._conn.session.valid(self._conn.loop.time())
+        """True while held and confirmed within the last 0.8 × lease. Call
+        it on the lock's event loop (it is the session's owner)."""
+        return self._conn.valid()
 
     async def release(self) -> None:
         """Releases (or leaves the queue) as :meth:`monolock.Lock.release`
@@ -204,45 +230,77 @@ class Client:
     every connection makes a full handshake: ``loop.create_connection``
     cannot offer a saved session, so this client does not resume one."""
 
-    def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
-        self.addr = addr
-        self._host, self._port = split_address(addr)
+    def __init__(self, addr: Addresses = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+        self._book = AddressBook(addr)
+        self.addr = self._book.label()
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
 
     async def acquire(self, name: str, lease: float = 2.0, wait: Wait = True) -> Lock:
         """As :meth:`monolock.Client.acquire`."""
         limit = wait_seconds(wait)
-        session = Session(_wire.name_bytes(name), lease, _wire.lease_ms(lease))
+        session = Session(_wire.name_bytes(name), lease, _wire.lease_ms(lease), wait=limit, connect_timeout=self._connect_timeout)
         loop = asyncio.get_running_loop()
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(session, loop, self.addr),
-                    self._host,
-                    self._port,
-                    ssl=self._ssl,
-                    server_hostname=self._host if self._ssl is not None else None,
-                ),
-                self._connect_timeout,
-            )
-        except (OSError, asyncio.TimeoutError) as e:
-            raise connect_error(self.addr, e) from e
+        conn = await self._connect(session, loop)
         lock = Lock(name, conn)
         try:
-            if not await conn.wait_for(lambda: session.answered, None):
-                raise session.error or Unavailable("monolock: connection ended before the server answered")
-            if limit == 0.0 and not session.granted:
-                raise Busy(f"monolock: lock {name!r} is held by someone else")
-            if not await conn.wait_for(lambda: session.granted, limit):
-                if session.error is not None:
-                    raise session.error
-                raise Busy(f"monolock: lock {name!r} still held by someone else after {limit}s")
+            if not await conn.wait_for(lambda: session.granted or session.ended, None) or not session.granted:
+                raise session.error or Unavailable(f"monolock: connection to {conn.addr} ended before the server granted lock {name!r}")
         except BaseException:
             await lock.release()
             raise
         lock._guard = loop.create_task(conn.release_at_loop_end(name))  # pyright: ignore[reportPrivateUsage]
         return lock
+
+    async def _connect(self, s: Session, loop: asyncio.AbstractEventLoop) -> _Connection:
+        """The connect phase of the step, as the threaded client's: every
+        candidate from the one that worked last, each within what is left of
+        the step's connect deadline (or the wait's); raises the step's error
+        when none came up in time."""
+        s.dial(loop.time())
+        cands, tried = await loop.run_in_executor(None, candidates, self._book, socket.getaddrinfo)
+        for c in self._book.order(cands):
+            conn = await self._dial_one(s, c, loop, tried)
+            if conn is not None:
+                self._book.worked(c)
+                return conn
+            if s.ended:
+                break
+        if not s.ended:
+            s.eof(loop.time(), "; ".join(tried) or f"{self.addr}: no address", broken=True)
+        raise s.error or Unavailable(f"monolock: cannot connect to {self.addr}")
+
+    async def _dial_one(self, s: Session, c: Candidate, loop: asyncio.AbstractEventLoop, tried: List[str]) -> Optional[_Connection]:
+        family, (ip, port), label = c
+        by = s.connect_by()
+        left = 0.0 if by is None else by - loop.time()
+        if left <= 0:
+            s.tick(loop.time())  # the connect deadline (or the wait's) has come
+            return None
+        host = split_address(label)[0]
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(s, loop, label),
+                    ip,
+                    port,
+                    family=family,
+                    ssl=self._ssl,
+                    server_hostname=host if self._ssl is not None else None,
+                ),
+                left,
+            )
+            return conn
+        except asyncio.TimeoutError:
+            s.tick(loop.time())
+            tried.append(f"{label}: timed out")
+        except OSError as e:
+            refused = certificate_refusal(label, e)
+            if refused is not None:
+                s.fail(refused, loop.time(), reason="tls")
+            else:
+                tried.append(f"{label}: {e}")
+        return None
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
         """``async with client.lock(name) as lock:``"""

@@ -8,25 +8,28 @@ import ssl
 import threading
 import time
 from types import TracebackType
-from typing import Callable, Optional, Type, TypeVar
+from typing import Callable, List, Optional, Tuple, Type, TypeVar
 
 from . import _wire
 from ._common import (
     DEFAULT_ADDRESS,
+    AddressBook,
+    Addresses,
     Backoff,
+    Candidate,
     Wait,
     certificate_refusal,
     client_fault,
-    connect_error,
     reset_on_close,
     retry_delay,
+    candidates,
     select_timeout,
     split_address,
     wait_seconds,
 )
-from ._core import Session
+from ._core import DEFAULT_CONNECT_TIMEOUT, Session
 from ._resume import SessionCache
-from .errors import Busy, CertificateRefused, LockLost, MonolockError, Unavailable
+from .errors import CertificateRefused, LockLost, MonolockError, Unavailable
 
 T = TypeVar("T")
 
@@ -44,9 +47,7 @@ class Lock:
     (``None`` after a plain release).
     """
 
-    def __init__(
-        self, name: str, sock: socket.socket, session: Session, wait: Optional[float], tls_sessions: Optional[SessionCache] = None, addr: str = ""
-    ) -> None:
+    def __init__(self, name: str, sock: socket.socket, session: Session, tls_sessions: Optional[SessionCache] = None, addr: str = "") -> None:
         self.name = name
         self._addr = addr  # for the errors' messages
         self._sock = sock
@@ -66,25 +67,29 @@ class Lock:
         # owner gives the lock up).
         self._valid_until: Optional[float] = None
         self._expired_at: Optional[float] = None
+        # The attempt's outcome as the owner publishes it, under _cond: the
+        # caller waits for it without reading the session.
+        self._granted = False
+        self._failure: Optional[MonolockError] = None
+        # Over TLS the server's close_notify comes before its FIN: the close
+        # that follows it is a reset, so that the client never sends the
+        # first FIN and keeps no TIME_WAIT.
+        self._reset_anyway = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name=f"monolock {name}", daemon=True)
         self._thread.start()
-        self._await_grant(wait)
+        self._await_grant()
 
-    def _await_grant(self, limit: Optional[float]) -> None:
-        """Returns once the lock is granted; raises (and closes) when it is
-        not within limit seconds (None: forever, 0: queued is busy) or the
-        session failed."""
-        s = self._session
+    def _await_grant(self) -> None:
+        """Returns once the lock is granted; raises (and closes) when the
+        attempt ended before: the step decides (the wait, a try-lock's
+        busy, a loss), this thread only waits for its outcome."""
         try:
-            if not self._wait(lambda: s.answered, None):
-                raise s.error or Unavailable("monolock: connection ended before the server answered")
-            if limit == 0.0 and not s.granted:
-                raise Busy(f"monolock: lock {self.name!r} is held by someone else")
-            if not self._wait(lambda: s.granted, limit):
-                if s.error is not None:
-                    raise s.error
-                raise Busy(f"monolock: lock {self.name!r} still held by someone else after {limit}s")
+            self._wait(lambda: self._granted or self._failure is not None, None)
+            with self._cond:
+                granted, failure = self._granted, self._failure
+            if not granted:
+                raise failure or Unavailable(f"monolock: connection to {self._addr} ended before the server granted lock {self.name!r}")
         except BaseException:
             # Also on KeyboardInterrupt: leave the queue, do not leak the connection.
             self.release()
@@ -157,6 +162,9 @@ class Lock:
     # --- the background thread ----------------------------------------
 
     def _wait(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """Waits until pred() holds or the connection's thread has ended, at
+        most timeout seconds; pred() is looked at each time the thread
+        publishes."""
         if timeout is not None and timeout > threading.TIMEOUT_MAX:
             timeout = None  # longer than the platform can wait: as good as forever
         with self._cond:
@@ -193,13 +201,15 @@ class Lock:
             sel.close()
             self._keep_ticket()
             try:
-                if s.abortive:
+                if s.abortive or self._reset_anyway:
                     reset_on_close(self._sock)
                 self._sock.close()
             finally:
                 self._wake_r.close()
                 self._wake_w.close()
                 with self._cond:
+                    if not s.granted and self._failure is None:
+                        self._failure = s.error  # a fault of the client ended it outside the loop
                     self._done.set()
                     self.lost.set()
                     self._cond.notify_all()
@@ -217,7 +227,8 @@ class Lock:
             self._failed("read", e)
             return
         if not data:
-            s.eof(time.monotonic(), reset=isinstance(self._sock, ssl.SSLSocket))
+            self._reset_anyway = isinstance(self._sock, ssl.SSLSocket)
+            s.eof(time.monotonic())
             return
         if not self._ticket_looked:
             # Before the frames are applied, so that an acquire() that
@@ -242,8 +253,12 @@ class Lock:
             # anyway; RELEASE's write is bounded by the release bound.
             self._sock.settimeout(select_timeout(s.write_by(), time.monotonic(), minimum=0.001))
             self._sock.sendall(data)
+        except socket.timeout:
+            s.written(time.monotonic(), "deadline")
         except OSError as e:
             self._failed("write", e)
+        else:
+            s.written(time.monotonic())
         finally:
             self._sock.settimeout(0)
 
@@ -255,9 +270,11 @@ class Lock:
         if refused is None and op == "write":
             refused = self._pending_refusal()
         if refused is not None:
-            self._session.fail(refused, time.monotonic())
+            self._session.fail(refused, time.monotonic(), reason="tls")
+        elif op == "write":
+            self._session.written(time.monotonic(), f"{e}")
         else:
-            self._session.eof(time.monotonic(), f"{op}: {e}", reset=True)
+            self._session.eof(time.monotonic(), f"{op}: {e}", broken=True)
 
     def _pending_refusal(self) -> Optional[CertificateRefused]:
         """The server's TLS alert refusing the client's certificate, when a
@@ -281,6 +298,9 @@ class Lock:
                 self._valid_until = s.deadline if s.granted and not s.ended else None
             if s.ended and (s.error is not None or self._release_asked):
                 self.lost.set()
+            self._granted = s.granted
+            if s.ended and not s.granted:
+                self._failure = s.error or Unavailable(f"monolock: connection to {self._addr} ended before the server granted lock {self.name!r}")
             self._cond.notify_all()
 
 
@@ -297,9 +317,9 @@ class Client:
     :attr:`Lock.tls_resumed`).
     """
 
-    def __init__(self, addr: str = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = 10.0) -> None:
-        self.addr = addr
-        self._host, self._port = split_address(addr)
+    def __init__(self, addr: Addresses = DEFAULT_ADDRESS, ssl_context: Optional[ssl.SSLContext] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+        self._book = AddressBook(addr)
+        self.addr = self._book.label()
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._tls_sessions = SessionCache()
@@ -308,12 +328,15 @@ class Client:
         """Acquires the lock ``name`` and returns it held. ``wait``: True
         waits in the lock's FIFO queue as long as it takes, False raises
         :class:`Busy` at once when someone holds it, a number waits at most
-        that many seconds and then raises Busy. The caller must
-        ``release()`` the lock (or use :meth:`lock`)."""
+        that many seconds from the start of the attempt and then raises
+        Busy (or :class:`Unavailable` when the server never answered). The
+        caller must ``release()`` the lock (or use :meth:`lock`)."""
         limit = wait_seconds(wait)
         raw = _wire.name_bytes(name)
         ms = _wire.lease_ms(lease)
-        return Lock(name, self._connect(), Session(raw, lease, ms), limit, self._tls_sessions, self.addr)
+        session = Session(raw, lease, ms, wait=limit, connect_timeout=self._connect_timeout)
+        sock, addr = self._connect(session)
+        return Lock(name, sock, session, self._tls_sessions, addr)
 
     def lock(self, name: str, lease: float = 2.0, wait: Wait = True) -> "_LockContext":
         """``with client.lock(name) as lock:`` acquires on entry and releases
@@ -353,20 +376,57 @@ class Client:
             raise LockLost(lock.error)
         return result
 
-    def _connect(self) -> socket.socket:
+    def _connect(self, s: Session) -> Tuple[socket.socket, str]:
+        """The connect phase of the step: dials the candidates (every
+        address each configured one resolves to), from the one that worked
+        last, each in what is left of the step's connect deadline (or the
+        wait's, if sooner); a refused or failed one passes to the next.
+        Returns the connection and the address it reached; raises the
+        step's error when none came up in time."""
+        s.dial(time.monotonic())
+        cands, tried = candidates(self._book, socket.getaddrinfo)
+        for c in self._book.order(cands):
+            sock = self._dial_one(s, c, tried)
+            if sock is not None:
+                self._book.worked(c)
+                return sock, c[2]
+            if s.ended:
+                break
+        if not s.ended:
+            s.eof(time.monotonic(), "; ".join(tried) or f"{self.addr}: no address", broken=True)
+        raise s.error or Unavailable(f"monolock: cannot connect to {self.addr}")
+
+    def _dial_one(self, s: Session, c: Candidate, tried: List[str]) -> Optional[socket.socket]:
+        """One candidate within the step's connect deadline: the TCP connect,
+        then the TLS handshake. None when it failed (noted in tried), or the
+        deadline passed (the step ended the attempt)."""
+        family, sockaddr, label = c
+        left = select_timeout(s.connect_by(), time.monotonic())
+        if left is None or left <= 0:
+            s.tick(time.monotonic())  # the connect deadline (or the wait's) has come
+            return None
+        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
-        except OSError as e:
-            raise connect_error(self.addr, e) from e
-        try:
+            sock.settimeout(left)
+            sock.connect(sockaddr)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
-                sock = self._tls_sessions.wrap(self._ssl, sock, self._host)
+                sock.settimeout(max(0.001, select_timeout(s.connect_by(), time.monotonic()) or 0.0))
+                sock = self._tls_sessions.wrap(self._ssl, sock, split_address(label)[0])
             sock.settimeout(0)
+            return sock
+        except socket.timeout:
+            sock.close()
+            s.tick(time.monotonic())
+            tried.append(f"{label}: timed out")
         except OSError as e:
             sock.close()
-            raise connect_error(self.addr, e) from e
-        return sock
+            refused = certificate_refusal(label, e)
+            if refused is not None:
+                s.fail(refused, time.monotonic(), reason="tls")
+            else:
+                tried.append(f"{label}: {e}")
+        return None
 
 
 class _LockContext:

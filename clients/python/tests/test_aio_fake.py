@@ -81,6 +81,28 @@ class AioFakeServerTest(unittest.TestCase):
 
         self.run_async(main())
 
+    def test_valid_past_the_deadline_gives_up_at_once(self) -> None:
+        """The work's check on a stalled loop (its clock past the deadline,
+        the give-up timer not run yet) is the step's expired event: lost
+        then, and no answer revives it."""
+        from unittest import mock
+
+        async def main() -> None:
+            lock, c = await self.granted(2.0)
+            loop = asyncio.get_running_loop()
+            deadline = lock._conn.session.deadline  # pyright: ignore[reportPrivateUsage]
+            with mock.patch.object(loop, "time", return_value=deadline):
+                self.assertFalse(lock.valid())
+                self.assertTrue(lock.lost.is_set(), "not given up at the check")
+            self.assertIsInstance(lock.error, monolock.Unavailable)
+            self.assertIn("no answer", str(lock.error))
+            c.sendall(acquired(7))  # an answer read afterwards
+            await asyncio.sleep(0)
+            self.assertFalse(lock.valid())
+            await lock.release()
+
+        self.run_async(main())
+
     def test_give_up_keeps_connection_until_release(self) -> None:
         async def main() -> None:
             client = monolock.aio.Client(self.srv.addr)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from monolock import _wire
-from monolock._core import Session
-from monolock.errors import Busy, CertificateRefused, InvalidInput, MonolockError, ProtocolViolation, ServerError, Unavailable
+from monolock._core import DEFAULT_CONNECT_TIMEOUT, Session
+from monolock.errors import Busy, CertificateRefused, InvalidInput, MonolockError, Unavailable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "protocol", "testdata", "step"))
@@ -141,20 +141,13 @@ class Runner:
 
     s: Optional[Session] = None
     lease_ns: int = 0
-    wait_ns: Optional[int] = None  # the caller's limit on the grant, after the first answer
-    wait_until: Optional[int] = None
+    lease_ms: int = 0
     closed: bool = True
-    unsupported: str = ""
     reported: bool = False
 
     def run(self, c: Case) -> str:
-        if c.cmd == "dial":
-            self.unsupported = "the Python step has no connect phase (connect_timeout bounds the dial outside it)"
-            return f"unsupported: {self.unsupported}\n"
-        if c.cmd == "start" and "lease" in c.args:
-            return self.start(c)
-        if self.unsupported:
-            return f"unsupported: {self.unsupported}\n"
+        if c.cmd == "dial" or (c.cmd == "start" and "lease" in c.args):
+            return self.begin(c)
         if self.closed or self.s is None:
             return f"error: {c.cmd} after the close: the session takes no more events\n"
         s = self.s
@@ -162,20 +155,19 @@ class Runner:
         before = self.snapshot()
         if c.cmd == "frame":
             return self.read(self.frame_bytes(c.args), now)
+        elif c.cmd == "start":
+            s.start(now)
         elif c.cmd == "written":
             err = (c.args.get("err") or [""])[0]
-            if err == "broken":
-                s.eof(now, "write: broken pipe", reset=True)
-            elif err == "deadline":
-                s.eof(now, "write: timed out", reset=True)
+            s.written(now, {"": "", "broken": "broken pipe", "deadline": "deadline"}[err])
         elif c.cmd == "closed":
             err = c.args["err"][0]
             if err == "eof":
                 s.eof(now)
             elif err == "broken":
-                s.eof(now, "read: connection reset by peer", reset=True)
+                s.eof(now, "read: connection reset by peer", broken=True)
             else:
-                s.fail(CertificateRefused("monolock: the server refused the client's certificate", "tls alert"), now)
+                s.fail(CertificateRefused("monolock: the server refused the client's certificate", "tls alert"), now, reason="tls")
         elif c.cmd == "stop":
             s.release(now)
         elif c.cmd == "expired":
@@ -183,7 +175,7 @@ class Runner:
         elif c.cmd != "timer":
             raise ValueError(f"line {c.line}: unknown event {c.cmd!r}: docs/protocol.md, The client step, lists the events")
         s.tick(now)  # the driver's loop ticks after every event
-        return self.actions(before, now)
+        return self.actions(before, now).replace("send ACQUIRE", f"send ACQUIRE lease-ms={self.lease_ms}", 1)
 
     def read(self, data: bytes, now: float) -> str:
         """One read through Session.receive, the actions printed frame by
@@ -210,21 +202,26 @@ class Runner:
         s.tick(now)
         return "".join(out) + self.reports(before, now) + self.driver(now)
 
-    def start(self, c: Case) -> str:
-        self.unsupported, self.closed, self.reported = "", True, False
+    def begin(self, c: Case) -> str:
+        """A new session: dial (the connect phase) or start (the connection
+        up, ACQUIRE out)."""
+        self.closed, self.reported = True, False
         self.lease_ns = parse_duration(c.args["lease"][0])
         lease = seconds(self.lease_ns)
-        self.wait_ns = parse_duration(c.args["wait"][0]) if "wait" in c.args else None
-        self.wait_until = None
+        wait = seconds(parse_duration(c.args["wait"][0])) if "wait" in c.args else None
+        connect = seconds(parse_duration(c.args["connect-timeout"][0])) if "connect-timeout" in c.args else DEFAULT_CONNECT_TIMEOUT
         try:
-            ms = _wire.lease_ms(lease)
+            ms = self.lease_ms = _wire.lease_ms(lease)
         except InvalidInput:
             return "failed invalid-input retry=no\n"
-        self.s = Session(b"x", lease, ms)
+        self.s = Session(b"x", lease, ms, wait=wait, connect_timeout=connect)
         self.closed = False
         at = seconds(parse_duration(c.args["at"][0])) if "at" in c.args else 0.0
         before = self.snapshot()
-        self.s.start(at)
+        if c.cmd == "dial":
+            self.s.dial(at)
+        else:
+            self.s.start(at)
         return self.actions(before, at).replace("send ACQUIRE", f"send ACQUIRE lease-ms={ms}", 1)
 
     def frame_bytes(self, args: Dict[str, List[str]]) -> bytes:
@@ -271,25 +268,14 @@ class Runner:
             )
         if s.error is not None and not self.reported:
             self.reported = True
-            out.append(("lost " if s.granted else "failed ") + reason(s.error) + ("" if s.granted else " retry=" + self.retry(s.error)))
+            out.append(("lost " if s.granted else "failed ") + reason(s) + ("" if s.granted else " retry=" + self.retry(s.error)))
         return "".join(line + "\n" for line in out)
 
     def driver(self, now: float) -> str:
-        """The caller's part (Lock._await_grant: a try-lock fails busy at
-        the first WAITING, a wait once its limit after that answer has
-        passed; both leave the queue), then the write, the close or the
-        wake."""
+        """The driver's part: the write, the close or the wake."""
         s = self.s
         assert s is not None
         out: List[str] = []
-        if self.wait_ns is not None and s.answered and not s.granted and not s.ended:
-            if self.wait_until is None:
-                self.wait_until = nanos(now) + self.wait_ns
-            if nanos(now) >= self.wait_until:
-                s.release(now)
-                s.tick(now)
-                out.append("failed busy retry=no")
-                self.reported = True
         if s.outbox:
             data = bytes(s.outbox)
             s.outbox.clear()
@@ -300,8 +286,6 @@ class Runner:
             self.closed = True
         else:
             wake = s.next_wakeup()
-            if self.wait_until is not None and not s.granted and not s.ended:
-                wake = min(wake, seconds(self.wait_until)) if wake is not None else seconds(self.wait_until)
             out.append("wake off" if wake is None else f"wake {format_duration(nanos(wake))}")
         return "".join(line + "\n" for line in out)
 
@@ -313,21 +297,12 @@ class Runner:
         return "no"
 
 
-def reason(err: MonolockError) -> str:
-    code = getattr(err, "code", None)
-    if isinstance(err, (ServerError, Unavailable)) and code is not None:
+def reason(s: Session) -> str:
+    """The session's reason in the spec's words, with an ERROR's code."""
+    code = getattr(s.error, "code", None)
+    if s.reason == "server" and code is not None:
         return f"server code=0x{code:02x}"
-    if isinstance(err, ProtocolViolation):
-        return "protocol"
-    if isinstance(err, CertificateRefused):
-        return "tls"
-    if isinstance(err, Busy):
-        return "busy"
-    if isinstance(err, Unavailable) and "no answer" in str(err):
-        return "timeout"
-    if isinstance(err, Unavailable):
-        return "closed"
-    return f"unclassified: {err}"
+    return s.reason or f"unclassified: {s.error}"
 
 
 # --- the test ----------------------------------------------------------------
