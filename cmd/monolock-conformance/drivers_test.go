@@ -38,9 +38,10 @@ var clientDrivers = []clientDriver{
 		supports: []string{conformance.FeatureAddresses},
 	},
 	{
-		name:    "python",
-		command: func(_ *testing.T, root string) []string { return python(root) },
-		install: "apt-get install -y python3 (3.9 or later)",
+		name:     "python",
+		command:  func(_ *testing.T, root string) []string { return python(root) },
+		install:  "apt-get install -y python3 (3.9 or later)",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name: "python-aio",
@@ -51,12 +52,14 @@ var clientDrivers = []clientDriver{
 			}
 			return append(argv, "--aio")
 		},
-		install: "apt-get install -y python3 (3.9 or later)",
+		install:  "apt-get install -y python3 (3.9 or later)",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
-		name:    "node",
-		command: func(_ *testing.T, root string) []string { return node(root) },
-		install: "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
+		name:     "node",
+		command:  func(_ *testing.T, root string) []string { return node(root) },
+		install:  "Node.js 20 or later with npm (apt-get install -y nodejs npm), then make node-build",
+		supports: []string{conformance.FeatureAddresses},
 	},
 	{
 		name:     "rust",
