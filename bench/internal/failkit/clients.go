@@ -63,7 +63,7 @@ const ClientsCommand = "clients"
 // namespace: n clients take random locks of the servers at -addr until
 // stdin closes, holding each a short while and writing to the fenced
 // resource; events go to stdout. -addr is one address or several,
-// comma-separated (see severalDialer).
+// comma-separated (see newClient).
 func RunClients(args []string, defaultAddr string) error {
 	fs := flag.NewFlagSet(ClientsCommand, flag.ContinueOnError)
 	addrs := fs.String("addr", defaultAddr, "server address, or several comma-separated")
@@ -103,50 +103,12 @@ func RunClients(args []string, defaultAddr string) error {
 // whose packets are dropped, must not hang for the kernel's minutes.
 const dialTimeout = time.Second
 
-// newClient is the one place that decides how the clients reach several
-// servers. Until the Go client takes a list of addresses itself, the
-// harness's severalDialer does what the client will do (start from the
-// address that worked last, try the others in order on a refusal or a
-// failed connect); with one address it is a plain dialer.
+// newClient is the one place that decides how the clients reach the
+// servers: the Go client's own list of addresses (it starts from the one
+// that worked last and tries the others on a failed connect), each connect
+// bounded by dialTimeout.
 func newClient(addrs []string) *client.Client {
-	if len(addrs) == 1 {
-		return client.New(client.Config{Address: addrs[0], Dialer: &net.Dialer{Timeout: dialTimeout}})
-	}
-	return client.New(client.Config{Address: addrs[0], Dialer: &severalDialer{addrs: addrs}})
-}
-
-// severalDialer dials the first of addrs that accepts, starting from the
-// one that accepted last; the address the client asks for is ignored.
-type severalDialer struct {
-	addrs []string
-	d     net.Dialer
-
-	mu   sync.Mutex
-	last int
-}
-
-func (s *severalDialer) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
-	s.mu.Lock()
-	start := s.last
-	s.mu.Unlock()
-	var errs []error
-	for i := range s.addrs {
-		k := (start + i) % len(s.addrs)
-		attempt, cancel := context.WithTimeout(ctx, dialTimeout)
-		c, err := s.d.DialContext(attempt, network, s.addrs[k])
-		cancel()
-		if err == nil {
-			s.mu.Lock()
-			s.last = k
-			s.mu.Unlock()
-			return c, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("none of %s accepted: %w", strings.Join(s.addrs, ", "), errors.Join(errs...))
+	return client.New(client.Config{Address: addrs[0], Addrs: addrs[1:], Dialer: &net.Dialer{Timeout: dialTimeout}})
 }
 
 type worker struct {

@@ -1,8 +1,6 @@
 package failkit
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -77,47 +75,6 @@ func TestIncreasing(t *testing.T) {
 	gs = append(gs, Grant{Lock: "c", Token: 5})
 	if err := Increasing(gs); err == nil || !strings.Contains(err.Error(), "token 5, not above the one before it (5)") {
 		t.Fatalf("equal tokens: %v", err)
-	}
-}
-
-// The dialer skips a refusing address, remembers the one that accepted,
-// and starts from it next time; with none accepting it names them all.
-func TestSeveralDialer(t *testing.T) {
-	listen := func() net.Listener {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		return l
-	}
-	closed := listen()
-	refused := closed.Addr().String()
-	_ = closed.Close()
-	a, b := listen(), listen()
-	s := &severalDialer{addrs: []string{refused, a.Addr().String(), b.Addr().String()}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	dialTo := func(want net.Listener) {
-		t.Helper()
-		c, err := s.DialContext(ctx, "tcp", "ignored:1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if c.RemoteAddr().String() != want.Addr().String() {
-			t.Fatalf("dialled %v, want %v", c.RemoteAddr(), want.Addr())
-		}
-	}
-	dialTo(a) // the first refuses
-	s.mu.Lock()
-	s.last = 2 // as if b had accepted last
-	s.mu.Unlock()
-	dialTo(b) // starts from b although a accepts too
-	_ = a.Close()
-	_ = b.Close()
-	if _, err := s.DialContext(ctx, "tcp", "ignored:1"); err == nil || !strings.Contains(err.Error(), "none of "+refused) {
-		t.Fatalf("no address accepting: %v", err)
 	}
 }
 
