@@ -239,7 +239,7 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error
 	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
 	res.windowSecs = win.seconds()
 	res.lat = l.hist
-	res.other = use.otherNote()
+	res.other = use.OtherNote()
 	res.audit = st
 	return res, nil
 }

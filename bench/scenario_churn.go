@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"time"
 )
@@ -18,13 +19,13 @@ type churnResult struct {
 // until it is in place, samples the server's CPU, says go and waits for the
 // load to end. It returns the setup time and the sample taken before go;
 // notReady says what was not in place at the setup deadline.
-func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before ProcSample, err error) {
+func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before procstat.Sample, err error) {
 	run, setup, err := startLoadWhenReady(srv.Addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
 	if err != nil {
 		return 0, before, err
 	}
 	time.Sleep(50 * time.Millisecond) // let the server settle
-	before, err = ReadProc(srv.Pid())
+	before, err = procstat.Read(srv.Pid())
 	if err != nil {
 		_ = run.Stop()
 		return setup, before, err
@@ -42,7 +43,7 @@ func measureChurn(srv *proc.Process, w int, seed uint64, chk *Checker) (churnRes
 	if err != nil {
 		return res, err
 	}
-	z, err := ReadProc(srv.Pid())
+	z, err := procstat.Read(srv.Pid())
 	if err != nil {
 		return res, err
 	}
@@ -50,7 +51,7 @@ func measureChurn(srv *proc.Process, w int, seed uint64, chk *Checker) (churnRes
 		return res, errors.New("the sentinel was never granted")
 	}
 	res.total = time.Duration(l.tEnd - l.t0)
-	res.cpu = CPUDelta(a, z)
+	res.cpu = procstat.CPUDelta(a, z)
 	return res, nil
 }
 
@@ -70,22 +71,22 @@ func measureFloorChurn(srv *proc.Process, w int, seed uint64) (churnResult, erro
 	}
 	// Wait until the server's CPU stops moving: the closes it had not yet
 	// seen when it answered the sentinel are then done too.
-	z, err := ReadProc(srv.Pid())
+	z, err := procstat.Read(srv.Pid())
 	for range 50 {
 		if err != nil {
 			return res, err
 		}
 		time.Sleep(20 * time.Millisecond)
-		var next ProcSample
-		next, err = ReadProc(srv.Pid())
-		if err == nil && CPUDelta(z, next) < 200*time.Microsecond {
+		var next procstat.Sample
+		next, err = procstat.Read(srv.Pid())
+		if err == nil && procstat.CPUDelta(z, next) < 200*time.Microsecond {
 			z = next
 			break
 		}
 		z = next
 	}
 	res.total = time.Duration(l.tEnd - l.t0)
-	res.cpu = CPUDelta(a, z)
+	res.cpu = procstat.CPUDelta(a, z)
 	return res, nil
 }
 

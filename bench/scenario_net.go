@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/monolock/monolock/bench/procstat"
+	"os"
 	"time"
 )
 
@@ -45,11 +47,11 @@ func timed(pid int, win window, run func() error) (string, error) {
 
 // timedUsage is timed's measurement: the CPU of pid (when not 0) and of the
 // harness over the window, in that order, and whether it could be sampled.
-func timedUsage(pid int, win window, run func() error) (usageResult, bool, error) {
+func timedUsage(pid int, win window, run func() error) (procstat.UsageResult, bool, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- run() }()
 	sleepUntil(win.from)
-	u := startUsage(pid, selfPID)
+	u := procstat.StartUsage(pid, os.Getpid())
 	var err error
 	ended := false
 	select {
@@ -59,7 +61,7 @@ func timedUsage(pid int, win window, run func() error) (usageResult, bool, error
 	}
 	// Sample at the window's end, before the load closes its connections
 	// (PostgreSQL's backends take their CPU time with them when they exit).
-	r, ok := u.stop()
+	r, ok := u.Stop()
 	if !ended {
 		err = <-errc
 	}
@@ -67,14 +69,14 @@ func timedUsage(pid int, win window, run func() error) (usageResult, bool, error
 }
 
 // usageNote renders what timedUsage measured.
-func usageNote(pid int, r usageResult) string {
+func usageNote(pid int, r procstat.UsageResult) string {
 	note := ""
 	if pid != 0 && len(r.Procs) == 2 {
 		note = fmt.Sprintf("srv %.0f%% · gen %.0f%% cpu", 100*r.Procs[0], 100*r.Procs[1])
 	} else if len(r.Procs) > 0 {
 		note = fmt.Sprintf("gen %.0f%% cpu", 100*r.Procs[len(r.Procs)-1])
 	}
-	if o := r.otherNote(); o != "" {
+	if o := r.OtherNote(); o != "" {
 		note += " · " + o
 	}
 	return note

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/internal/testsupport/proc"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -51,12 +53,12 @@ func (r sessionsResult) cpuPerMillion() float64 {
 // as res's "before".
 func sampleIdleServer(srv *proc.Process, res *sessionsResult) error {
 	time.Sleep(100 * time.Millisecond) // let the server finish starting
-	before, err := ReadProc(srv.Pid())
+	before, err := procstat.Read(srv.Pid())
 	if err != nil {
 		return err
 	}
 	res.rssBefore, res.anonBefore = before.RSS, before.RSSAnon
-	res.fdsBefore, err = openDescriptors(srv.Pid())
+	res.fdsBefore, err = procstat.OpenDescriptors(srv.Pid())
 	return err
 }
 
@@ -64,15 +66,15 @@ func sampleIdleServer(srv *proc.Process, res *sessionsResult) error {
 // and the harness's CPU over it, samples the server's RSS at its end, then
 // stops the load (stop) and fills res with all that and t's counts.
 func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
-	u := startUsage(srv.Pid(), selfPID)
+	u := procstat.StartUsage(srv.Pid(), os.Getpid())
 	from := mono()
 	t.until.Store(from + int64(win))
 	t.from.Store(from)
 	sleepUntil(from + int64(win))
-	use, ok := u.stop()
-	z, err := ReadProc(srv.Pid())
+	use, ok := u.Stop()
+	z, err := procstat.Read(srv.Pid())
 	if err == nil {
-		res.fdsAfter, err = openDescriptors(srv.Pid())
+		res.fdsAfter, err = procstat.OpenDescriptors(srv.Pid())
 	}
 	stopErr := stop()
 	if err != nil {
@@ -90,7 +92,7 @@ func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() er
 	res.rssAfter, res.anonAfter = z.RSS, z.RSSAnon
 	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
 	res.windowSecs = use.Wall.Seconds()
-	res.other = use.otherNote()
+	res.other = use.OtherNote()
 	res.heartbeats = t.hbWindow
 	res.heartbeatRate = float64(t.hbWindow) / win.Seconds()
 	res.rtt = t.hist

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
@@ -122,14 +123,14 @@ func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, 
 		return res, err
 	}
 	g := newGoSessions(srv.Addr, cfg, sessions, lease, chk)
-	su := startUsage(srv.Pid(), selfPID)
+	su := procstat.StartUsage(srv.Pid(), os.Getpid())
 	t0 := time.Now()
 	if err := g.Open(t0.Add(60*time.Second + time.Duration(sessions)*time.Millisecond)); err != nil {
 		_ = g.Stop()
 		return res, fmt.Errorf("setup: %w", err)
 	}
 	res.setup = time.Since(t0)
-	setupUse, ok := su.stop()
+	setupUse, ok := su.Stop()
 	if !ok || len(setupUse.CPU) != 2 {
 		_ = g.Stop()
 		return res, errors.New("could not sample the CPU")
@@ -139,7 +140,7 @@ func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, 
 	if err := measureHeartbeatWindow(srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	res.setupOther = setupUse.otherNote()
+	res.setupOther = setupUse.OtherNote()
 	res.setupHist = g.setup
 	return res, nil
 }
