@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -26,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
-		os.Exit(floorServerMain(os.Args[2:], os.Stderr))
+		os.Exit(floor.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "release-loop" {
 		os.Exit(releaseLoopMain(os.Args[2:], os.Stdout, os.Stderr))

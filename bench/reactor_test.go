@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -64,7 +65,7 @@ func TestReactorEcho(t *testing.T) {
 				return
 			}
 			for range n {
-				if _, err := c.Write(floorReply[:]); err != nil {
+				if _, err := c.Write([]byte(floor.Reply)); err != nil {
 					return
 				}
 			}
