@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/reactor"
 	"sync/atomic"
 	"time"
 )
@@ -15,13 +16,13 @@ func mono() int64 { return int64(time.Since(benchBase)) }
 
 // starter is a workload that dials its first connections itself.
 type starter interface {
-	workload
-	start(r *reactor)
+	reactor.Workload
+	start(r *reactor.Reactor)
 }
 
 // loadRun is a reactor running a workload on its own goroutine.
 type loadRun struct {
-	r    *reactor
+	r    *reactor.Reactor
 	done chan struct{}
 	err  error
 }
@@ -29,7 +30,7 @@ type loadRun struct {
 // startLoad runs w against addr until it stops itself or Stop is called.
 // Every socket is closed when the loop ends.
 func startLoad(addr string, w starter) (*loadRun, error) {
-	r, err := newReactor(addr, w, benchBase)
+	r, err := reactor.New(addr, w, benchBase)
 	if err != nil {
 		return nil, err
 	}
@@ -37,8 +38,8 @@ func startLoad(addr string, w starter) (*loadRun, error) {
 	go func() {
 		defer close(l.done)
 		w.start(r)
-		l.err = r.run()
-		r.closeAll()
+		l.err = r.Run()
+		r.CloseAll()
 	}()
 	return l, nil
 }
