@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
 )
@@ -158,7 +159,7 @@ func TestServerArgs(t *testing.T) {
 	if a := strings.Join(bookkeepingArgs(cfgAudit, "/tmp/a.jsonl"), " "); a != "-ops-listen 127.0.0.1:0 -audit-log /tmp/a.jsonl" {
 		t.Fatalf("audit: %s", a)
 	}
-	if modePlain.system() != sysMonolock || cfgBare.system() != sysMonolock {
+	if modePlain.system() != report.SysMonolock || cfgBare.system() != report.SysMonolock {
 		t.Fatal("the reference rows must be monolock's, for the ×monolock column")
 	}
 }
@@ -184,10 +185,10 @@ func TestMedianOf(t *testing.T) {
 }
 
 func TestRenderSummaries(t *testing.T) {
-	if renderTLSCost(nil) != "" || renderBookkeeping(nil) != "" {
+	if report.RenderTLSCost(nil) != "" || report.RenderBookkeeping(nil) != "" {
 		t.Fatal("no summary without the scenario")
 	}
-	tc := renderTLSCost(&TLSCost{Sessions: 2000, Modes: []TLSModeFigures{
+	tc := report.RenderTLSCost(&report.TLSCost{Sessions: 2000, Modes: []report.TLSModeFigures{
 		{Mode: "plain", RSSPerSessionBytes: 1000, CPUPerMHb: 10, RTTP50NS: 100e3, RTTP99NS: 1e6, SetupPerSessionUS: 50, SetupCPUPerSessionUS: 40},
 		{Mode: "tls", RSSPerSessionBytes: 20000, CPUPerMHb: 25, RTTP50NS: 200e3, RTTP99NS: 2e6, SetupPerSessionUS: 800, SetupCPUPerSessionUS: 600},
 	}})
@@ -196,7 +197,7 @@ func TestRenderSummaries(t *testing.T) {
 			t.Errorf("TLS summary lacks %q:\n%s", want, tc)
 		}
 	}
-	bk := renderBookkeeping(&Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []BookkeepingFigures{
+	bk := report.RenderBookkeeping(&report.Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []report.BookkeepingFigures{
 		{Config: "bare", CPUPerGrant: 50, CPUPerMHb: 16},
 		{Config: "ops", CPUPerGrant: 51, CPUPerMHb: 16.5, GrantRatio: 1.02, HbRatio: 16.5 / 16},
 		{Config: "ops+audit"},
@@ -206,7 +207,7 @@ func TestRenderSummaries(t *testing.T) {
 			t.Errorf("bookkeeping summary lacks %q:\n%s", want, bk)
 		}
 	}
-	bk = renderBookkeeping(&Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []BookkeepingFigures{
+	bk = report.RenderBookkeeping(&report.Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []report.BookkeepingFigures{
 		{Config: "bare", CPUPerGrant: 50, CPUPerMHb: 16},
 		{Config: "ops+audit", CPUPerGrant: 56, CPUPerMHb: 16, GrantRatio: 1.12, HbRatio: 1},
 	}})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -46,7 +47,7 @@ type cycleLoad struct {
 	chk     *Checker
 	win     window
 
-	hist    Histogram
+	hist    hist.Histogram
 	count   uint64 // cycles completed inside the window
 	waited  uint64 // ACQUIRE answered WAITING (the previous cycle's close not yet seen)
 	nLost   int
@@ -172,7 +173,7 @@ type echoLoad struct {
 	reactor.Base
 	conns int
 	win   window
-	hist  Histogram
+	hist  hist.Histogram
 	count uint64
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -36,7 +37,7 @@ type goSessions struct {
 	// mu guards what follows, but for the tally's window (atomic).
 	mu    sync.Mutex
 	conns []net.Conn
-	setup Histogram // per session: dial (and handshake) to the first answer
+	setup hist.Histogram // per session: dial (and handshake) to the first answer
 	heartbeatTally
 	err     error
 	stopped bool

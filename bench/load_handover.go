@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -28,7 +29,7 @@ type handoverLoad struct {
 	lastClose int64           // when the last holder closed; 0 before the first
 	pending   int             // worker to re-dial after the next grant; -1 for none
 	holders   []*reactor.Conn // granted this loop turn, released at its end
-	hist      Histogram
+	hist      hist.Histogram
 	count     uint64
 	nLost     int
 	redial    []int

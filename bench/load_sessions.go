@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -47,10 +48,10 @@ type sessionsLoad struct {
 type heartbeatTally struct {
 	from, until atomic.Int64 // the window; never, until the driver sets it
 
-	hist     Histogram // heartbeat RTT inside the window
-	hbWindow uint64    // heartbeats answered inside the window
-	late     uint64    // heartbeats sent late because the previous reply was late
-	promoted uint64    // waiters granted: a holder was dropped
+	hist     hist.Histogram // heartbeat RTT inside the window
+	hbWindow uint64         // heartbeats answered inside the window
+	late     uint64         // heartbeats sent late because the previous reply was late
+	promoted uint64         // waiters granted: a holder was dropped
 }
 
 // closeWindow sets the window to never, for the setup.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/monolock/monolock/bench/procstat"
+	"github.com/monolock/monolock/bench/report"
 	"os"
 	"runtime"
 	"strings"
@@ -11,8 +12,8 @@ import (
 )
 
 // machineInfo describes this machine for the report.
-func machineInfo() Machine {
-	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+func machineInfo() report.Machine {
+	m := report.Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {

@@ -14,7 +14,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/monolock/monolock/bench/charts"
 	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -83,8 +85,8 @@ type bench struct {
 	sz       sizes
 	srv      *servers
 	peers    []peer
-	skipped  []PeerStatus
-	report   *Report
+	skipped  []report.PeerStatus
+	report   *report.Report
 	prog     *progress
 	checkers []namedChecker
 	stderr   io.Writer
@@ -112,17 +114,17 @@ func (b *bench) fail(format string, args ...any) {
 
 // failRow records err, from where, as fail does, and adds sys's figure to sc
 // as an error row.
-func (b *bench) failRow(sc *Scenario, sys, figure, where string, err error) {
+func (b *bench) failRow(sc *report.Scenario, sys, figure, where string, err error) {
 	b.fail("%s: %v", where, err)
-	sc.Add(&Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
+	sc.Add(&report.Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
 }
 
 func (b *bench) step(desc string) { b.prog.step(desc) }
 
 // skippedRows adds a "skipped" row for every peer that did not start.
-func (b *bench) skippedRows(sc *Scenario, figure string) {
+func (b *bench) skippedRows(sc *report.Scenario, figure string) {
 	for _, s := range b.skipped {
-		sc.Add(&Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
+		sc.Add(&report.Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
 	}
 }
 
@@ -156,14 +158,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
-	rep := &Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
 		Violations: []string{}, Errors: []string{}}
 	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
-	rep.Limits = Limits{NoFileSoft: soft, NoFileHard: hard, MaxSessions: maxSessions}
+	rep.Limits = report.Limits{NoFileSoft: soft, NoFileHard: hard, MaxSessions: maxSessions}
 	if maxSessions < 1000 {
 		_, _ = fmt.Fprintf(stderr, "bench: the descriptor limit (%d) leaves room for only %d sessions; raise it (ulimit -n)\n", soft, maxSessions)
 		return 1
@@ -237,13 +239,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	scs := map[string]*Scenario{}
+	scs := map[string]*report.Scenario{}
 	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
 	// so that the session-heavy and monolock-only runs have the machine to
 	// themselves.
 	type scenarioRun struct {
 		id string
-		fn func() *Scenario
+		fn func() *report.Scenario
 	}
 	runWanted := func(runs ...scenarioRun) {
 		for _, s := range runs {
@@ -264,7 +266,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			rep.Scenarios = append(rep.Scenarios, sc)
 		}
 	}
-	computeRatios(rep.Scenarios)
+	report.ComputeRatios(rep.Scenarios)
 	rep.Monolock = b.srv.version
 	for _, nc := range b.checkers {
 		for _, v := range nc.chk.Violations() {
@@ -276,7 +278,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	_, _ = fmt.Fprint(stdout, renderReport(rep))
 	if opt.outDir != "" {
-		files, err := writeCharts(rep, opt.outDir)
+		files, err := charts.Write(rep, opt.outDir)
 		if err != nil {
 			_, _ = fmt.Fprintf(stderr, "bench: charts: %v\n", err)
 			rep.Errors = append(rep.Errors, "charts: "+err.Error())
@@ -342,12 +344,12 @@ func (b *bench) countSteps(peers int) int {
 }
 
 // renderReport is everything printed on stdout.
-func renderReport(rep *Report) string {
+func renderReport(rep *report.Report) string {
 	var s strings.Builder
 	m := rep.Machine
 	fmt.Fprintf(&s, "monolock bench — %s, %d CPUs (%s), kernel %s, %s; RLIMIT_NOFILE %d/%d → up to %s sessions\n",
 		rep.Started.UTC().Format(time.RFC3339), m.NProc, m.CPUModel, m.Kernel, m.GoVersion,
-		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, groupThousands(int64(rep.Limits.MaxSessions)))
+		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, report.GroupThousands(int64(rep.Limits.MaxSessions)))
 	fmt.Fprintf(&s, "load average at start %s, at end %s", m.LoadAvgStart, m.LoadAvgEnd)
 	if m.Background != "" {
 		fmt.Fprintf(&s, "; %s", m.Background)
@@ -365,21 +367,21 @@ func renderReport(rep *Report) string {
 	}
 	s.WriteString("ratios: ×monolock = this row ÷ monolock's row; ×floor = this row ÷ its floor row (S0, or bare gnet in S3 and S5)\n\n")
 	for _, sc := range rep.Scenarios {
-		s.WriteString(renderScenario(sc))
+		s.WriteString(report.RenderScenario(sc))
 		s.WriteByte('\n')
 	}
 	c := rep.Core
 	if c.Sessions > 0 {
 		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024: %s); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×: %s)\n",
-			groupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, verdict(c.RSSPerSessionBytes <= 1024),
-			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, verdict(c.CPUPerHeartbeatRatio <= 1.2))
+			report.GroupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, report.Verdict(c.RSSPerSessionBytes <= 1024),
+			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, report.Verdict(c.CPUPerHeartbeatRatio <= 1.2))
 		if rep.Quick {
 			s.WriteString("  (the targets are set for 10,000 sessions, as in the full run; at a quick run's size the fixed overhead dominates RSS per session)\n")
 		}
 	}
 	s.WriteString(renderCycleCPU(rep.Scenarios))
-	s.WriteString(renderTLSCost(rep.TLS))
-	s.WriteString(renderBookkeeping(rep.Bookkeep))
+	s.WriteString(report.RenderTLSCost(rep.TLS))
+	s.WriteString(report.RenderBookkeeping(rep.Bookkeep))
 	if len(rep.Violations) > 0 {
 		s.WriteString("\nVIOLATIONS:\n")
 		for _, v := range rep.Violations {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"net"
@@ -142,7 +144,7 @@ func closeClients(cs []peerClient) {
 // loadResult is a timed load's count and latency.
 type loadResult struct {
 	count uint64
-	hist  Histogram
+	hist  hist.Histogram
 	secs  float64
 	err   error
 }
@@ -160,7 +162,7 @@ type peerWorker struct {
 	id     int
 	client peerClient
 	count  uint64
-	hist   Histogram
+	hist   hist.Histogram
 }
 
 // runPeerWorkers opens n clients of p and runs work for each on its own
@@ -282,7 +284,7 @@ var peerNames = []string{"redis", "etcd", "postgres"}
 
 // startPeers starts the chosen peers at once, in procs; a peer that cannot start is
 // skipped with its reason.
-func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []PeerStatus) {
+func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []report.PeerStatus) {
 	type started struct {
 		p   peer
 		err error
@@ -321,14 +323,14 @@ func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetr
 	}
 	wg.Wait()
 	var ps []peer
-	var st []PeerStatus
+	var st []report.PeerStatus
 	for i, s := range out {
 		if s.err != nil {
-			st = append(st, PeerStatus{Name: names[i], Status: "skipped", Reason: s.err.Error()})
+			st = append(st, report.PeerStatus{Name: names[i], Status: "skipped", Reason: s.err.Error()})
 			continue
 		}
 		ps = append(ps, s.p)
-		st = append(st, PeerStatus{Name: names[i], Status: "ok", Version: s.p.Version()})
+		st = append(st, report.PeerStatus{Name: names[i], Status: "ok", Version: s.p.Version()})
 	}
 	return ps, st
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -36,7 +38,7 @@ func (c bkConfig) system() string {
 	case cfgAudit:
 		return "monolock +ops+audit"
 	}
-	return sysMonolock
+	return report.SysMonolock
 }
 
 func (c bkConfig) tag() string { return [...]string{"bare", "ops", "ops+audit"}[c] }
@@ -59,7 +61,7 @@ type grantResult struct {
 	cpu        time.Duration
 	genCPU     time.Duration
 	windowSecs float64
-	lat        Histogram
+	lat        hist.Histogram
 	other      string
 	audit      auditStats
 }
@@ -110,12 +112,12 @@ func countLines(r io.Reader) (auditStats, error) {
 // s7: the cost of metrics and of the audit log on the grant path (S1's
 // cycles) and on the heartbeat path (S3's sessions), against the same server
 // with both off; the three configurations alternate s7Runs times.
-func (b *bench) s7() *Scenario {
+func (b *bench) s7() *report.Scenario {
 	sz := b.sz
-	at := " @" + groupThousands(int64(sz.s7Sessions))
-	sc := &Scenario{ID: "S7", Name: "bookkeeping", Desc: fmt.Sprintf(
+	at := " @" + report.GroupThousands(int64(sz.s7Sessions))
+	sc := &report.Scenario{ID: "S7", Name: "bookkeeping", Desc: fmt.Sprintf(
 		"monolock bare, with -ops-listen (metrics) and with -ops-listen and -audit-log FILE; grants: C=%d workers cycling as in S1 (dial, ACQUIRE, ACQUIRED, close = one grant and one release), %v after %v; heartbeats: %s sessions as in S3, every %v (lease %v), %v after %v",
-		sz.workers, sz.dur, sz.warm, groupThousands(int64(sz.s7Sessions)), sz.s3Lease/4, sz.s3Lease, sz.s3Window, sz.s3Warm)}
+		sz.workers, sz.dur, sz.warm, report.GroupThousands(int64(sz.s7Sessions)), sz.s3Lease/4, sz.s3Lease, sz.s3Window, sz.s3Warm)}
 	grants := make([][]grantResult, len(bkConfigs))
 	hbs := make([][]sessionsResult, len(bkConfigs))
 	gFailed := make([]string, len(bkConfigs))
@@ -137,24 +139,24 @@ func (b *bench) s7() *Scenario {
 				return b.runBookkeepingSessions(bkConfigs[i], rep, chk)
 			})
 	}
-	sum := &Bookkeeping{Sessions: sz.s7Sessions, Target: bookkeepingTarget}
+	sum := &report.Bookkeeping{Sessions: sz.s7Sessions, Target: bookkeepingTarget}
 	for i, c := range bkConfigs {
 		sys := c.system()
-		f := BookkeepingFigures{Config: c.tag()}
+		f := report.BookkeepingFigures{Config: c.tag()}
 		if rs := grants[i]; len(rs) > 0 {
 			f.CPUPerGrant = medianOf(rs, grantResult.cpuPerGrant)
 			f.CyclesPerSec = medianOf(rs, grantResult.rate)
-			sc.Add(&Row{System: sys, Figure: "server CPU per grant", Value: f.CPUPerGrant, Unit: "µs",
+			sc.Add(&report.Row{System: sys, Figure: "server CPU per grant", Value: f.CPUPerGrant, Unit: "µs",
 				Lat: summaryOf(mergedLat(rs)), Key: "grant", Lower: true, Note: grantNote(rs)})
 		} else {
-			sc.Add(&Row{System: sys, Figure: "server CPU per grant", Status: "error", Note: gFailed[i]})
+			sc.Add(&report.Row{System: sys, Figure: "server CPU per grant", Status: "error", Note: gFailed[i]})
 		}
 		if rs := hbs[i]; len(rs) > 0 {
 			f.CPUPerMHb = medianOf(rs, sessionsResult.cpuPerMillion)
-			sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: f.CPUPerMHb, Unit: "s",
+			sc.Add(&report.Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: f.CPUPerMHb, Unit: "s",
 				Key: "hb", Lower: true, Note: heartbeatNote(rs)})
 		} else {
-			sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Status: "error", Note: hFailed[i]})
+			sc.Add(&report.Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Status: "error", Note: hFailed[i]})
 		}
 		sum.Configs = append(sum.Configs, f)
 	}
@@ -258,8 +260,8 @@ func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *Checker) (sessi
 	return r, err
 }
 
-func mergedLat(rs []grantResult) *Histogram {
-	var h Histogram
+func mergedLat(rs []grantResult) *hist.Histogram {
+	var h hist.Histogram
 	for i := range rs {
 		h.Merge(&rs[i].lat)
 	}
@@ -281,9 +283,9 @@ func runsList[T any](rs []T, f func(T) float64, format string) string {
 func grantNote(rs []grantResult) string {
 	mid := rs[len(rs)/2]
 	note := runsList(rs, grantResult.cpuPerGrant, "%.1f") + fmt.Sprintf("%s cycles/s · srv %.0f%% · gen %.0f%% cpu",
-		groupThousands(int64(medianOf(rs, grantResult.rate))), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
+		report.GroupThousands(int64(medianOf(rs, grantResult.rate))), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
 	if mid.audit.events > 0 && mid.grants > 0 {
-		note += fmt.Sprintf(" · audit %s events (%.2f per grant), %s", groupThousands(mid.audit.events),
+		note += fmt.Sprintf(" · audit %s events (%.2f per grant), %s", report.GroupThousands(mid.audit.events),
 			float64(mid.audit.events)/float64(mid.grants), mib(mid.audit.bytes))
 	}
 	return joinNotes(note, otherLoadWarnings(rs, func(r grantResult) string { return r.other }))
@@ -292,6 +294,6 @@ func grantNote(rs []grantResult) string {
 func heartbeatNote(rs []sessionsResult) string {
 	mid := rs[len(rs)/2]
 	note := runsList(rs, sessionsResult.cpuPerMillion, "%.2f") + fmt.Sprintf("%s hb/s · srv %.1f%% · gen %.0f%% cpu",
-		groupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
+		report.GroupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
 	return joinNotes(note, otherLoadWarnings(rs, func(r sessionsResult) string { return r.other }))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/monolock/monolock/bench/procstat"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"time"
 )
@@ -91,20 +92,20 @@ func measureFloorChurn(srv *proc.Process, w int, seed uint64) (churnResult, erro
 }
 
 // s5: W waiters on one lock leave in random order.
-func (b *bench) s5() *Scenario {
+func (b *bench) s5() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S5", Name: "queue churn", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S5", Name: "queue churn", Desc: fmt.Sprintf(
 		"W waiters queued on one lock close in random order, then the holder; a sentinel queued last marks the end; median of %d", sz.s5Reps)}
 	ml, err := b.srv.monolock("s5")
 	if err != nil {
-		b.failRow(sc, sysMonolock, "departures", "S5", err)
+		b.failRow(sc, report.SysMonolock, "departures", "S5", err)
 		return sc
 	}
 	defer ml.Stop()
 	var ref, lastCPU float64
 	lastCPURow := -1
 	for _, w := range sz.s5Queues {
-		b.step(fmt.Sprintf("S5 W=%s", groupThousands(int64(w))))
+		b.step(fmt.Sprintf("S5 W=%s", report.GroupThousands(int64(w))))
 		chk := b.checker(fmt.Sprintf("S5 W=%d", w))
 		var totals, cpus, setups []time.Duration
 		var failed error
@@ -118,9 +119,9 @@ func (b *bench) s5() *Scenario {
 			cpus = append(cpus, r.cpu)
 			setups = append(setups, r.setup)
 		}
-		at := "W=" + groupThousands(int64(w))
+		at := "W=" + report.GroupThousands(int64(w))
 		if failed != nil {
-			b.failRow(sc, sysMonolock, "time per departure, "+at, "S5 "+at, failed)
+			b.failRow(sc, report.SysMonolock, "time per departure, "+at, "S5 "+at, failed)
 			continue
 		}
 		total := median(totals)
@@ -129,21 +130,21 @@ func (b *bench) s5() *Scenario {
 			ref = per
 		}
 		cpuPer := float64(median(cpus)) / float64(w) / 1e3
-		sc.Add(&Row{System: sysMonolock, Figure: "time per departure, " + at, Value: per, Unit: "µs", Lower: true,
-			Note: fmt.Sprintf("total %s · %.2f× the smallest W · queueing took %s", formatDuration(int64(total)), per/ref,
-				formatDuration(int64(median(setups))))})
-		sc.Add(&Row{System: sysMonolock, Figure: "server CPU per departure, " + at, Value: cpuPer, Unit: "µs", Lower: true})
+		sc.Add(&report.Row{System: report.SysMonolock, Figure: "time per departure, " + at, Value: per, Unit: "µs", Lower: true,
+			Note: fmt.Sprintf("total %s · %.2f× the smallest W · queueing took %s", report.FormatDuration(int64(total)), per/ref,
+				report.FormatDuration(int64(median(setups))))})
+		sc.Add(&report.Row{System: report.SysMonolock, Figure: "server CPU per departure, " + at, Value: cpuPer, Unit: "µs", Lower: true})
 		lastCPU, lastCPURow = cpuPer, len(sc.Rows)-1
 	}
 	// The floor: the same closes against the bare gnet server (no queue).
 	if len(sz.s5Queues) > 0 {
 		w := sz.s5Queues[len(sz.s5Queues)-1]
-		b.step(fmt.Sprintf("S5 bare gnet W=%s", groupThousands(int64(w))))
-		at := "W=" + groupThousands(int64(w))
+		b.step(fmt.Sprintf("S5 bare gnet W=%s", report.GroupThousands(int64(w))))
+		at := "W=" + report.GroupThousands(int64(w))
 		func() {
 			fl, err := b.srv.floor("s5")
 			if err != nil {
-				b.failRow(sc, sysBareGnet, "server CPU per close, "+at, "S5 floor", err)
+				b.failRow(sc, report.SysBareGnet, "server CPU per close, "+at, "S5 floor", err)
 				return
 			}
 			defer fl.Stop()
@@ -151,13 +152,13 @@ func (b *bench) s5() *Scenario {
 			for rep := range sz.s5Reps {
 				r, err := measureFloorChurn(fl, w, uint64(rep+1))
 				if err != nil {
-					b.failRow(sc, sysBareGnet, "server CPU per close, "+at, "S5 floor "+at, err)
+					b.failRow(sc, report.SysBareGnet, "server CPU per close, "+at, "S5 floor "+at, err)
 					return
 				}
 				cpus = append(cpus, r.cpu)
 			}
 			cpuPer := float64(median(cpus)) / float64(w) / 1e3
-			sc.Add(&Row{System: sysBareGnet, Figure: "server CPU per close, " + at, Value: cpuPer, Unit: "µs", Lower: true,
+			sc.Add(&report.Row{System: report.SysBareGnet, Figure: "server CPU per close, " + at, Value: cpuPer, Unit: "µs", Lower: true,
 				Key: "close", Floor: "close",
 				Note: "the same closes against gnet alone: what the kernel and gnet cost per departure"})
 			if lastCPU > 0 {

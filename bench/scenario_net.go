@@ -2,28 +2,11 @@ package main
 
 import (
 	"fmt"
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/procstat"
+	"github.com/monolock/monolock/bench/report"
 	"os"
 	"time"
-)
-
-// System names in the tables.
-const (
-	sysFloor    = "floor"     // S0: the bare gnet server
-	sysBareGnet = "bare gnet" // S3: the same server under the heartbeat load
-	// sysFloorSafe is the bare gnet server fed by a Go listener and
-	// EnrollContext: the least an EMFILE-safe accept path costs (S1).
-	sysFloorSafe = "bare gnet, Go accept"
-)
-
-// Row keys that tie figures across scenarios.
-const (
-	keyEcho1   = "echo1"
-	keyEchoC   = "echoC"
-	keyCycleC  = "cycleC"
-	keyConnC   = "connectC"
-	keyCycle   = "cycle"
-	keyHandovr = "handover"
 )
 
 // sleepUntil sleeps until the monotonic time t (ns).
@@ -82,61 +65,61 @@ func usageNote(pid int, r procstat.UsageResult) string {
 	return note
 }
 
-func summaryOf(h *Histogram) *Summary {
+func summaryOf(h *hist.Histogram) *hist.Summary {
 	s := h.Summarize()
 	return &s
 }
 
 // s0 measures the floor: the bare gnet server in a child process.
-func (b *bench) s0() *Scenario {
+func (b *bench) s0() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S0", Name: "floor", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S0", Name: "floor", Desc: fmt.Sprintf(
 		"bare gnet server (one event loop, answers each byte with 9 bytes) in a child process; %v per row", sz.dur)}
 	fl, err := b.srv.floor("s0")
 	if err != nil {
-		b.failRow(sc, sysFloor, "all", "S0", err)
+		b.failRow(sc, report.SysFloor, "all", "S0", err)
 		return sc
 	}
 	defer fl.Stop()
 	type job struct {
 		figure, key string
-		run         func(win window) (uint64, *Histogram, error)
+		run         func(win window) (uint64, *hist.Histogram, error)
 	}
-	echo := func(n int) func(window) (uint64, *Histogram, error) {
-		return func(win window) (uint64, *Histogram, error) {
+	echo := func(n int) func(window) (uint64, *hist.Histogram, error) {
+		return func(win window) (uint64, *hist.Histogram, error) {
 			l := &echoLoad{conns: n, win: win}
 			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
-	cycle := func(mode cycleMode) func(window) (uint64, *Histogram, error) {
-		return func(win window) (uint64, *Histogram, error) {
+	cycle := func(mode cycleMode) func(window) (uint64, *hist.Histogram, error) {
+		return func(win window) (uint64, *hist.Histogram, error) {
 			l := newCycleLoad(mode, sz.workers, 0, "", nil, win)
 			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
 	jobs := []job{
-		{"round trips/s, 1 connection", keyEcho1, echo(1)},
-		{fmt.Sprintf("round trips/s, %d connections", sz.workers), keyEchoC, echo(sz.workers)},
-		{fmt.Sprintf("connect+request+close/s, C=%d", sz.workers), keyCycleC, cycle(cycleRequest)},
-		{fmt.Sprintf("connect+close/s, C=%d", sz.workers), keyConnC, cycle(cycleConnect)},
+		{"round trips/s, 1 connection", report.KeyEcho1, echo(1)},
+		{fmt.Sprintf("round trips/s, %d connections", sz.workers), report.KeyEchoC, echo(sz.workers)},
+		{fmt.Sprintf("connect+request+close/s, C=%d", sz.workers), report.KeyCycleC, cycle(cycleRequest)},
+		{fmt.Sprintf("connect+close/s, C=%d", sz.workers), report.KeyConnC, cycle(cycleConnect)},
 	}
 	for _, j := range jobs {
 		b.step("S0 " + j.figure)
 		win := newWindow(sz.warm, sz.dur)
 		var count uint64
-		var h *Histogram
+		var h *hist.Histogram
 		note, err := timed(fl.Pid(), win, func() error {
 			var err error
 			count, h, err = j.run(win)
 			return err
 		})
 		if err != nil {
-			b.failRow(sc, sysFloor, j.figure, "S0 "+j.figure, err)
+			b.failRow(sc, report.SysFloor, j.figure, "S0 "+j.figure, err)
 			continue
 		}
-		sc.Add(&Row{System: sysFloor, Figure: j.figure, Value: float64(count) / win.seconds(), Unit: "/s",
+		sc.Add(&report.Row{System: report.SysFloor, Figure: j.figure, Value: float64(count) / win.seconds(), Unit: "/s",
 			Lat: summaryOf(h), Key: j.key, Floor: j.key, Note: note})
 	}
 	sc.Note("latency columns: one round trip; one whole cycle (socket to close); the connect alone")
@@ -148,18 +131,18 @@ func (b *bench) s0() *Scenario {
 // one window, with its server's CPU sampled, and its row's value is the
 // rate. onMonolock may return a remark for the row's note. key and floor tie
 // the rows to other scenarios' figures.
-func (b *bench) monolockAndPeerRates(sc *Scenario, srvName, figure, key, floor string,
+func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, floor string,
 	onMonolock func(addr string, win window, chk *Checker) (res loadResult, remark string),
 	onPeer func(p peer, win window, chk *Checker) loadResult) {
-	b.step(sc.ID + " " + sysMonolock)
+	b.step(sc.ID + " " + report.SysMonolock)
 	func() {
 		ml, err := b.srv.monolock(srvName)
 		if err != nil {
-			b.failRow(sc, sysMonolock, figure, sc.ID, err)
+			b.failRow(sc, report.SysMonolock, figure, sc.ID, err)
 			return
 		}
 		defer ml.Stop()
-		b.rateRow(sc, sysMonolock, ml.Pid(), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
+		b.rateRow(sc, report.SysMonolock, ml.Pid(), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
 			return onMonolock(ml.Addr, win, chk)
 		})
 	}()
@@ -174,7 +157,7 @@ func (b *bench) monolockAndPeerRates(sc *Scenario, srvName, figure, key, floor s
 
 // rateRow runs sys's load over a new window, sampling the CPU of its server
 // (pid, as timed takes it), and adds its row to sc.
-func (b *bench) rateRow(sc *Scenario, sys string, pid int, figure, key, floor string, run func(win window, chk *Checker) (loadResult, string)) {
+func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win window, chk *Checker) (loadResult, string)) {
 	chk := b.checker(sc.ID + " " + sys)
 	win := newWindow(b.sz.warm, b.sz.dur)
 	var res loadResult
@@ -187,17 +170,17 @@ func (b *bench) rateRow(sc *Scenario, sys string, pid int, figure, key, floor st
 		b.failRow(sc, sys, figure, sc.ID+" "+sys, res.err)
 		return
 	}
-	sc.Add(&Row{System: sys, Figure: figure, Value: res.rate(), Unit: "/s",
+	sc.Add(&report.Row{System: sys, Figure: figure, Value: res.rate(), Unit: "/s",
 		Lat: summaryOf(&res.hist), Key: key, Floor: floor, Note: note + remark})
 }
 
 // s1: C workers, each on its own lock, cycle as fast as they can.
-func (b *bench) s1() *Scenario {
+func (b *bench) s1() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S1", Name: "cycle", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S1", Name: "cycle", Desc: fmt.Sprintf(
 		"C=%d workers, each on its own lock: monolock = dial, ACQUIRE, ACQUIRED, close; peers = lock, unlock on a kept connection; %v per system",
 		sz.workers, sz.dur)}
-	b.monolockAndPeerRates(sc, "s1", "cycles/s", keyCycle, keyCycleC,
+	b.monolockAndPeerRates(sc, "s1", "cycles/s", report.KeyCycle, report.KeyCycleC,
 		func(addr string, win window, chk *Checker) (loadResult, string) {
 			l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s1", chk, win)
 			err := runLoad(addr, l)
@@ -216,12 +199,12 @@ func (b *bench) s1() *Scenario {
 }
 
 // s2: N workers contend for one lock; each holder releases at once.
-func (b *bench) s2() *Scenario {
+func (b *bench) s2() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S2", Name: "handover", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S2", Name: "handover", Desc: fmt.Sprintf(
 		"N=%d waiters on one lock; each holder releases as soon as granted and queues again; latency = holder's release → next grant; %v per system",
 		sz.waiters, sz.dur)}
-	b.monolockAndPeerRates(sc, "s2", "handovers/s", keyHandovr, keyEcho1,
+	b.monolockAndPeerRates(sc, "s2", "handovers/s", report.KeyHandovr, report.KeyEcho1,
 		func(addr string, win window, chk *Checker) (loadResult, string) {
 			l := newHandoverLoad(sz.waiters, "s2", sz.holdLease, chk, win)
 			err := runLoad(addr, l)
