@@ -32,10 +32,3 @@ func TestSizesFitTheLimit(t *testing.T) {
 		t.Fatalf("quick sizes are not quick: %+v", q)
 	}
 }
-
-func TestWindow(t *testing.T) {
-	w := window{from: 100, until: 200}
-	if !w.has(100) || w.has(200) || w.has(99) || w.seconds() != 1e-7 {
-		t.Fatal("window bounds")
-	}
-}

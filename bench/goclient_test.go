@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
@@ -83,7 +84,7 @@ func TestGoSessionsPlainAndTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := lockServer(t, tc.srv)
-			chk := NewChecker()
+			chk := check.New()
 			const sessions = 20
 			g := newGoSessions(addr, tc.clnt, sessions, 200*time.Millisecond, chk)
 			if err := g.Open(time.Now().Add(10 * time.Second)); err != nil {
@@ -115,7 +116,7 @@ func TestGoSessionsReportsARefusal(t *testing.T) {
 		_ = readAcquire(c)
 		_, _ = c.Write(protocol.AppendError(nil, protocol.Code(0x18), "denied"))
 	})
-	g := newGoSessions(addr, nil, 4, time.Second, NewChecker())
+	g := newGoSessions(addr, nil, 4, time.Second, check.New())
 	err := g.Open(time.Now().Add(5 * time.Second))
 	_ = g.Stop()
 	if err == nil || !strings.Contains(err.Error(), "denied") {
@@ -238,7 +239,7 @@ func TestS6S7Sizes(t *testing.T) {
 // heartbeat may read the grant that the close pushes to it. That grant is no
 // second holder: the checker must not be told of it.
 func TestGoSessionsJudgeNothingAfterStop(t *testing.T) {
-	chk := NewChecker()
+	chk := check.New()
 	g := newGoSessions("127.0.0.1:1", nil, 2, 2*time.Second, chk)
 	holder := &goSession{id: 0, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 1}}
 	g.check(holder, mono(), true)

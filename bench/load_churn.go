@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -22,7 +23,7 @@ type churnLoad struct {
 	w    int
 	name string
 	req  []byte
-	chk  *Checker
+	chk  *check.Checker
 	rng  *rand.Rand
 
 	conns    []*reactor.Conn
@@ -68,7 +69,7 @@ func (s *churnSignals) fail(r *reactor.Reactor, err error) {
 	r.Abort(err)
 }
 
-func newChurnLoad(w int, name string, seed uint64, chk *Checker) *churnLoad {
+func newChurnLoad(w int, name string, seed uint64, chk *check.Checker) *churnLoad {
 	return &churnLoad{
 		w: w, name: name, chk: chk, rng: rand.New(rand.NewPCG(seed, uint64(w))),
 		req:   protocol.AppendAcquire(nil, uint32((10 * time.Minute).Milliseconds()), name),

@@ -4,22 +4,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
-// window is the part of a timed run that counts: [from, until) in monotonic ns.
-type window struct{ from, until int64 }
-
-func (w window) has(t int64) bool { return t >= w.from && t < w.until }
-func (w window) seconds() float64 { return float64(w.until-w.from) / 1e9 }
-
-// newWindow starts counting after warm and counts for dur.
-func newWindow(warm, dur time.Duration) window {
-	from := mono() + int64(warm)
-	return window{from: from, until: from + int64(dur)}
-}
+// newWindow starts counting after warm and counts for dur, on the harness's clock.
+func newWindow(warm, dur time.Duration) clock.Window { return harness.Window(warm, dur) }
 
 // maxLost is how many unexpected connection losses a timed load tolerates
 // before it gives up (a dead server, a descriptor shortage).
@@ -44,8 +37,8 @@ type cycleLoad struct {
 	workers int
 	names   []string
 	reqs    [][]byte
-	chk     *Checker
-	win     window
+	chk     *check.Checker
+	win     clock.Window
 
 	hist    hist.Histogram
 	count   uint64 // cycles completed inside the window
@@ -56,7 +49,7 @@ type cycleLoad struct {
 	holders []*reactor.Conn // granted this loop turn, released at its end
 }
 
-func newCycleLoad(mode cycleMode, workers int, lease time.Duration, prefix string, chk *Checker, win window) *cycleLoad {
+func newCycleLoad(mode cycleMode, workers int, lease time.Duration, prefix string, chk *check.Checker, win clock.Window) *cycleLoad {
 	l := &cycleLoad{mode: mode, workers: workers, chk: chk, win: win}
 	if mode == cycleAcquire {
 		for i := range workers {
@@ -123,11 +116,11 @@ func (l *cycleLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame
 
 // done ends a cycle at time now and starts the next.
 func (l *cycleLoad) done(r *reactor.Reactor, c *reactor.Conn, now int64) {
-	if l.win.has(now) {
+	if l.win.Has(now) {
 		l.count++
 		l.hist.Record(now - c.T0)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -154,7 +147,7 @@ func (l *cycleLoad) Idle(r *reactor.Reactor) {
 		l.done(r, c, r.Tick())
 	}
 	l.holders = l.holders[:0]
-	if r.Now() >= l.win.until {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -172,7 +165,7 @@ func (l *cycleLoad) Idle(r *reactor.Reactor) {
 type echoLoad struct {
 	reactor.Base
 	conns int
-	win   window
+	win   clock.Window
 	hist  hist.Histogram
 	count uint64
 }
@@ -193,11 +186,11 @@ func (l *echoLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
 
 func (l *echoLoad) Frame(r *reactor.Reactor, c *reactor.Conn, _ *protocol.Frame) {
 	now := r.Tick()
-	if l.win.has(now) {
+	if l.win.Has(now) {
 		l.count++
 		l.hist.Record(now - c.T0)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -210,7 +203,7 @@ func (l *echoLoad) Lost(r *reactor.Reactor, _ *reactor.Conn, err error) {
 }
 
 func (l *echoLoad) Idle(r *reactor.Reactor) {
-	if r.Now() >= l.win.until {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
-// expiryCase is one repetition of S4: a holder that heartbeats holderBeats
+// expiryCase is one repetition of S4: a holder that heartbeats HolderBeats
 // times and then goes silent (socket open, nothing sent), and one waiter.
 type expiryCase struct {
 	lease time.Duration
@@ -32,18 +34,16 @@ func (c *expiryCase) Overshoot() time.Duration {
 	return time.Duration(c.grantAt - c.lastBeat - int64(c.lease))
 }
 
-const holderBeats = 2
-
 // expiryLoad runs every case at once on one loop (each on its own lock).
 type expiryLoad struct {
 	cases    []*expiryCase
-	chk      *Checker
+	chk      *check.Checker
 	deadline int64
 	left     int
 	err      error
 }
 
-func newExpiryLoad(leases []time.Duration, reps int, chk *Checker) *expiryLoad {
+func newExpiryLoad(leases []time.Duration, reps int, chk *check.Checker) *expiryLoad {
 	l := &expiryLoad{chk: chk}
 	var longest time.Duration
 	for _, lease := range leases {
@@ -97,7 +97,7 @@ func (l *expiryLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Fram
 			c.Granted, c.Token = true, f.Token
 			l.chk.Grant(ec.name, c.ID, now, f.Token, true)
 			ec.lastBeat = c.T0
-			ec.beatsOut = holderBeats
+			ec.beatsOut = peers.HolderBeats
 			r.After(c.T0+interval, c, timerHeartbeat)
 			w, err := r.Dial(c.ID + 1)
 			if err != nil {

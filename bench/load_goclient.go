@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/protocol"
 )
@@ -47,7 +48,7 @@ type goSessions struct {
 // maxInflightDials does for the reactor.
 const maxInflightGoDials = maxInflightDials
 
-func newGoSessions(addr string, cfg *tls.Config, s int, lease time.Duration, chk *Checker) *goSessions {
+func newGoSessions(addr string, cfg *tls.Config, s int, lease time.Duration, chk *check.Checker) *goSessions {
 	g := &goSessions{addr: addr, cfg: cfg, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: lease / 4,
 		lastAck: make([]atomic.Int64, s), stop: make(chan struct{}), conns: make([]net.Conn, s)}
 	g.names, g.reqs = acquireRequests("s6", s/2, lease)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
@@ -23,8 +25,8 @@ type handoverLoad struct {
 	n    int
 	name string
 	req  []byte
-	chk  *Checker
-	win  window
+	chk  *check.Checker
+	win  clock.Window
 
 	lastClose int64           // when the last holder closed; 0 before the first
 	pending   int             // worker to re-dial after the next grant; -1 for none
@@ -35,7 +37,7 @@ type handoverLoad struct {
 	redial    []int
 }
 
-func newHandoverLoad(n int, name string, lease time.Duration, chk *Checker, win window) *handoverLoad {
+func newHandoverLoad(n int, name string, lease time.Duration, chk *check.Checker, win clock.Window) *handoverLoad {
 	return &handoverLoad{
 		n: n, name: name, chk: chk, win: win, pending: -1,
 		req: protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name),
@@ -67,11 +69,11 @@ func (l *handoverLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Fr
 	}
 	now := r.Tick()
 	l.chk.Grant(l.name, c.ID, now, f.Token, true)
-	if l.lastClose > 0 && l.win.has(now) {
+	if l.lastClose > 0 && l.win.Has(now) {
 		l.count++
 		l.hist.Record(now - l.lastClose)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -107,7 +109,7 @@ func (l *handoverLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
 
 func (l *handoverLoad) Idle(r *reactor.Reactor) {
 	l.release(r)
-	if r.Now() >= l.win.until {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 		return
 	}

@@ -3,16 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/reactor"
 	"sync/atomic"
 	"time"
 )
 
-// benchBase is the zero of the harness's monotonic clock.
-var benchBase = time.Now()
+// harness is the run's monotonic clock; reactors and peers share it.
+var harness = clock.New()
 
-// mono is the harness's monotonic clock in ns; reactors share it.
-func mono() int64 { return int64(time.Since(benchBase)) }
+// mono is the harness's clock in ns.
+func mono() int64 { return harness.Now() }
 
 // starter is a workload that dials its first connections itself.
 type starter interface {
@@ -30,7 +31,7 @@ type loadRun struct {
 // startLoad runs w against addr until it stops itself or Stop is called.
 // Every socket is closed when the loop ends.
 func startLoad(addr string, w starter) (*loadRun, error) {
-	r, err := reactor.New(addr, w, benchBase)
+	r, err := reactor.New(addr, w, harness.Base())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
@@ -67,7 +68,7 @@ type sessionPairs struct {
 	lease time.Duration
 	names []string // per lock (acquireRequests); none against the bare gnet server
 	reqs  [][]byte // per lock, its ACQUIRE
-	chk   *Checker
+	chk   *check.Checker
 }
 
 // lock returns the lock index of session id.
@@ -124,7 +125,7 @@ const (
 	timerHeartbeat   = 1
 )
 
-func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *Checker) *sessionsLoad {
+func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *check.Checker) *sessionsLoad {
 	l := &sessionsLoad{
 		monolock: monolock, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: int64(lease / 4),
 		conns: make([]*reactor.Conn, s), lastAck: make([]int64, s), rng: rand.New(rand.NewPCG(uint64(s), 3)),

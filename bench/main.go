@@ -15,7 +15,9 @@ import (
 	"flag"
 	"fmt"
 	"github.com/monolock/monolock/bench/charts"
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
@@ -58,7 +60,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.outDir, "out", "out", "directory for PNG charts and server logs")
 	fs.StringVar(&o.only, "only", "", "run only these scenarios, e.g. S1,S3 (default all)")
-	fs.StringVar(&o.peers, "peers", strings.Join(peerNames, ","), "peers to start; empty for none")
+	fs.StringVar(&o.peers, "peers", strings.Join(peers.Names(), ","), "peers to start; empty for none")
 	fs.StringVar(&o.monolock, "monolock", "../bin/monolock", "the monolock binary (built with go build when missing)")
 	fs.DurationVar(&o.redisRetry, "redis-retry", time.Millisecond, "Redis waiters retry after a random pause in [d, 2d)")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
@@ -84,7 +86,7 @@ type bench struct {
 	opt      options
 	sz       sizes
 	srv      *servers
-	peers    []peer
+	peers    []peers.Peer
 	skipped  []report.PeerStatus
 	report   *report.Report
 	prog     *progress
@@ -95,12 +97,12 @@ type bench struct {
 
 type namedChecker struct {
 	name string
-	chk  *Checker
+	chk  *check.Checker
 }
 
 // checker returns a fresh checker whose violations end up in the report.
-func (b *bench) checker(name string) *Checker {
-	c := NewChecker()
+func (b *bench) checker(name string) *check.Checker {
+	c := check.New()
 	b.checkers = append(b.checkers, namedChecker{name, c})
 	return c
 }
@@ -130,8 +132,8 @@ func (b *bench) skippedRows(sc *report.Scenario, figure string) {
 
 func (b *bench) redisRetry() (time.Duration, bool) {
 	for _, p := range b.peers {
-		if r, ok := p.(*redisPeer); ok {
-			return r.retry, true
+		if r, ok := p.(*peers.RedisPeer); ok {
+			return r.Retry(), true
 		}
 	}
 	return 0, false
@@ -231,7 +233,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(peerList) > 0 {
 		b.step("starting peers")
-		b.peers, rep.Peers = startPeers(procs, peerList, tmp, logDir, opt.redisRetry)
+		b.peers, rep.Peers = peers.Start(procs, harness, peerList, tmp, logDir, opt.redisRetry)
 		for _, s := range rep.Peers {
 			if s.Status == "skipped" {
 				b.skipped = append(b.skipped, s)

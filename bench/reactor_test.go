@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -107,7 +108,7 @@ func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
 	// times so that a slow scheduler cannot make the test flaky.
 	var v string
 	for range 20 {
-		chk := NewChecker()
+		chk := check.New()
 		l := newHandoverLoad(clients, "L", time.Minute, chk, newWindow(0, 60*time.Millisecond))
 		if err := runLoad(addr, l); err != nil {
 			t.Fatal(err)
@@ -165,7 +166,7 @@ func TestHandoverLoadAgainstACorrectServer(t *testing.T) {
 			grant(next)
 		}
 	})
-	chk := NewChecker()
+	chk := check.New()
 	l := newHandoverLoad(4, "L", time.Minute, chk, newWindow(20*time.Millisecond, 150*time.Millisecond))
 	if err := runLoad(addr, l); err != nil {
 		t.Fatal(err)

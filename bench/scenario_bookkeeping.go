@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -132,10 +133,10 @@ func (b *bench) s7() *report.Scenario {
 	for rep := range sz.s7Runs {
 		measureInRotation(b, "S7", rep, grants, gFailed,
 			func(i int) string { return runTag(bkConfigs[i], "grants", rep) },
-			func(i int, chk *Checker) (grantResult, error) { return b.runGrants(bkConfigs[i], rep, chk) })
+			func(i int, chk *check.Checker) (grantResult, error) { return b.runGrants(bkConfigs[i], rep, chk) })
 		measureInRotation(b, "S7", rep, hbs, hFailed,
 			func(i int) string { return runTag(bkConfigs[i], "heartbeats", rep) },
-			func(i int, chk *Checker) (sessionsResult, error) {
+			func(i int, chk *check.Checker) (sessionsResult, error) {
 				return b.runBookkeepingSessions(bkConfigs[i], rep, chk)
 			})
 	}
@@ -210,7 +211,7 @@ func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Pr
 }
 
 // runGrants measures one S7 cycle run.
-func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error) {
+func (b *bench) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult, error) {
 	var res grantResult
 	srv, stop, err := b.startBookkeeping(c, "grants", rep)
 	if err != nil {
@@ -239,7 +240,7 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error
 	}
 	res.cycles, res.grants = l.count, chk.Grants()
 	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
-	res.windowSecs = win.seconds()
+	res.windowSecs = win.Seconds()
 	res.lat = l.hist
 	res.other = use.OtherNote()
 	res.audit = st
@@ -247,7 +248,7 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error
 }
 
 // runBookkeepingSessions measures one S7 heartbeat run.
-func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *Checker) (sessionsResult, error) {
+func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *check.Checker) (sessionsResult, error) {
 	srv, stop, err := b.startBookkeeping(c, "heartbeats", rep)
 	if err != nil {
 		return sessionsResult{}, err

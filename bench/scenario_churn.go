@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -36,7 +37,7 @@ func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady s
 }
 
 // measureChurn runs one S5 repetition with w waiters against srv.
-func measureChurn(srv *proc.Process, w int, seed uint64, chk *Checker) (churnResult, error) {
+func measureChurn(srv *proc.Process, w int, seed uint64, chk *check.Checker) (churnResult, error) {
 	var res churnResult
 	l := newChurnLoad(w, fmt.Sprintf("s5-%d-%d", w, seed), seed, chk)
 	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "waiters not all queued")

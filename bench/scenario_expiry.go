@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/report"
 	"slices"
 	"sync"
@@ -64,7 +65,7 @@ func (b *bench) s4() *report.Scenario {
 		b.step("S4 " + p.Name())
 		chk := b.checker("S4 " + p.Name())
 		type out struct {
-			res expiryResult
+			res peers.ExpiryResult
 			err error
 		}
 		outs := make([]out, len(sz.s4Leases))
@@ -80,18 +81,18 @@ func (b *bench) s4() *report.Scenario {
 		wg.Wait()
 		for i, lease := range sz.s4Leases {
 			o := outs[i]
-			var unsup errLeaseUnsupported
+			var unsup peers.ErrLeaseUnsupported
 			switch {
-			case errors.Is(o.err, errNoLease):
+			case errors.Is(o.err, peers.ErrNoLease):
 				sc.Add(&report.Row{System: p.Name(), Figure: "overshoot, lease " + report.DurMS(lease), Status: "n/a",
 					Note: "no lease: an advisory lock lives until its session ends; a silent holder keeps it"})
 			case errors.As(o.err, &unsup):
-				sc.Add(&report.Row{System: p.Name(), Figure: "overshoot, lease " + report.DurMS(lease), Status: "n/a", Note: unsup.why})
+				sc.Add(&report.Row{System: p.Name(), Figure: "overshoot, lease " + report.DurMS(lease), Status: "n/a", Note: unsup.Why})
 			case o.err != nil:
 				b.failRow(sc, p.Name(), "overshoot, lease "+report.DurMS(lease), fmt.Sprintf("S4 %s lease %v", p.Name(), lease), o.err)
 			default:
-				r := overshootRow(p.Name(), lease, o.res.overshoots, o.res.note)
-				if o.res.lease != lease {
+				r := overshootRow(p.Name(), lease, o.res.Overshoots, o.res.Note)
+				if o.res.Lease != lease {
 					r.Key = "" // not the same lease as monolock's row: no ratio
 				}
 				sc.Add(r)

@@ -2,25 +2,21 @@ package main
 
 import (
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
 	"os"
 	"time"
 )
 
-// sleepUntil sleeps until the monotonic time t (ns).
-func sleepUntil(t int64) {
-	if d := time.Duration(t - mono()); d > 0 {
-		time.Sleep(d)
-	}
-}
-
 // timed runs a load and samples the CPU of the server (pid; 0 for none, a
 // negative one for a process and its children) and of the harness from the window's
 // start to the load's end; it returns a note such as "srv 97% · gen 61%
 // cpu", with a warning when other work was running on the machine.
-func timed(pid int, win window, run func() error) (string, error) {
+func timed(pid int, win clock.Window, run func() error) (string, error) {
 	r, ok, err := timedUsage(pid, win, run)
 	if !ok {
 		return "", err
@@ -30,17 +26,17 @@ func timed(pid int, win window, run func() error) (string, error) {
 
 // timedUsage is timed's measurement: the CPU of pid (when not 0) and of the
 // harness over the window, in that order, and whether it could be sampled.
-func timedUsage(pid int, win window, run func() error) (procstat.UsageResult, bool, error) {
+func timedUsage(pid int, win clock.Window, run func() error) (procstat.UsageResult, bool, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- run() }()
-	sleepUntil(win.from)
+	harness.SleepUntil(win.From)
 	u := procstat.StartUsage(pid, os.Getpid())
 	var err error
 	ended := false
 	select {
 	case err = <-errc: // ended early
 		ended = true
-	case <-time.After(time.Duration(win.until - mono())):
+	case <-time.After(time.Duration(win.Until - mono())):
 	}
 	// Sample at the window's end, before the load closes its connections
 	// (PostgreSQL's backends take their CPU time with them when they exit).
@@ -83,17 +79,17 @@ func (b *bench) s0() *report.Scenario {
 	defer fl.Stop()
 	type job struct {
 		figure, key string
-		run         func(win window) (uint64, *hist.Histogram, error)
+		run         func(win clock.Window) (uint64, *hist.Histogram, error)
 	}
-	echo := func(n int) func(window) (uint64, *hist.Histogram, error) {
-		return func(win window) (uint64, *hist.Histogram, error) {
+	echo := func(n int) func(clock.Window) (uint64, *hist.Histogram, error) {
+		return func(win clock.Window) (uint64, *hist.Histogram, error) {
 			l := &echoLoad{conns: n, win: win}
 			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
-	cycle := func(mode cycleMode) func(window) (uint64, *hist.Histogram, error) {
-		return func(win window) (uint64, *hist.Histogram, error) {
+	cycle := func(mode cycleMode) func(clock.Window) (uint64, *hist.Histogram, error) {
+		return func(win clock.Window) (uint64, *hist.Histogram, error) {
 			l := newCycleLoad(mode, sz.workers, 0, "", nil, win)
 			err := runLoad(fl.Addr, l)
 			return l.count, &l.hist, err
@@ -119,7 +115,7 @@ func (b *bench) s0() *report.Scenario {
 			b.failRow(sc, report.SysFloor, j.figure, "S0 "+j.figure, err)
 			continue
 		}
-		sc.Add(&report.Row{System: report.SysFloor, Figure: j.figure, Value: float64(count) / win.seconds(), Unit: "/s",
+		sc.Add(&report.Row{System: report.SysFloor, Figure: j.figure, Value: float64(count) / win.Seconds(), Unit: "/s",
 			Lat: summaryOf(h), Key: j.key, Floor: j.key, Note: note})
 	}
 	sc.Note("latency columns: one round trip; one whole cycle (socket to close); the connect alone")
@@ -132,8 +128,8 @@ func (b *bench) s0() *report.Scenario {
 // rate. onMonolock may return a remark for the row's note. key and floor tie
 // the rows to other scenarios' figures.
 func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, floor string,
-	onMonolock func(addr string, win window, chk *Checker) (res loadResult, remark string),
-	onPeer func(p peer, win window, chk *Checker) loadResult) {
+	onMonolock func(addr string, win clock.Window, chk *check.Checker) (res peers.Result, remark string),
+	onPeer func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result) {
 	b.step(sc.ID + " " + report.SysMonolock)
 	func() {
 		ml, err := b.srv.monolock(srvName)
@@ -142,13 +138,13 @@ func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, 
 			return
 		}
 		defer ml.Stop()
-		b.rateRow(sc, report.SysMonolock, ml.Pid(), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
+		b.rateRow(sc, report.SysMonolock, ml.Pid(), figure, key, floor, func(win clock.Window, chk *check.Checker) (peers.Result, string) {
 			return onMonolock(ml.Addr, win, chk)
 		})
 	}()
 	for _, p := range b.peers {
 		b.step(sc.ID + " " + p.Name())
-		b.rateRow(sc, p.Name(), peerPid(p), figure, key, floor, func(win window, chk *Checker) (loadResult, string) {
+		b.rateRow(sc, p.Name(), peers.PID(p), figure, key, floor, func(win clock.Window, chk *check.Checker) (peers.Result, string) {
 			return onPeer(p, win, chk), ""
 		})
 	}
@@ -157,21 +153,21 @@ func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, 
 
 // rateRow runs sys's load over a new window, sampling the CPU of its server
 // (pid, as timed takes it), and adds its row to sc.
-func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win window, chk *Checker) (loadResult, string)) {
+func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win clock.Window, chk *check.Checker) (peers.Result, string)) {
 	chk := b.checker(sc.ID + " " + sys)
 	win := newWindow(b.sz.warm, b.sz.dur)
-	var res loadResult
+	var res peers.Result
 	var remark string
 	note, _ := timed(pid, win, func() error {
 		res, remark = run(win, chk)
-		return res.err
+		return res.Err
 	})
-	if res.err != nil {
-		b.failRow(sc, sys, figure, sc.ID+" "+sys, res.err)
+	if res.Err != nil {
+		b.failRow(sc, sys, figure, sc.ID+" "+sys, res.Err)
 		return
 	}
-	sc.Add(&report.Row{System: sys, Figure: figure, Value: res.rate(), Unit: "/s",
-		Lat: summaryOf(&res.hist), Key: key, Floor: floor, Note: note + remark})
+	sc.Add(&report.Row{System: sys, Figure: figure, Value: res.Rate(), Unit: "/s",
+		Lat: summaryOf(&res.Hist), Key: key, Floor: floor, Note: note + remark})
 }
 
 // s1: C workers, each on its own lock, cycle as fast as they can.
@@ -181,16 +177,18 @@ func (b *bench) s1() *report.Scenario {
 		"C=%d workers, each on its own lock: monolock = dial, ACQUIRE, ACQUIRED, close; peers = lock, unlock on a kept connection; %v per system",
 		sz.workers, sz.dur)}
 	b.monolockAndPeerRates(sc, "s1", "cycles/s", report.KeyCycle, report.KeyCycleC,
-		func(addr string, win window, chk *Checker) (loadResult, string) {
+		func(addr string, win clock.Window, chk *check.Checker) (peers.Result, string) {
 			l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s1", chk, win)
 			err := runLoad(addr, l)
-			res := loadResult{count: l.count, hist: l.hist, secs: win.seconds(), err: err}
+			res := peers.Result{Count: l.count, Hist: l.hist, Secs: win.Seconds(), Err: err}
 			if l.waited > 0 {
 				return res, fmt.Sprintf(" · %d ACQUIREs answered WAITING (previous close not yet seen)", l.waited)
 			}
 			return res, ""
 		},
-		func(p peer, win window, chk *Checker) loadResult { return peerCycle(p, sz.workers, win, chk) })
+		func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result {
+			return peers.Cycle(p, harness, sz.workers, win, chk)
+		})
 	b.cycleCPURows(sc)
 	sc.Note("×floor: against S0 connect+request+close at the same C (monolock's cycle is that plus the lock)")
 	sc.Note("monolock opens a TCP connection per cycle (a connection is the claim); the peers keep one connection per worker")
@@ -205,30 +203,17 @@ func (b *bench) s2() *report.Scenario {
 		"N=%d waiters on one lock; each holder releases as soon as granted and queues again; latency = holder's release → next grant; %v per system",
 		sz.waiters, sz.dur)}
 	b.monolockAndPeerRates(sc, "s2", "handovers/s", report.KeyHandovr, report.KeyEcho1,
-		func(addr string, win window, chk *Checker) (loadResult, string) {
+		func(addr string, win clock.Window, chk *check.Checker) (peers.Result, string) {
 			l := newHandoverLoad(sz.waiters, "s2", sz.holdLease, chk, win)
 			err := runLoad(addr, l)
-			return loadResult{count: l.count, hist: l.hist, secs: win.seconds(), err: err}, ""
+			return peers.Result{Count: l.count, Hist: l.hist, Secs: win.Seconds(), Err: err}, ""
 		},
-		func(p peer, win window, chk *Checker) loadResult { return peerHandover(p, sz.waiters, "s2", win, chk) })
+		func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result {
+			return peers.Handover(p, harness, sz.waiters, "s2", win, chk)
+		})
 	sc.Note("×floor: against S0's round trips/s on 1 connection (a handover is a close one way and a grant the other)")
 	if r, ok := b.redisRetry(); ok {
 		sc.Note("Redis waiters poll with SET NX after a random %v–%v pause (no queue, no push)", r, 2*r)
 	}
 	return sc
-}
-
-// peerPid is the peer's server process for CPU sampling; for PostgreSQL,
-// whose work is spread over a backend per connection, the negated pid of
-// the postmaster (it and its children are summed).
-func peerPid(p peer) int {
-	switch p := p.(type) {
-	case *redisPeer:
-		return p.proc.Pid()
-	case *etcdPeer:
-		return p.proc.Pid()
-	case *pgPeer:
-		return -p.srv.Pid() // the postmaster and its backends
-	}
-	return 0
 }

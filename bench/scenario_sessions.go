@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
@@ -72,7 +73,7 @@ func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() er
 	from := mono()
 	t.until.Store(from + int64(win))
 	t.from.Store(from)
-	sleepUntil(from + int64(win))
+	harness.SleepUntil(from + int64(win))
 	use, ok := u.Stop()
 	z, err := procstat.Read(srv.Pid())
 	if err == nil {
@@ -106,7 +107,7 @@ func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() er
 // measureSessions runs the S3 load against srv: it samples the idle server,
 // opens every session, lets them heartbeat for warm, then measures CPU and
 // heartbeats over window and samples RSS at its end.
-func measureSessions(srv *proc.Process, monolock bool, sessions int, lease, warm, win time.Duration, chk *Checker) (sessionsResult, error) {
+func measureSessions(srv *proc.Process, monolock bool, sessions int, lease, warm, win time.Duration, chk *check.Checker) (sessionsResult, error) {
 	res := sessionsResult{sessions: sessions}
 	if err := sampleIdleServer(srv, &res); err != nil {
 		return res, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
@@ -79,7 +80,7 @@ func rotation(n, rep int) []int {
 // gives for run rep: alternative i's result is added to runs[i], or its
 // error kept in failed[i]. tag(i) names the measurement, after the
 // scenario's id, in the progress line, the checker and the error.
-func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *Checker) (T, error)) {
+func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *check.Checker) (T, error)) {
 	for _, i := range rotation(len(runs), rep) {
 		where := id + " " + tag(i)
 		b.step(where)
@@ -119,7 +120,7 @@ func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 // measureGoSessions runs S6's load against srv: it samples the idle server,
 // sets every session up (measuring the setup), lets them heartbeat for warm,
 // then measures CPU and heartbeats over win and samples RSS at its end.
-func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *Checker) (goSessionsResult, error) {
+func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *check.Checker) (goSessionsResult, error) {
 	res := goSessionsResult{sessionsResult: sessionsResult{sessions: sessions}}
 	if err := sampleIdleServer(srv, &res.sessionsResult); err != nil {
 		return res, err
@@ -190,7 +191,9 @@ func (b *bench) s6() *report.Scenario {
 				}
 				return tag
 			},
-			func(i int, chk *Checker) (goSessionsResult, error) { return b.runGoSessions(tlsModes[i], pki, n, chk) })
+			func(i int, chk *check.Checker) (goSessionsResult, error) {
+				return b.runGoSessions(tlsModes[i], pki, n, chk)
+			})
 	}
 	cost := &report.TLSCost{Sessions: n}
 	for i, m := range tlsModes {
@@ -229,7 +232,7 @@ func (b *bench) s6() *report.Scenario {
 }
 
 // runGoSessions starts monolock in mode m and measures one S6 run.
-func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *Checker) (goSessionsResult, error) {
+func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.Checker) (goSessionsResult, error) {
 	srv, err := b.srv.monolockWith("s6-"+m.tag(), tlsServerArgs(m, pki)...)
 	if err != nil {
 		return goSessionsResult{}, err
