@@ -93,6 +93,7 @@ type bench struct {
 	checkers []namedChecker
 	stderr   io.Writer
 	tmp      string // the run's temporary directory (certificates, audit logs)
+	nsPairs  uint32 // network namespace pairs made so far (S9, one at a time)
 }
 
 type namedChecker struct {

@@ -123,7 +123,8 @@ func (b *bench) s9Run(inNetns bool, args ...string) (res releaseLoopResult, err 
 	var srv *proc.Process
 	clientNS, addr := "", ""
 	if inNetns {
-		pair, err := newNSPair()
+		b.nsPairs++
+		pair, err := newNSPair(b.nsPairs)
 		if err != nil {
 			return res, err
 		}
