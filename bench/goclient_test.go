@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
@@ -67,6 +68,7 @@ func lockServer(t *testing.T, cfg *tls.Config) string {
 }
 
 func TestGoSessionsPlainAndTLS(t *testing.T) {
+	clk := clock.New()
 	pki, err := certstest.Generate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -86,14 +88,14 @@ func TestGoSessionsPlainAndTLS(t *testing.T) {
 			addr := lockServer(t, tc.srv)
 			chk := check.New()
 			const sessions = 20
-			g := newGoSessions(addr, tc.clnt, sessions, 200*time.Millisecond, chk)
+			g := newGoSessions(clk, addr, tc.clnt, sessions, 200*time.Millisecond, chk)
 			if err := g.Open(time.Now().Add(10 * time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if n := g.setup.Count(); n != sessions {
 				t.Fatalf("%d sessions set up, want %d", n, sessions)
 			}
-			from := mono()
+			from := clk.Now()
 			g.until.Store(from + int64(300*time.Millisecond))
 			g.from.Store(from)
 			time.Sleep(400 * time.Millisecond)
@@ -112,11 +114,12 @@ func TestGoSessionsPlainAndTLS(t *testing.T) {
 }
 
 func TestGoSessionsReportsARefusal(t *testing.T) {
+	clk := clock.New()
 	addr := fakeServer(t, func(c net.Conn) {
 		_ = readAcquire(c)
 		_, _ = c.Write(protocol.AppendError(nil, protocol.Code(0x18), "denied"))
 	})
-	g := newGoSessions(addr, nil, 4, time.Second, check.New())
+	g := newGoSessions(clk, addr, nil, 4, time.Second, check.New())
 	err := g.Open(time.Now().Add(5 * time.Second))
 	_ = g.Stop()
 	if err == nil || !strings.Contains(err.Error(), "denied") {
@@ -239,16 +242,17 @@ func TestS6S7Sizes(t *testing.T) {
 // heartbeat may read the grant that the close pushes to it. That grant is no
 // second holder: the checker must not be told of it.
 func TestGoSessionsJudgeNothingAfterStop(t *testing.T) {
+	clk := clock.New()
 	chk := check.New()
-	g := newGoSessions("127.0.0.1:1", nil, 2, 2*time.Second, chk)
+	g := newGoSessions(clk, "127.0.0.1:1", nil, 2, 2*time.Second, chk)
 	holder := &goSession{id: 0, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 1}}
-	g.check(holder, mono(), true)
-	g.lastAck[0].Store(mono()) // the holder's lease runs for another 2 s
+	g.check(holder, clk.Now(), true)
+	g.lastAck[0].Store(clk.Now()) // the holder's lease runs for another 2 s
 	if err := g.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waiter := &goSession{id: 1, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 2}}
-	g.check(waiter, mono(), false)
+	g.check(waiter, clk.Now(), false)
 	if v := chk.Violations(); len(v) != 0 {
 		t.Fatalf("a grant read after Stop was judged: %v", v)
 	}

@@ -11,9 +11,6 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// newWindow starts counting after warm and counts for dur, on the harness's clock.
-func newWindow(warm, dur time.Duration) clock.Window { return harness.Window(warm, dur) }
-
 // maxLost is how many unexpected connection losses a timed load tolerates
 // before it gives up (a dead server, a descriptor shortage).
 const maxLost = 50

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
@@ -43,7 +44,7 @@ type expiryLoad struct {
 	err      error
 }
 
-func newExpiryLoad(leases []time.Duration, reps int, chk *check.Checker) *expiryLoad {
+func newExpiryLoad(clk clock.Clock, leases []time.Duration, reps int, chk *check.Checker) *expiryLoad {
 	l := &expiryLoad{chk: chk}
 	var longest time.Duration
 	for _, lease := range leases {
@@ -57,7 +58,7 @@ func newExpiryLoad(leases []time.Duration, reps int, chk *check.Checker) *expiry
 		}
 	}
 	l.left = len(l.cases)
-	l.deadline = mono() + int64(3*longest+10*time.Second)
+	l.deadline = clk.Now() + int64(3*longest+10*time.Second)
 	return l
 }
 

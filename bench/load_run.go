@@ -9,12 +9,6 @@ import (
 	"time"
 )
 
-// harness is the run's monotonic clock; reactors and peers share it.
-var harness = clock.New()
-
-// mono is the harness's clock in ns.
-func mono() int64 { return harness.Now() }
-
 // starter is a workload that dials its first connections itself.
 type starter interface {
 	reactor.Workload
@@ -30,8 +24,8 @@ type loadRun struct {
 
 // startLoad runs w against addr until it stops itself or Stop is called.
 // Every socket is closed when the loop ends.
-func startLoad(addr string, w starter) (*loadRun, error) {
-	r, err := reactor.New(addr, w, harness.Base())
+func startLoad(clk clock.Clock, addr string, w starter) (*loadRun, error) {
+	r, err := reactor.New(addr, w, clk.Base())
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +44,9 @@ func startLoad(addr string, w starter) (*loadRun, error) {
 // setup's wall time. The setup may take a minute plus a millisecond per
 // connection (conns); past that it is an error saying notReady, and so is
 // the load ending first.
-func startLoadWhenReady(addr string, w starter, ready *atomic.Bool, conns int, poll time.Duration, notReady string) (*loadRun, time.Duration, error) {
+func startLoadWhenReady(clk clock.Clock, addr string, w starter, ready *atomic.Bool, conns int, poll time.Duration, notReady string) (*loadRun, time.Duration, error) {
 	t0 := time.Now()
-	run, err := startLoad(addr, w)
+	run, err := startLoad(clk, addr, w)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -85,8 +79,8 @@ func (l *loadRun) Stop() error {
 }
 
 // runLoad runs w to its end.
-func runLoad(addr string, w starter) error {
-	l, err := startLoad(addr, w)
+func runLoad(clk clock.Clock, addr string, w starter) error {
+	l, err := startLoad(clk, addr, w)
 	if err != nil {
 		return err
 	}

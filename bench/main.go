@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"github.com/monolock/monolock/bench/charts"
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/report"
@@ -92,8 +93,9 @@ type bench struct {
 	prog     *progress
 	checkers []namedChecker
 	stderr   io.Writer
-	tmp      string // the run's temporary directory (certificates, audit logs)
-	nsPairs  uint32 // network namespace pairs made so far (S9, one at a time)
+	tmp      string      // the run's temporary directory (certificates, audit logs)
+	nsPairs  uint32      // network namespace pairs made so far (S9, one at a time)
+	clock    clock.Clock // the run's: every load, window and peer reads it
 }
 
 type namedChecker struct {
@@ -201,7 +203,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	procs := &proc.Group{} // every child process of this run
-	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp,
+	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp, clock: clock.New(),
 		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir, procs: procs}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
@@ -234,7 +236,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(peerList) > 0 {
 		b.step("starting peers")
-		b.peers, rep.Peers = peers.Start(procs, harness, peerList, tmp, logDir, opt.redisRetry)
+		b.peers, rep.Peers = peers.Start(procs, b.clock, peerList, tmp, logDir, opt.redisRetry)
 		for _, s := range rep.Peers {
 			if s.Status == "skipped" {
 				b.skipped = append(b.skipped, s)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/protocol"
 )
@@ -58,6 +59,7 @@ func readAcquire(r io.Reader) error {
 }
 
 func TestReactorEcho(t *testing.T) {
+	clk := clock.New()
 	addr := fakeServer(t, func(c net.Conn) {
 		b := make([]byte, 64)
 		for {
@@ -72,8 +74,8 @@ func TestReactorEcho(t *testing.T) {
 			}
 		}
 	})
-	l := &echoLoad{conns: 4, win: newWindow(20*time.Millisecond, 100*time.Millisecond)}
-	if err := runLoad(addr, l); err != nil {
+	l := &echoLoad{conns: 4, win: clk.Window(20*time.Millisecond, 100*time.Millisecond)}
+	if err := runLoad(clk, addr, l); err != nil {
 		t.Fatal(err)
 	}
 	if l.count == 0 || l.hist.Count() != l.count {
@@ -84,6 +86,7 @@ func TestReactorEcho(t *testing.T) {
 // A server that grants every ACQUIRE, to all clients at the same moment and
 // with the same token, breaks both rules: the harness must see both.
 func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
+	clk := clock.New()
 	const clients = 3
 	var (
 		mu      sync.Mutex
@@ -109,8 +112,8 @@ func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
 	var v string
 	for range 20 {
 		chk := check.New()
-		l := newHandoverLoad(clients, "L", time.Minute, chk, newWindow(0, 60*time.Millisecond))
-		if err := runLoad(addr, l); err != nil {
+		l := newHandoverLoad(clients, "L", time.Minute, chk, clk.Window(0, 60*time.Millisecond))
+		if err := runLoad(clk, addr, l); err != nil {
 			t.Fatal(err)
 		}
 		v = strings.Join(chk.Violations(), "\n")
@@ -124,6 +127,7 @@ func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
 // A correct one-lock server (FIFO queue, push on release, increasing
 // tokens) leaves the checker silent.
 func TestHandoverLoadAgainstACorrectServer(t *testing.T) {
+	clk := clock.New()
 	var (
 		mu     sync.Mutex
 		holder net.Conn
@@ -167,8 +171,8 @@ func TestHandoverLoadAgainstACorrectServer(t *testing.T) {
 		}
 	})
 	chk := check.New()
-	l := newHandoverLoad(4, "L", time.Minute, chk, newWindow(20*time.Millisecond, 150*time.Millisecond))
-	if err := runLoad(addr, l); err != nil {
+	l := newHandoverLoad(4, "L", time.Minute, chk, clk.Window(20*time.Millisecond, 150*time.Millisecond))
+	if err := runLoad(clk, addr, l); err != nil {
 		t.Fatal(err)
 	}
 	if v := chk.Violations(); len(v) > 0 {

@@ -218,9 +218,9 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult,
 		return res, err
 	}
 	sz := b.sz
-	win := newWindow(sz.warm, sz.dur)
+	win := b.clock.Window(sz.warm, sz.dur)
 	l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s7", chk, win)
-	use, ok, err := timedUsage(srv.Pid(), win, func() error { return runLoad(srv.Addr, l) })
+	use, ok, err := timedUsage(b.clock, srv.Pid(), win, func() error { return runLoad(b.clock, srv.Addr, l) })
 	alive := srv.Alive()
 	st, auditErr := stop()
 	if err != nil {
@@ -254,7 +254,7 @@ func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *check.Checker) 
 		return sessionsResult{}, err
 	}
 	sz := b.sz
-	r, err := measureSessions(srv, true, sz.s7Sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, chk)
+	r, err := measureSessions(b.clock, srv, true, sz.s7Sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, chk)
 	if _, auditErr := stop(); err == nil && auditErr != nil {
 		err = fmt.Errorf("audit log: %w", auditErr)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -21,8 +22,8 @@ type churnResult struct {
 // until it is in place, samples the server's CPU, says go and waits for the
 // load to end. It returns the setup time and the sample taken before go;
 // notReady says what was not in place at the setup deadline.
-func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before procstat.Sample, err error) {
-	run, setup, err := startLoadWhenReady(srv.Addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
+func runChurn(clk clock.Clock, srv *proc.Process, l starter, sig *churnSignals, w int, notReady string) (setup time.Duration, before procstat.Sample, err error) {
+	run, setup, err := startLoadWhenReady(clk, srv.Addr, l, &sig.ready, w, 2*time.Millisecond, notReady)
 	if err != nil {
 		return 0, before, err
 	}
@@ -37,10 +38,10 @@ func runChurn(srv *proc.Process, l starter, sig *churnSignals, w int, notReady s
 }
 
 // measureChurn runs one S5 repetition with w waiters against srv.
-func measureChurn(srv *proc.Process, w int, seed uint64, chk *check.Checker) (churnResult, error) {
+func measureChurn(clk clock.Clock, srv *proc.Process, w int, seed uint64, chk *check.Checker) (churnResult, error) {
 	var res churnResult
 	l := newChurnLoad(w, fmt.Sprintf("s5-%d-%d", w, seed), seed, chk)
-	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "waiters not all queued")
+	setup, a, err := runChurn(clk, srv, l, &l.churnSignals, w, "waiters not all queued")
 	res.setup = setup
 	if err != nil {
 		return res, err
@@ -60,10 +61,10 @@ func measureChurn(srv *proc.Process, w int, seed uint64, chk *check.Checker) (ch
 // measureFloorChurn closes w connections to the bare gnet server and
 // returns the server's CPU for them, sampled once it has been quiet for a
 // while after the sentinel's answer.
-func measureFloorChurn(srv *proc.Process, w int, seed uint64) (churnResult, error) {
+func measureFloorChurn(clk clock.Clock, srv *proc.Process, w int, seed uint64) (churnResult, error) {
 	var res churnResult
 	l := newFloorChurnLoad(w, seed)
-	setup, a, err := runChurn(srv, l, &l.churnSignals, w, "connections not all answered")
+	setup, a, err := runChurn(clk, srv, l, &l.churnSignals, w, "connections not all answered")
 	res.setup = setup
 	if err != nil {
 		return res, err
@@ -111,7 +112,7 @@ func (b *bench) s5() *report.Scenario {
 		var totals, cpus, setups []time.Duration
 		var failed error
 		for rep := range sz.s5Reps {
-			r, err := measureChurn(ml, w, uint64(rep+1), chk)
+			r, err := measureChurn(b.clock, ml, w, uint64(rep+1), chk)
 			if err != nil {
 				failed = err
 				break
@@ -151,7 +152,7 @@ func (b *bench) s5() *report.Scenario {
 			defer fl.Stop()
 			var cpus []time.Duration
 			for rep := range sz.s5Reps {
-				r, err := measureFloorChurn(fl, w, uint64(rep+1))
+				r, err := measureFloorChurn(b.clock, fl, w, uint64(rep+1))
 				if err != nil {
 					b.failRow(sc, report.SysBareGnet, "server CPU per close, "+at, "S5 floor "+at, err)
 					return

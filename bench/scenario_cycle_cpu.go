@@ -78,14 +78,14 @@ func (b *bench) cpuPerCycle(start func(string) (*proc.Process, error), mode cycl
 		return 0, err
 	}
 	defer p.Stop()
-	win := newWindow(b.sz.warm, b.sz.dur)
+	win := b.clock.Window(b.sz.warm, b.sz.dur)
 	var l *cycleLoad
 	if mode == cycleAcquire {
 		l = newCycleLoad(mode, b.sz.workers, b.sz.holdLease, tag, b.checker("S1 cpu "+tag), win)
 	} else {
 		l = newCycleLoad(mode, b.sz.workers, 0, "", nil, win)
 	}
-	r, ok, err := timedUsage(p.Pid(), win, func() error { return runLoad(p.Addr, l) })
+	r, ok, err := timedUsage(b.clock, p.Pid(), win, func() error { return runLoad(b.clock, p.Addr, l) })
 	if err != nil {
 		return 0, err
 	}

@@ -45,8 +45,8 @@ func (b *bench) s4() *report.Scenario {
 		}
 		defer ml.Stop()
 		chk := b.checker("S4 monolock")
-		l := newExpiryLoad(sz.s4Leases, sz.s4Reps, chk)
-		if err := runLoad(ml.Addr, l); err != nil {
+		l := newExpiryLoad(b.clock, sz.s4Leases, sz.s4Reps, chk)
+		if err := runLoad(b.clock, ml.Addr, l); err != nil {
 			b.failRow(sc, report.SysMonolock, "overshoot", "S4 monolock", err)
 			return
 		}

@@ -16,8 +16,8 @@ import (
 // negative one for a process and its children) and of the harness from the window's
 // start to the load's end; it returns a note such as "srv 97% · gen 61%
 // cpu", with a warning when other work was running on the machine.
-func timed(pid int, win clock.Window, run func() error) (string, error) {
-	r, ok, err := timedUsage(pid, win, run)
+func timed(clk clock.Clock, pid int, win clock.Window, run func() error) (string, error) {
+	r, ok, err := timedUsage(clk, pid, win, run)
 	if !ok {
 		return "", err
 	}
@@ -26,17 +26,17 @@ func timed(pid int, win clock.Window, run func() error) (string, error) {
 
 // timedUsage is timed's measurement: the CPU of pid (when not 0) and of the
 // harness over the window, in that order, and whether it could be sampled.
-func timedUsage(pid int, win clock.Window, run func() error) (procstat.UsageResult, bool, error) {
+func timedUsage(clk clock.Clock, pid int, win clock.Window, run func() error) (procstat.UsageResult, bool, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- run() }()
-	harness.SleepUntil(win.From)
+	clk.SleepUntil(win.From)
 	u := procstat.StartUsage(pid, os.Getpid())
 	var err error
 	ended := false
 	select {
 	case err = <-errc: // ended early
 		ended = true
-	case <-time.After(time.Duration(win.Until - mono())):
+	case <-time.After(time.Duration(win.Until - clk.Now())):
 	}
 	// Sample at the window's end, before the load closes its connections
 	// (PostgreSQL's backends take their CPU time with them when they exit).
@@ -84,14 +84,14 @@ func (b *bench) s0() *report.Scenario {
 	echo := func(n int) func(clock.Window) (uint64, *hist.Histogram, error) {
 		return func(win clock.Window) (uint64, *hist.Histogram, error) {
 			l := &echoLoad{conns: n, win: win}
-			err := runLoad(fl.Addr, l)
+			err := runLoad(b.clock, fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
 	cycle := func(mode cycleMode) func(clock.Window) (uint64, *hist.Histogram, error) {
 		return func(win clock.Window) (uint64, *hist.Histogram, error) {
 			l := newCycleLoad(mode, sz.workers, 0, "", nil, win)
-			err := runLoad(fl.Addr, l)
+			err := runLoad(b.clock, fl.Addr, l)
 			return l.count, &l.hist, err
 		}
 	}
@@ -103,10 +103,10 @@ func (b *bench) s0() *report.Scenario {
 	}
 	for _, j := range jobs {
 		b.step("S0 " + j.figure)
-		win := newWindow(sz.warm, sz.dur)
+		win := b.clock.Window(sz.warm, sz.dur)
 		var count uint64
 		var h *hist.Histogram
-		note, err := timed(fl.Pid(), win, func() error {
+		note, err := timed(b.clock, fl.Pid(), win, func() error {
 			var err error
 			count, h, err = j.run(win)
 			return err
@@ -155,10 +155,10 @@ func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, 
 // (pid, as timed takes it), and adds its row to sc.
 func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win clock.Window, chk *check.Checker) (peers.Result, string)) {
 	chk := b.checker(sc.ID + " " + sys)
-	win := newWindow(b.sz.warm, b.sz.dur)
+	win := b.clock.Window(b.sz.warm, b.sz.dur)
 	var res peers.Result
 	var remark string
-	note, _ := timed(pid, win, func() error {
+	note, _ := timed(b.clock, pid, win, func() error {
 		res, remark = run(win, chk)
 		return res.Err
 	})
@@ -179,7 +179,7 @@ func (b *bench) s1() *report.Scenario {
 	b.monolockAndPeerRates(sc, "s1", "cycles/s", report.KeyCycle, report.KeyCycleC,
 		func(addr string, win clock.Window, chk *check.Checker) (peers.Result, string) {
 			l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s1", chk, win)
-			err := runLoad(addr, l)
+			err := runLoad(b.clock, addr, l)
 			res := peers.Result{Count: l.count, Hist: l.hist, Secs: win.Seconds(), Err: err}
 			if l.waited > 0 {
 				return res, fmt.Sprintf(" · %d ACQUIREs answered WAITING (previous close not yet seen)", l.waited)
@@ -187,7 +187,7 @@ func (b *bench) s1() *report.Scenario {
 			return res, ""
 		},
 		func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result {
-			return peers.Cycle(p, harness, sz.workers, win, chk)
+			return peers.Cycle(p, b.clock, sz.workers, win, chk)
 		})
 	b.cycleCPURows(sc)
 	sc.Note("×floor: against S0 connect+request+close at the same C (monolock's cycle is that plus the lock)")
@@ -205,11 +205,11 @@ func (b *bench) s2() *report.Scenario {
 	b.monolockAndPeerRates(sc, "s2", "handovers/s", report.KeyHandovr, report.KeyEcho1,
 		func(addr string, win clock.Window, chk *check.Checker) (peers.Result, string) {
 			l := newHandoverLoad(sz.waiters, "s2", sz.holdLease, chk, win)
-			err := runLoad(addr, l)
+			err := runLoad(b.clock, addr, l)
 			return peers.Result{Count: l.count, Hist: l.hist, Secs: win.Seconds(), Err: err}, ""
 		},
 		func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result {
-			return peers.Handover(p, harness, sz.waiters, "s2", win, chk)
+			return peers.Handover(p, b.clock, sz.waiters, "s2", win, chk)
 		})
 	sc.Note("×floor: against S0's round trips/s on 1 connection (a handover is a close one way and a grant the other)")
 	if r, ok := b.redisRetry(); ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
@@ -68,12 +69,12 @@ func sampleIdleServer(srv *proc.Process, res *sessionsResult) error {
 // measureHeartbeatWindow opens t's window for win and measures the server's
 // and the harness's CPU over it, samples the server's RSS at its end, then
 // stops the load (stop) and fills res with all that and t's counts.
-func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
+func measureHeartbeatWindow(clk clock.Clock, srv *proc.Process, t *heartbeatTally, stop func() error, win time.Duration, res *sessionsResult) error {
 	u := procstat.StartUsage(srv.Pid(), os.Getpid())
-	from := mono()
+	from := clk.Now()
 	t.until.Store(from + int64(win))
 	t.from.Store(from)
-	harness.SleepUntil(from + int64(win))
+	clk.SleepUntil(from + int64(win))
 	use, ok := u.Stop()
 	z, err := procstat.Read(srv.Pid())
 	if err == nil {
@@ -107,19 +108,19 @@ func measureHeartbeatWindow(srv *proc.Process, t *heartbeatTally, stop func() er
 // measureSessions runs the S3 load against srv: it samples the idle server,
 // opens every session, lets them heartbeat for warm, then measures CPU and
 // heartbeats over window and samples RSS at its end.
-func measureSessions(srv *proc.Process, monolock bool, sessions int, lease, warm, win time.Duration, chk *check.Checker) (sessionsResult, error) {
+func measureSessions(clk clock.Clock, srv *proc.Process, monolock bool, sessions int, lease, warm, win time.Duration, chk *check.Checker) (sessionsResult, error) {
 	res := sessionsResult{sessions: sessions}
 	if err := sampleIdleServer(srv, &res); err != nil {
 		return res, err
 	}
 	l := newSessionsLoad(monolock, sessions, lease, chk)
-	run, setup, err := startLoadWhenReady(srv.Addr, l, &l.allReady, sessions, 5*time.Millisecond, "sessions not all answered")
+	run, setup, err := startLoadWhenReady(clk, srv.Addr, l, &l.allReady, sessions, 5*time.Millisecond, "sessions not all answered")
 	if err != nil {
 		return res, err
 	}
 	res.setup = setup
 	time.Sleep(warm)
-	err = measureHeartbeatWindow(srv, &l.heartbeatTally, run.Stop, win, &res)
+	err = measureHeartbeatWindow(clk, srv, &l.heartbeatTally, run.Stop, win, &res)
 	return res, err
 }
 
@@ -148,7 +149,7 @@ func (b *bench) s3() *report.Scenario {
 		if err == nil {
 			defer srv.Stop()
 			var r sessionsResult
-			r, err = measureSessions(srv, monolock, sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, b.checker("S3 "+tag))
+			r, err = measureSessions(b.clock, srv, monolock, sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, b.checker("S3 "+tag))
 			if err == nil {
 				return r, true
 			}
@@ -235,7 +236,7 @@ func (b *bench) idleSessions(monolock bool, sessions int, win time.Duration, tag
 		return sessionsResult{}, err
 	}
 	defer srv.Stop()
-	return measureSessions(srv, monolock, sessions, time.Hour, 500*time.Millisecond, win, b.checker("S3 "+tag))
+	return measureSessions(b.clock, srv, monolock, sessions, time.Hour, 500*time.Millisecond, win, b.checker("S3 "+tag))
 }
 
 // addSessionRows adds the RSS, CPU and RTT rows of one system at one size

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
@@ -120,12 +121,12 @@ func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 // measureGoSessions runs S6's load against srv: it samples the idle server,
 // sets every session up (measuring the setup), lets them heartbeat for warm,
 // then measures CPU and heartbeats over win and samples RSS at its end.
-func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *check.Checker) (goSessionsResult, error) {
+func measureGoSessions(clk clock.Clock, srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *check.Checker) (goSessionsResult, error) {
 	res := goSessionsResult{sessionsResult: sessionsResult{sessions: sessions}}
 	if err := sampleIdleServer(srv, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	g := newGoSessions(srv.Addr, cfg, sessions, lease, chk)
+	g := newGoSessions(clk, srv.Addr, cfg, sessions, lease, chk)
 	su := procstat.StartUsage(srv.Pid(), os.Getpid())
 	t0 := time.Now()
 	if err := g.Open(t0.Add(60*time.Second + time.Duration(sessions)*time.Millisecond)); err != nil {
@@ -140,7 +141,7 @@ func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, 
 	}
 	res.setupCPU, res.setupGenCPU = setupUse.CPU[0], setupUse.CPU[1]
 	time.Sleep(warm)
-	if err := measureHeartbeatWindow(srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
+	if err := measureHeartbeatWindow(clk, srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
 		return res, err
 	}
 	res.setupOther = setupUse.OtherNote()
@@ -239,7 +240,7 @@ func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.C
 	}
 	defer srv.Stop()
 	sz := b.sz
-	return measureGoSessions(srv, tlsClientConfig(m, pki), n, sz.s6Lease, sz.s6Warm, sz.s6Window, chk)
+	return measureGoSessions(b.clock, srv, tlsClientConfig(m, pki), n, sz.s6Lease, sz.s6Warm, sz.s6Window, chk)
 }
 
 // addGoSessionRows adds S6's rows of one server from its runs and returns
