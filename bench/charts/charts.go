@@ -24,7 +24,7 @@ type series struct {
 	values []float64
 }
 
-// writeCharts draws one PNG per scenario into dir and returns their paths.
+// Write draws one PNG per scenario into dir and returns their paths.
 func Write(rep *report.Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
