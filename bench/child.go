@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"path/filepath"
 	"time"
@@ -44,16 +46,16 @@ func (s *servers) monolockWith(tag string, extra ...string) (*proc.Process, erro
 
 // floor starts the bare gnet server (this binary's floor-server subcommand).
 func (s *servers) floor(tag string) (*proc.Process, error) {
-	o := s.options(sysBareGnet, s.logPath("floor-"+tag), []string{"floor-server", "-listen", "127.0.0.1:0"})
-	o.StartLine = floorStarted
+	o := s.options(report.SysBareGnet, s.logPath("floor-"+tag), []string{"floor-server", "-listen", "127.0.0.1:0"})
+	o.StartLine = floor.Started
 	return proc.Start(s.selfBin, o)
 }
 
 // floorGoAccept starts the bare gnet server that accepts the EMFILE-safe way
 // (a Go listener and EnrollContext), the floor of monolock's accept path.
 func (s *servers) floorGoAccept(tag string) (*proc.Process, error) {
-	o := s.options(sysFloorSafe, s.logPath("floor-go-accept-"+tag), []string{"floor-server", "-go-accept", "-listen", "127.0.0.1:0"})
-	o.StartLine = floorStarted
+	o := s.options(report.SysFloorSafe, s.logPath("floor-go-accept-"+tag), []string{"floor-server", "-go-accept", "-listen", "127.0.0.1:0"})
+	o.StartLine = floor.Started
 	return proc.Start(s.selfBin, o)
 }
 

@@ -32,24 +32,3 @@ func TestSizesFitTheLimit(t *testing.T) {
 		t.Fatalf("quick sizes are not quick: %+v", q)
 	}
 }
-
-func TestWindow(t *testing.T) {
-	w := window{from: 100, until: 200}
-	if !w.has(100) || w.has(200) || w.has(99) || w.seconds() != 1e-7 {
-		t.Fatal("window bounds")
-	}
-}
-
-func TestTimerHeapOrder(t *testing.T) {
-	var h timerHeap
-	for _, at := range []int64{5, 3, 9, 1, 7, 3, 8} {
-		h.push(timerEntry{at: at})
-	}
-	var got []int64
-	for len(h) > 0 {
-		got = append(got, h.pop().at)
-	}
-	if !slices.IsSorted(got) || len(got) != 7 {
-		t.Fatalf("pops %v", got)
-	}
-}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/protocol"
 )
@@ -65,6 +68,7 @@ func lockServer(t *testing.T, cfg *tls.Config) string {
 }
 
 func TestGoSessionsPlainAndTLS(t *testing.T) {
+	clk := clock.New()
 	pki, err := certstest.Generate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -82,16 +86,16 @@ func TestGoSessionsPlainAndTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := lockServer(t, tc.srv)
-			chk := NewChecker()
+			chk := check.New()
 			const sessions = 20
-			g := newGoSessions(addr, tc.clnt, sessions, 200*time.Millisecond, chk)
+			g := newGoSessions(clk, addr, tc.clnt, sessions, 200*time.Millisecond, chk)
 			if err := g.Open(time.Now().Add(10 * time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if n := g.setup.Count(); n != sessions {
 				t.Fatalf("%d sessions set up, want %d", n, sessions)
 			}
-			from := mono()
+			from := clk.Now()
 			g.until.Store(from + int64(300*time.Millisecond))
 			g.from.Store(from)
 			time.Sleep(400 * time.Millisecond)
@@ -110,11 +114,12 @@ func TestGoSessionsPlainAndTLS(t *testing.T) {
 }
 
 func TestGoSessionsReportsARefusal(t *testing.T) {
+	clk := clock.New()
 	addr := fakeServer(t, func(c net.Conn) {
 		_ = readAcquire(c)
 		_, _ = c.Write(protocol.AppendError(nil, protocol.Code(0x18), "denied"))
 	})
-	g := newGoSessions(addr, nil, 4, time.Second, NewChecker())
+	g := newGoSessions(clk, addr, nil, 4, time.Second, check.New())
 	err := g.Open(time.Now().Add(5 * time.Second))
 	_ = g.Stop()
 	if err == nil || !strings.Contains(err.Error(), "denied") {
@@ -158,7 +163,7 @@ func TestServerArgs(t *testing.T) {
 	if a := strings.Join(bookkeepingArgs(cfgAudit, "/tmp/a.jsonl"), " "); a != "-ops-listen 127.0.0.1:0 -audit-log /tmp/a.jsonl" {
 		t.Fatalf("audit: %s", a)
 	}
-	if modePlain.system() != sysMonolock || cfgBare.system() != sysMonolock {
+	if modePlain.system() != report.SysMonolock || cfgBare.system() != report.SysMonolock {
 		t.Fatal("the reference rows must be monolock's, for the ×monolock column")
 	}
 }
@@ -184,10 +189,10 @@ func TestMedianOf(t *testing.T) {
 }
 
 func TestRenderSummaries(t *testing.T) {
-	if renderTLSCost(nil) != "" || renderBookkeeping(nil) != "" {
+	if report.RenderTLSCost(nil) != "" || report.RenderBookkeeping(nil) != "" {
 		t.Fatal("no summary without the scenario")
 	}
-	tc := renderTLSCost(&TLSCost{Sessions: 2000, Modes: []TLSModeFigures{
+	tc := report.RenderTLSCost(&report.TLSCost{Sessions: 2000, Modes: []report.TLSModeFigures{
 		{Mode: "plain", RSSPerSessionBytes: 1000, CPUPerMHb: 10, RTTP50NS: 100e3, RTTP99NS: 1e6, SetupPerSessionUS: 50, SetupCPUPerSessionUS: 40},
 		{Mode: "tls", RSSPerSessionBytes: 20000, CPUPerMHb: 25, RTTP50NS: 200e3, RTTP99NS: 2e6, SetupPerSessionUS: 800, SetupCPUPerSessionUS: 600},
 	}})
@@ -196,7 +201,7 @@ func TestRenderSummaries(t *testing.T) {
 			t.Errorf("TLS summary lacks %q:\n%s", want, tc)
 		}
 	}
-	bk := renderBookkeeping(&Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []BookkeepingFigures{
+	bk := report.RenderBookkeeping(&report.Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []report.BookkeepingFigures{
 		{Config: "bare", CPUPerGrant: 50, CPUPerMHb: 16},
 		{Config: "ops", CPUPerGrant: 51, CPUPerMHb: 16.5, GrantRatio: 1.02, HbRatio: 16.5 / 16},
 		{Config: "ops+audit"},
@@ -206,7 +211,7 @@ func TestRenderSummaries(t *testing.T) {
 			t.Errorf("bookkeeping summary lacks %q:\n%s", want, bk)
 		}
 	}
-	bk = renderBookkeeping(&Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []BookkeepingFigures{
+	bk = report.RenderBookkeeping(&report.Bookkeeping{Sessions: 10000, Target: 1.1, Configs: []report.BookkeepingFigures{
 		{Config: "bare", CPUPerGrant: 50, CPUPerMHb: 16},
 		{Config: "ops+audit", CPUPerGrant: 56, CPUPerMHb: 16, GrantRatio: 1.12, HbRatio: 1},
 	}})
@@ -237,16 +242,17 @@ func TestS6S7Sizes(t *testing.T) {
 // heartbeat may read the grant that the close pushes to it. That grant is no
 // second holder: the checker must not be told of it.
 func TestGoSessionsJudgeNothingAfterStop(t *testing.T) {
-	chk := NewChecker()
-	g := newGoSessions("127.0.0.1:1", nil, 2, 2*time.Second, chk)
+	clk := clock.New()
+	chk := check.New()
+	g := newGoSessions(clk, "127.0.0.1:1", nil, 2, 2*time.Second, chk)
 	holder := &goSession{id: 0, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 1}}
-	g.check(holder, mono(), true)
-	g.lastAck[0].Store(mono()) // the holder's lease runs for another 2 s
+	g.check(holder, clk.Now(), true)
+	g.lastAck[0].Store(clk.Now()) // the holder's lease runs for another 2 s
 	if err := g.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waiter := &goSession{id: 1, f: protocol.Frame{Type: protocol.TypeAcquired, Token: 2}}
-	g.check(waiter, mono(), false)
+	g.check(waiter, clk.Now(), false)
 	if v := chk.Violations(); len(v) != 0 {
 		t.Fatalf("a grant read after Stop was judged: %v", v)
 	}

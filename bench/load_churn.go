@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -17,14 +19,14 @@ import (
 //
 // ids: 0 is the holder, 1..w the waiters, w+1 the sentinel.
 type churnLoad struct {
-	baseWorkload
+	reactor.Base
 	w    int
 	name string
 	req  []byte
-	chk  *Checker
+	chk  *check.Checker
 	rng  *rand.Rand
 
-	conns    []*rconn
+	conns    []*reactor.Conn
 	nextDial int
 	inflight int
 	queued   int // waiters answered WAITING
@@ -46,39 +48,39 @@ type churnSignals struct {
 
 // departOnGo, once the driver has said go and only the first time, closes
 // conns in random order, from t0 on; it reports whether it did.
-func (s *churnSignals) departOnGo(r *reactor, rng *rand.Rand, conns []*rconn) bool {
+func (s *churnSignals) departOnGo(r *reactor.Reactor, rng *rand.Rand, conns []*reactor.Conn) bool {
 	if s.fired || !s.goNow.Load() {
 		return false
 	}
 	s.fired = true
 	order := slices.Clone(conns)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	s.t0 = r.tick()
+	s.t0 = r.Tick()
 	for _, c := range order {
-		r.close(c)
+		r.Close(c)
 	}
 	return true
 }
 
-func (s *churnSignals) fail(r *reactor, err error) {
+func (s *churnSignals) fail(r *reactor.Reactor, err error) {
 	if s.err == nil {
 		s.err = err
 	}
-	r.abort(err)
+	r.Abort(err)
 }
 
-func newChurnLoad(w int, name string, seed uint64, chk *Checker) *churnLoad {
+func newChurnLoad(w int, name string, seed uint64, chk *check.Checker) *churnLoad {
 	return &churnLoad{
 		w: w, name: name, chk: chk, rng: rand.New(rand.NewPCG(seed, uint64(w))),
 		req:   protocol.AppendAcquire(nil, uint32((10 * time.Minute).Milliseconds()), name),
-		conns: make([]*rconn, w+2),
+		conns: make([]*reactor.Conn, w+2),
 	}
 }
 
-func (l *churnLoad) start(r *reactor) { l.dialOne(r, 0) }
+func (l *churnLoad) start(r *reactor.Reactor) { l.dialOne(r, 0) }
 
-func (l *churnLoad) dialOne(r *reactor, id int) {
-	c, err := r.dial(id)
+func (l *churnLoad) dialOne(r *reactor.Reactor, id int) {
+	c, err := r.Dial(id)
 	if err != nil {
 		l.fail(r, fmt.Errorf("dial %d: %w", id, err))
 		return
@@ -88,25 +90,25 @@ func (l *churnLoad) dialOne(r *reactor, id int) {
 }
 
 // dialWaiters keeps up to maxInflightDials waiters connecting.
-func (l *churnLoad) dialWaiters(r *reactor) {
+func (l *churnLoad) dialWaiters(r *reactor.Reactor) {
 	for l.inflight < maxInflightDials && l.nextDial <= l.w {
 		l.dialOne(r, l.nextDial)
 		l.nextDial++
 	}
 }
 
-func (l *churnLoad) connected(r *reactor, c *rconn) { _ = r.send(c, l.req) }
+func (l *churnLoad) Connected(r *reactor.Reactor, c *reactor.Conn) { _ = r.Send(c, l.req) }
 
-func (l *churnLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
-	now := r.tick()
+func (l *churnLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame) {
+	now := r.Tick()
 	switch {
-	case f.Type == protocol.TypeAcquired && c.id == 0:
+	case f.Type == protocol.TypeAcquired && c.ID == 0:
 		l.inflight--
-		c.granted = true
+		c.Granted = true
 		l.chk.Grant(l.name, 0, now, f.Token, true)
 		l.nextDial = 1
 		l.dialWaiters(r)
-	case f.Type == protocol.TypeWaiting && c.id <= l.w:
+	case f.Type == protocol.TypeWaiting && c.ID <= l.w:
 		l.inflight--
 		l.queued++
 		if l.queued == l.w {
@@ -114,30 +116,30 @@ func (l *churnLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 		} else {
 			l.dialWaiters(r)
 		}
-	case f.Type == protocol.TypeWaiting && c.id == l.w+1:
+	case f.Type == protocol.TypeWaiting && c.ID == l.w+1:
 		l.inflight--
 		l.ready.Store(true)
-	case f.Type == protocol.TypeAcquired && c.id == l.w+1 && l.fired:
+	case f.Type == protocol.TypeAcquired && c.ID == l.w+1 && l.fired:
 		l.tEnd = now
-		l.chk.Grant(l.name, c.id, now, f.Token, true)
-		l.chk.Release(l.name, c.id)
-		r.close(c)
+		l.chk.Grant(l.name, c.ID, now, f.Token, true)
+		l.chk.Release(l.name, c.ID)
+		r.Close(c)
 		l.done.Store(true)
 		r.Stop()
 	default:
-		l.fail(r, fmt.Errorf("S5: connection %d answered %#x (code %#x %q)", c.id, byte(f.Type), byte(f.Code), f.Reason))
+		l.fail(r, fmt.Errorf("S5: connection %d answered %#x (code %#x %q)", c.ID, byte(f.Type), byte(f.Code), f.Reason))
 	}
 }
 
-func (l *churnLoad) idle(r *reactor) {
+func (l *churnLoad) Idle(r *reactor.Reactor) {
 	if l.departOnGo(r, l.rng, l.conns[1:l.w+1]) { // the waiters
 		l.chk.Release(l.name, 0)
-		r.close(l.conns[0])
+		r.Close(l.conns[0])
 	}
 }
 
-func (l *churnLoad) lost(r *reactor, c *rconn, err error) {
-	l.fail(r, fmt.Errorf("S5: connection %d lost: %w", c.id, err))
+func (l *churnLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
+	l.fail(r, fmt.Errorf("S5: connection %d lost: %w", c.ID, err))
 }
 
 // floorChurnLoad is S5's floor: w connections to the bare gnet server, each
@@ -148,11 +150,11 @@ func (l *churnLoad) lost(r *reactor, c *rconn, err error) {
 // samples the server's CPU once it has gone quiet. ids: 0..w-1 the
 // connections, w the sentinel.
 type floorChurnLoad struct {
-	baseWorkload
+	reactor.Base
 	w   int
 	rng *rand.Rand
 
-	conns    []*rconn
+	conns    []*reactor.Conn
 	nextDial int
 	inflight int
 	answered int
@@ -161,14 +163,14 @@ type floorChurnLoad struct {
 }
 
 func newFloorChurnLoad(w int, seed uint64) *floorChurnLoad {
-	return &floorChurnLoad{w: w, rng: rand.New(rand.NewPCG(seed, uint64(w))), conns: make([]*rconn, w+1)}
+	return &floorChurnLoad{w: w, rng: rand.New(rand.NewPCG(seed, uint64(w))), conns: make([]*reactor.Conn, w+1)}
 }
 
-func (l *floorChurnLoad) start(r *reactor) { l.dialMore(r) }
+func (l *floorChurnLoad) start(r *reactor.Reactor) { l.dialMore(r) }
 
-func (l *floorChurnLoad) dialMore(r *reactor) {
+func (l *floorChurnLoad) dialMore(r *reactor.Reactor) {
 	for l.inflight < maxInflightDials && l.nextDial <= l.w {
-		c, err := r.dial(l.nextDial)
+		c, err := r.Dial(l.nextDial)
 		if err != nil {
 			l.fail(r, err)
 			return
@@ -179,12 +181,14 @@ func (l *floorChurnLoad) dialMore(r *reactor) {
 	}
 }
 
-func (l *floorChurnLoad) connected(r *reactor, c *rconn) { _ = r.send(c, heartbeatFrame) }
+func (l *floorChurnLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
+	_ = r.Send(c, heartbeatFrame)
+}
 
-func (l *floorChurnLoad) frame(r *reactor, c *rconn, _ *protocol.Frame) {
+func (l *floorChurnLoad) Frame(r *reactor.Reactor, c *reactor.Conn, _ *protocol.Frame) {
 	if l.fired {
-		if c.id == l.w {
-			l.tEnd = r.tick()
+		if c.ID == l.w {
+			l.tEnd = r.Tick()
 			l.done.Store(true)
 			r.Stop()
 		}
@@ -199,12 +203,12 @@ func (l *floorChurnLoad) frame(r *reactor, c *rconn, _ *protocol.Frame) {
 	l.dialMore(r)
 }
 
-func (l *floorChurnLoad) idle(r *reactor) {
+func (l *floorChurnLoad) Idle(r *reactor.Reactor) {
 	if l.departOnGo(r, l.rng, l.conns[:l.w]) {
-		_ = r.send(l.conns[l.w], heartbeatFrame) // the sentinel
+		_ = r.Send(l.conns[l.w], heartbeatFrame) // the sentinel
 	}
 }
 
-func (l *floorChurnLoad) lost(r *reactor, c *rconn, err error) {
-	l.fail(r, fmt.Errorf("S5 floor: connection %d lost: %w", c.id, err))
+func (l *floorChurnLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
+	l.fail(r, fmt.Errorf("S5 floor: connection %d lost: %w", c.ID, err))
 }

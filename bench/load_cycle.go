@@ -4,20 +4,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
-
-// window is the part of a timed run that counts: [from, until) in monotonic ns.
-type window struct{ from, until int64 }
-
-func (w window) has(t int64) bool { return t >= w.from && t < w.until }
-func (w window) seconds() float64 { return float64(w.until-w.from) / 1e9 }
-
-// newWindow starts counting after warm and counts for dur.
-func newWindow(warm, dur time.Duration) window {
-	from := mono() + int64(warm)
-	return window{from: from, until: from + int64(dur)}
-}
 
 // maxLost is how many unexpected connection losses a timed load tolerates
 // before it gives up (a dead server, a descriptor shortage).
@@ -37,24 +29,24 @@ const (
 
 // cycleLoad keeps C workers cycling through short connections.
 type cycleLoad struct {
-	baseWorkload
+	reactor.Base
 	mode    cycleMode
 	workers int
 	names   []string
 	reqs    [][]byte
-	chk     *Checker
-	win     window
+	chk     *check.Checker
+	win     clock.Window
 
-	hist    Histogram
+	hist    hist.Histogram
 	count   uint64 // cycles completed inside the window
 	waited  uint64 // ACQUIRE answered WAITING (the previous cycle's close not yet seen)
 	nLost   int
 	lastErr error
 	redial  []int
-	holders []*rconn // granted this loop turn, released at its end
+	holders []*reactor.Conn // granted this loop turn, released at its end
 }
 
-func newCycleLoad(mode cycleMode, workers int, lease time.Duration, prefix string, chk *Checker, win window) *cycleLoad {
+func newCycleLoad(mode cycleMode, workers int, lease time.Duration, prefix string, chk *check.Checker, win clock.Window) *cycleLoad {
 	l := &cycleLoad{mode: mode, workers: workers, chk: chk, win: win}
 	if mode == cycleAcquire {
 		for i := range workers {
@@ -68,91 +60,91 @@ func newCycleLoad(mode cycleMode, workers int, lease time.Duration, prefix strin
 
 var heartbeatFrame = []byte{byte(protocol.TypeHeartbeat)}
 
-func (l *cycleLoad) start(r *reactor) {
+func (l *cycleLoad) start(r *reactor.Reactor) {
 	for i := range l.workers {
 		l.dial(r, i)
 	}
 }
 
-func (l *cycleLoad) dial(r *reactor, id int) {
-	t := r.tick()
-	c, err := r.dial(id)
+func (l *cycleLoad) dial(r *reactor.Reactor, id int) {
+	t := r.Tick()
+	c, err := r.Dial(id)
 	if err != nil {
 		l.lastErr = err
 		l.redial = append(l.redial, id)
 		return
 	}
-	c.t0 = t
+	c.T0 = t
 }
 
-func (l *cycleLoad) connected(r *reactor, c *rconn) {
+func (l *cycleLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
 	switch l.mode {
 	case cycleAcquire:
-		_ = r.send(c, l.reqs[c.id])
+		_ = r.Send(c, l.reqs[c.ID])
 	case cycleRequest:
-		_ = r.send(c, heartbeatFrame)
+		_ = r.Send(c, heartbeatFrame)
 	case cycleConnect:
-		r.close(c)
-		l.done(r, c, r.tick())
+		r.Close(c)
+		l.done(r, c, r.Tick())
 	}
 }
 
-func (l *cycleLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
+func (l *cycleLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame) {
 	switch f.Type {
 	case protocol.TypeWaiting:
 		l.waited++
 		return
 	case protocol.TypeAcquired:
 	default:
-		r.abort(fmt.Errorf("unexpected frame %#x (code %#x %q)", byte(f.Type), byte(f.Code), f.Reason))
+		r.Abort(fmt.Errorf("unexpected frame %#x (code %#x %q)", byte(f.Type), byte(f.Code), f.Reason))
 		return
 	}
 	if l.mode == cycleAcquire {
-		now := r.tick()
-		name := l.names[c.id]
-		l.chk.Grant(name, c.id, now, f.Token, true)
+		now := r.Tick()
+		name := l.names[c.ID]
+		l.chk.Grant(name, c.ID, now, f.Token, true)
 		// Release at the end of the loop turn, as S2 does (see handoverLoad).
 		l.holders = append(l.holders, c)
 		return
 	}
-	r.close(c)
-	l.done(r, c, r.tick())
+	r.Close(c)
+	l.done(r, c, r.Tick())
 }
 
 // done ends a cycle at time now and starts the next.
-func (l *cycleLoad) done(r *reactor, c *rconn, now int64) {
-	if l.win.has(now) {
+func (l *cycleLoad) done(r *reactor.Reactor, c *reactor.Conn, now int64) {
+	if l.win.Has(now) {
 		l.count++
-		l.hist.Record(now - c.t0)
+		l.hist.Record(now - c.T0)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
-	l.dial(r, c.id)
+	l.dial(r, c.ID)
 }
 
-func (l *cycleLoad) lost(r *reactor, c *rconn, err error) {
+func (l *cycleLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
 	l.nLost++
 	l.lastErr = err
 	if l.nLost > maxLost {
-		r.abort(fmt.Errorf("%d connections lost, last: %w", l.nLost, err))
+		r.Abort(fmt.Errorf("%d connections lost, last: %w", l.nLost, err))
 		return
 	}
 	if l.mode == cycleAcquire {
-		l.chk.Release(l.names[c.id], c.id)
+		l.chk.Release(l.names[c.ID], c.ID)
 	}
-	l.redial = append(l.redial, c.id)
+	l.redial = append(l.redial, c.ID)
 }
 
-func (l *cycleLoad) idle(r *reactor) {
+func (l *cycleLoad) Idle(r *reactor.Reactor) {
 	for _, c := range l.holders {
-		l.chk.Release(l.names[c.id], c.id)
-		r.close(c)
-		l.done(r, c, r.tick())
+		l.chk.Release(l.names[c.ID], c.ID)
+		r.Close(c)
+		l.done(r, c, r.Tick())
 	}
 	l.holders = l.holders[:0]
-	if r.now >= l.win.until {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -168,47 +160,47 @@ func (l *cycleLoad) idle(r *reactor) {
 // echoLoad keeps conns persistent connections each sending one byte and
 // waiting for the 9-byte answer (S0's round trip).
 type echoLoad struct {
-	baseWorkload
+	reactor.Base
 	conns int
-	win   window
-	hist  Histogram
+	win   clock.Window
+	hist  hist.Histogram
 	count uint64
 }
 
-func (l *echoLoad) start(r *reactor) {
+func (l *echoLoad) start(r *reactor.Reactor) {
 	for i := range l.conns {
-		if _, err := r.dial(i); err != nil {
-			r.abort(err)
+		if _, err := r.Dial(i); err != nil {
+			r.Abort(err)
 			return
 		}
 	}
 }
 
-func (l *echoLoad) connected(r *reactor, c *rconn) {
-	c.t0 = r.tick()
-	_ = r.send(c, heartbeatFrame)
+func (l *echoLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
+	c.T0 = r.Tick()
+	_ = r.Send(c, heartbeatFrame)
 }
 
-func (l *echoLoad) frame(r *reactor, c *rconn, _ *protocol.Frame) {
-	now := r.tick()
-	if l.win.has(now) {
+func (l *echoLoad) Frame(r *reactor.Reactor, c *reactor.Conn, _ *protocol.Frame) {
+	now := r.Tick()
+	if l.win.Has(now) {
 		l.count++
-		l.hist.Record(now - c.t0)
+		l.hist.Record(now - c.T0)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
-	c.t0 = now
-	_ = r.send(c, heartbeatFrame)
+	c.T0 = now
+	_ = r.Send(c, heartbeatFrame)
 }
 
-func (l *echoLoad) lost(r *reactor, _ *rconn, err error) {
-	r.abort(fmt.Errorf("echo connection lost: %w", err))
+func (l *echoLoad) Lost(r *reactor.Reactor, _ *reactor.Conn, err error) {
+	r.Abort(fmt.Errorf("echo connection lost: %w", err))
 }
 
-func (l *echoLoad) idle(r *reactor) {
-	if r.now >= l.win.until {
+func (l *echoLoad) Idle(r *reactor.Reactor) {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 	}
 }

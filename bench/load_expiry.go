@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
-// expiryCase is one repetition of S4: a holder that heartbeats holderBeats
+// expiryCase is one repetition of S4: a holder that heartbeats HolderBeats
 // times and then goes silent (socket open, nothing sent), and one waiter.
 type expiryCase struct {
 	lease time.Duration
@@ -20,8 +24,8 @@ type expiryCase struct {
 	beatsOut int
 	grantAt  int64 // the waiter's grant; 0 before
 	dropAt   int64 // the holder's connection closed by the server; 0 before
-	holder   *rconn
-	waiter   *rconn
+	holder   *reactor.Conn
+	waiter   *reactor.Conn
 	done     bool
 }
 
@@ -31,18 +35,16 @@ func (c *expiryCase) Overshoot() time.Duration {
 	return time.Duration(c.grantAt - c.lastBeat - int64(c.lease))
 }
 
-const holderBeats = 2
-
 // expiryLoad runs every case at once on one loop (each on its own lock).
 type expiryLoad struct {
 	cases    []*expiryCase
-	chk      *Checker
+	chk      *check.Checker
 	deadline int64
 	left     int
 	err      error
 }
 
-func newExpiryLoad(leases []time.Duration, reps int, chk *Checker) *expiryLoad {
+func newExpiryLoad(clk clock.Clock, leases []time.Duration, reps int, chk *check.Checker) *expiryLoad {
 	l := &expiryLoad{chk: chk}
 	var longest time.Duration
 	for _, lease := range leases {
@@ -56,32 +58,32 @@ func newExpiryLoad(leases []time.Duration, reps int, chk *Checker) *expiryLoad {
 		}
 	}
 	l.left = len(l.cases)
-	l.deadline = mono() + int64(3*longest+10*time.Second)
+	l.deadline = clk.Now() + int64(3*longest+10*time.Second)
 	return l
 }
 
 // ids: the holder of case k is 2k, its waiter 2k+1.
-func (l *expiryLoad) ofConn(c *rconn) (*expiryCase, bool) { return l.cases[c.id/2], c.id%2 == 0 }
+func (l *expiryLoad) ofConn(c *reactor.Conn) (*expiryCase, bool) { return l.cases[c.ID/2], c.ID%2 == 0 }
 
-func (l *expiryLoad) start(r *reactor) {
+func (l *expiryLoad) start(r *reactor.Reactor) {
 	for k, ec := range l.cases {
-		c, err := r.dial(2 * k)
+		c, err := r.Dial(2 * k)
 		if err != nil {
-			r.abort(err)
+			r.Abort(err)
 			return
 		}
 		ec.holder = c
 	}
 }
 
-func (l *expiryLoad) connected(r *reactor, c *rconn) {
+func (l *expiryLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
 	ec, _ := l.ofConn(c)
-	c.t0 = r.tick()
-	_ = r.send(c, ec.req)
+	c.T0 = r.Tick()
+	_ = r.Send(c, ec.req)
 }
 
-func (l *expiryLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
-	now := r.tick()
+func (l *expiryLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame) {
+	now := r.Tick()
 	ec, isHolder := l.ofConn(c)
 	if f.Type == protocol.TypeError {
 		l.fail(r, fmt.Errorf("%s: ERROR %#x %q", ec.name, byte(f.Code), f.Reason))
@@ -92,51 +94,51 @@ func (l *expiryLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 		switch {
 		case f.Type != protocol.TypeAcquired:
 			l.fail(r, fmt.Errorf("%s: the holder was answered %#x", ec.name, byte(f.Type)))
-		case !c.granted: // the grant
-			c.granted, c.token = true, f.Token
-			l.chk.Grant(ec.name, c.id, now, f.Token, true)
-			ec.lastBeat = c.t0
-			ec.beatsOut = holderBeats
-			r.after(c.t0+interval, c, timerHeartbeat)
-			w, err := r.dial(c.id + 1)
+		case !c.Granted: // the grant
+			c.Granted, c.Token = true, f.Token
+			l.chk.Grant(ec.name, c.ID, now, f.Token, true)
+			ec.lastBeat = c.T0
+			ec.beatsOut = peers.HolderBeats
+			r.After(c.T0+interval, c, timerHeartbeat)
+			w, err := r.Dial(c.ID + 1)
 			if err != nil {
 				l.fail(r, err)
 				return
 			}
 			ec.waiter = w
 		default: // a heartbeat answered
-			c.hbOut = false
-			ec.lastBeat = c.t0
+			c.HbOut = false
+			ec.lastBeat = c.T0
 			if ec.beatsOut > 0 {
-				r.after(c.t0+interval, c, timerHeartbeat)
+				r.After(c.T0+interval, c, timerHeartbeat)
 				return
 			}
 			ec.silent = true
-			l.chk.Lapse(ec.name, c.id, ec.lastBeat+int64(ec.lease))
+			l.chk.Lapse(ec.name, c.ID, ec.lastBeat+int64(ec.lease))
 		}
 		return
 	}
 	// The waiter.
-	c.hbOut = false
+	c.HbOut = false
 	if f.Type == protocol.TypeWaiting {
-		r.after(c.t0+interval, c, timerHeartbeat)
+		r.After(c.T0+interval, c, timerHeartbeat)
 		return
 	}
 	if ec.grantAt != 0 {
 		return
 	}
 	ec.grantAt = now
-	l.chk.Grant(ec.name, c.id, now, f.Token, true)
+	l.chk.Grant(ec.name, c.ID, now, f.Token, true)
 	if !ec.silent {
 		l.chk.Report("%s: the waiter was granted while the holder still heartbeated", ec.name)
 	}
-	r.close(c)
+	r.Close(c)
 	l.finish(r, ec)
 }
 
-func (l *expiryLoad) timer(r *reactor, c *rconn, _ uint8) {
+func (l *expiryLoad) Timer(r *reactor.Reactor, c *reactor.Conn, _ uint8) {
 	ec, isHolder := l.ofConn(c)
-	if ec.done || c.hbOut {
+	if ec.done || c.HbOut {
 		return
 	}
 	if isHolder {
@@ -145,15 +147,15 @@ func (l *expiryLoad) timer(r *reactor, c *rconn, _ uint8) {
 		}
 		ec.beatsOut--
 	}
-	c.t0 = r.tick()
-	c.hbOut = true
-	_ = r.send(c, heartbeatFrame)
+	c.T0 = r.Tick()
+	c.HbOut = true
+	_ = r.Send(c, heartbeatFrame)
 }
 
-func (l *expiryLoad) lost(r *reactor, c *rconn, err error) {
+func (l *expiryLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
 	ec, isHolder := l.ofConn(c)
-	now := r.tick()
-	if !isHolder || !errors.Is(err, errPeerClosed) {
+	now := r.Tick()
+	if !isHolder || !errors.Is(err, reactor.ErrPeerClosed) {
 		l.fail(r, fmt.Errorf("%s: connection lost: %w", ec.name, err))
 		return
 	}
@@ -168,7 +170,7 @@ func (l *expiryLoad) lost(r *reactor, c *rconn, err error) {
 }
 
 // finish marks a case done once the waiter is granted and the holder gone.
-func (l *expiryLoad) finish(r *reactor, ec *expiryCase) {
+func (l *expiryLoad) finish(r *reactor.Reactor, ec *expiryCase) {
 	if ec.done || ec.grantAt == 0 || ec.dropAt == 0 {
 		return
 	}
@@ -179,15 +181,15 @@ func (l *expiryLoad) finish(r *reactor, ec *expiryCase) {
 	}
 }
 
-func (l *expiryLoad) fail(r *reactor, err error) {
+func (l *expiryLoad) fail(r *reactor.Reactor, err error) {
 	if l.err == nil {
 		l.err = err
 	}
-	r.abort(err)
+	r.Abort(err)
 }
 
-func (l *expiryLoad) idle(r *reactor) {
-	if r.now > l.deadline {
+func (l *expiryLoad) Idle(r *reactor.Reactor) {
+	if r.Now() > l.deadline {
 		l.fail(r, fmt.Errorf("S4: %d of %d cases unfinished at the deadline", l.left, len(l.cases)))
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/hist"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -24,8 +27,9 @@ import (
 // point of its first interval, and right after a reply that came later than
 // the interval.
 type goSessions struct {
-	addr string
-	cfg  *tls.Config // nil: plain TCP
+	clock clock.Clock // the run's
+	addr  string
+	cfg   *tls.Config // nil: plain TCP
 	sessionPairs
 	interval time.Duration
 
@@ -36,7 +40,7 @@ type goSessions struct {
 	// mu guards what follows, but for the tally's window (atomic).
 	mu    sync.Mutex
 	conns []net.Conn
-	setup Histogram // per session: dial (and handshake) to the first answer
+	setup hist.Histogram // per session: dial (and handshake) to the first answer
 	heartbeatTally
 	err     error
 	stopped bool
@@ -46,8 +50,8 @@ type goSessions struct {
 // maxInflightDials does for the reactor.
 const maxInflightGoDials = maxInflightDials
 
-func newGoSessions(addr string, cfg *tls.Config, s int, lease time.Duration, chk *Checker) *goSessions {
-	g := &goSessions{addr: addr, cfg: cfg, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: lease / 4,
+func newGoSessions(clk clock.Clock, addr string, cfg *tls.Config, s int, lease time.Duration, chk *check.Checker) *goSessions {
+	g := &goSessions{clock: clk, addr: addr, cfg: cfg, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: lease / 4,
 		lastAck: make([]atomic.Int64, s), stop: make(chan struct{}), conns: make([]net.Conn, s)}
 	g.names, g.reqs = acquireRequests("s6", s/2, lease)
 	g.closeWindow()
@@ -146,7 +150,7 @@ func (g *goSessions) dial() (net.Conn, error) {
 // session is one session's goroutine: set up, then heartbeat until Stop.
 func (g *goSessions) session(id int, sem <-chan struct{}, ready chan<- struct{}) {
 	defer g.wg.Done()
-	t0 := mono()
+	t0 := g.clock.Now()
 	c, err := g.dial()
 	if err != nil {
 		<-sem
@@ -173,7 +177,7 @@ func (g *goSessions) session(id int, sem <-chan struct{}, ready chan<- struct{})
 		g.fail(fmt.Errorf("session %d: first answer: %w", id, err))
 		return
 	}
-	now := mono()
+	now := g.clock.Now()
 	g.check(st, now, true)
 	g.lastAck[id].Store(t0)
 	g.mu.Lock()
@@ -191,7 +195,7 @@ func (g *goSessions) session(id int, sem <-chan struct{}, ready chan<- struct{})
 			return
 		case <-timer.C:
 		}
-		sent := mono()
+		sent := g.clock.Now()
 		if _, err := c.Write(heartbeatFrame); err != nil {
 			g.fail(fmt.Errorf("session %d: heartbeat: %w", id, err))
 			return
@@ -202,13 +206,13 @@ func (g *goSessions) session(id int, sem <-chan struct{}, ready chan<- struct{})
 		}
 		if st.f.Type == protocol.TypeAcquired && !st.granted {
 			// A pushed promotion came first: the heartbeat's own answer follows.
-			g.check(st, mono(), false)
+			g.check(st, g.clock.Now(), false)
 			if err := st.read(); err != nil {
 				g.fail(fmt.Errorf("session %d: heartbeat answer: %w", id, err))
 				return
 			}
 		}
-		now := mono()
+		now := g.clock.Now()
 		g.check(st, now, false)
 		g.lastAck[id].Store(sent)
 		next := sent + int64(g.interval)
@@ -227,7 +231,7 @@ func (g *goSessions) session(id int, sem <-chan struct{}, ready chan<- struct{})
 		if late {
 			next = now
 		}
-		timer.Reset(time.Duration(next - mono()))
+		timer.Reset(time.Duration(next - g.clock.Now()))
 	}
 }
 

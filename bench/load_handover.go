@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -17,59 +21,59 @@ import (
 // n-2 waiters stay queued meanwhile. A holder closes at the end of the loop
 // turn in which its grant arrived (see release).
 type handoverLoad struct {
-	baseWorkload
+	reactor.Base
 	n    int
 	name string
 	req  []byte
-	chk  *Checker
-	win  window
+	chk  *check.Checker
+	win  clock.Window
 
-	lastClose int64    // when the last holder closed; 0 before the first
-	pending   int      // worker to re-dial after the next grant; -1 for none
-	holders   []*rconn // granted this loop turn, released at its end
-	hist      Histogram
+	lastClose int64           // when the last holder closed; 0 before the first
+	pending   int             // worker to re-dial after the next grant; -1 for none
+	holders   []*reactor.Conn // granted this loop turn, released at its end
+	hist      hist.Histogram
 	count     uint64
 	nLost     int
 	redial    []int
 }
 
-func newHandoverLoad(n int, name string, lease time.Duration, chk *Checker, win window) *handoverLoad {
+func newHandoverLoad(n int, name string, lease time.Duration, chk *check.Checker, win clock.Window) *handoverLoad {
 	return &handoverLoad{
 		n: n, name: name, chk: chk, win: win, pending: -1,
 		req: protocol.AppendAcquire(nil, uint32(lease.Milliseconds()), name),
 	}
 }
 
-func (l *handoverLoad) start(r *reactor) {
+func (l *handoverLoad) start(r *reactor.Reactor) {
 	for i := range l.n {
 		l.dial(r, i)
 	}
 }
 
-func (l *handoverLoad) dial(r *reactor, id int) {
-	if _, err := r.dial(id); err != nil {
+func (l *handoverLoad) dial(r *reactor.Reactor, id int) {
+	if _, err := r.Dial(id); err != nil {
 		l.redial = append(l.redial, id)
 	}
 }
 
-func (l *handoverLoad) connected(r *reactor, c *rconn) { _ = r.send(c, l.req) }
+func (l *handoverLoad) Connected(r *reactor.Reactor, c *reactor.Conn) { _ = r.Send(c, l.req) }
 
-func (l *handoverLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
+func (l *handoverLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame) {
 	switch f.Type {
 	case protocol.TypeWaiting:
 		return
 	case protocol.TypeAcquired:
 	default:
-		r.abort(fmt.Errorf("unexpected frame %#x (code %#x %q)", byte(f.Type), byte(f.Code), f.Reason))
+		r.Abort(fmt.Errorf("unexpected frame %#x (code %#x %q)", byte(f.Type), byte(f.Code), f.Reason))
 		return
 	}
-	now := r.tick()
-	l.chk.Grant(l.name, c.id, now, f.Token, true)
-	if l.lastClose > 0 && l.win.has(now) {
+	now := r.Tick()
+	l.chk.Grant(l.name, c.ID, now, f.Token, true)
+	if l.lastClose > 0 && l.win.Has(now) {
 		l.count++
 		l.hist.Record(now - l.lastClose)
 	}
-	if now >= l.win.until {
+	if now >= l.win.Until {
 		r.Stop()
 		return
 	}
@@ -80,37 +84,37 @@ func (l *handoverLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 }
 
 // release closes this turn's holders and re-dials the previous one.
-func (l *handoverLoad) release(r *reactor) {
+func (l *handoverLoad) release(r *reactor.Reactor) {
 	for _, c := range l.holders {
-		l.chk.Release(l.name, c.id)
-		l.lastClose = r.tick()
-		r.close(c)
+		l.chk.Release(l.name, c.ID)
+		l.lastClose = r.Tick()
+		r.Close(c)
 		if l.pending >= 0 {
 			l.dial(r, l.pending)
 		}
-		l.pending = c.id
+		l.pending = c.ID
 	}
 	l.holders = l.holders[:0]
 }
 
-func (l *handoverLoad) lost(r *reactor, c *rconn, err error) {
+func (l *handoverLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
 	l.nLost++
 	if l.nLost > maxLost {
-		r.abort(fmt.Errorf("%d connections lost, last: %w", l.nLost, err))
+		r.Abort(fmt.Errorf("%d connections lost, last: %w", l.nLost, err))
 		return
 	}
-	l.chk.Release(l.name, c.id)
-	l.redial = append(l.redial, c.id)
+	l.chk.Release(l.name, c.ID)
+	l.redial = append(l.redial, c.ID)
 }
 
-func (l *handoverLoad) idle(r *reactor) {
+func (l *handoverLoad) Idle(r *reactor.Reactor) {
 	l.release(r)
-	if r.now >= l.win.until {
+	if r.Now() >= l.win.Until {
 		r.Stop()
 		return
 	}
 	// Nobody else queued (a lost waiter, or n = 1): re-dial anyway.
-	if l.pending >= 0 && r.now-l.lastClose > int64(50*time.Millisecond) {
+	if l.pending >= 0 && r.Now()-l.lastClose > int64(50*time.Millisecond) {
 		l.dial(r, l.pending)
 		l.pending = -1
 	}

@@ -3,33 +3,29 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/reactor"
 	"sync/atomic"
 	"time"
 )
 
-// benchBase is the zero of the harness's monotonic clock.
-var benchBase = time.Now()
-
-// mono is the harness's monotonic clock in ns; reactors share it.
-func mono() int64 { return int64(time.Since(benchBase)) }
-
 // starter is a workload that dials its first connections itself.
 type starter interface {
-	workload
-	start(r *reactor)
+	reactor.Workload
+	start(r *reactor.Reactor)
 }
 
 // loadRun is a reactor running a workload on its own goroutine.
 type loadRun struct {
-	r    *reactor
+	r    *reactor.Reactor
 	done chan struct{}
 	err  error
 }
 
 // startLoad runs w against addr until it stops itself or Stop is called.
 // Every socket is closed when the loop ends.
-func startLoad(addr string, w starter) (*loadRun, error) {
-	r, err := newReactor(addr, w, benchBase)
+func startLoad(clk clock.Clock, addr string, w starter) (*loadRun, error) {
+	r, err := reactor.New(addr, w, clk.Base())
 	if err != nil {
 		return nil, err
 	}
@@ -37,8 +33,8 @@ func startLoad(addr string, w starter) (*loadRun, error) {
 	go func() {
 		defer close(l.done)
 		w.start(r)
-		l.err = r.run()
-		r.closeAll()
+		l.err = r.Run()
+		r.CloseAll()
 	}()
 	return l, nil
 }
@@ -48,9 +44,9 @@ func startLoad(addr string, w starter) (*loadRun, error) {
 // setup's wall time. The setup may take a minute plus a millisecond per
 // connection (conns); past that it is an error saying notReady, and so is
 // the load ending first.
-func startLoadWhenReady(addr string, w starter, ready *atomic.Bool, conns int, poll time.Duration, notReady string) (*loadRun, time.Duration, error) {
+func startLoadWhenReady(clk clock.Clock, addr string, w starter, ready *atomic.Bool, conns int, poll time.Duration, notReady string) (*loadRun, time.Duration, error) {
 	t0 := time.Now()
-	run, err := startLoad(addr, w)
+	run, err := startLoad(clk, addr, w)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -83,8 +79,8 @@ func (l *loadRun) Stop() error {
 }
 
 // runLoad runs w to its end.
-func runLoad(addr string, w starter) error {
-	l, err := startLoad(addr, w)
+func runLoad(clk clock.Clock, addr string, w starter) error {
+	l, err := startLoad(clk, addr, w)
 	if err != nil {
 		return err
 	}

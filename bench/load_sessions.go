@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/reactor"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -18,12 +21,12 @@ import (
 // first waiter dials). Against the bare gnet server a session sends the
 // heartbeat byte from the start, without an ACQUIRE.
 type sessionsLoad struct {
-	baseWorkload
+	reactor.Base
 	monolock bool
 	sessionPairs
 	interval int64
 
-	conns    []*rconn
+	conns    []*reactor.Conn
 	rng      *rand.Rand
 	lastAck  []int64 // send time of the last acknowledged frame, per session
 	nextDial int
@@ -46,10 +49,10 @@ type sessionsLoad struct {
 type heartbeatTally struct {
 	from, until atomic.Int64 // the window; never, until the driver sets it
 
-	hist     Histogram // heartbeat RTT inside the window
-	hbWindow uint64    // heartbeats answered inside the window
-	late     uint64    // heartbeats sent late because the previous reply was late
-	promoted uint64    // waiters granted: a holder was dropped
+	hist     hist.Histogram // heartbeat RTT inside the window
+	hbWindow uint64         // heartbeats answered inside the window
+	late     uint64         // heartbeats sent late because the previous reply was late
+	promoted uint64         // waiters granted: a holder was dropped
 }
 
 // closeWindow sets the window to never, for the setup.
@@ -65,7 +68,7 @@ type sessionPairs struct {
 	lease time.Duration
 	names []string // per lock (acquireRequests); none against the bare gnet server
 	reqs  [][]byte // per lock, its ACQUIRE
-	chk   *Checker
+	chk   *check.Checker
 }
 
 // lock returns the lock index of session id.
@@ -122,10 +125,10 @@ const (
 	timerHeartbeat   = 1
 )
 
-func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *Checker) *sessionsLoad {
+func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *check.Checker) *sessionsLoad {
 	l := &sessionsLoad{
 		monolock: monolock, sessionPairs: sessionPairs{s: s, lease: lease, chk: chk}, interval: int64(lease / 4),
-		conns: make([]*rconn, s), lastAck: make([]int64, s), rng: rand.New(rand.NewPCG(uint64(s), 3)),
+		conns: make([]*reactor.Conn, s), lastAck: make([]int64, s), rng: rand.New(rand.NewPCG(uint64(s), 3)),
 	}
 	l.dialStop = s
 	if monolock {
@@ -137,15 +140,15 @@ func newSessionsLoad(monolock bool, s int, lease time.Duration, chk *Checker) *s
 	return l
 }
 
-func (l *sessionsLoad) start(r *reactor) { l.dialMore(r) }
+func (l *sessionsLoad) start(r *reactor.Reactor) { l.dialMore(r) }
 
-func (l *sessionsLoad) dialMore(r *reactor) {
+func (l *sessionsLoad) dialMore(r *reactor.Reactor) {
 	for l.inflight < maxInflightDials && l.nextDial < l.dialStop {
 		id := l.nextDial
-		c, err := r.dial(id)
+		c, err := r.Dial(id)
 		if err != nil {
 			l.err = fmt.Errorf("dial session %d: %w", id, err)
-			r.abort(l.err)
+			r.Abort(l.err)
 			return
 		}
 		l.conns[id] = c
@@ -154,35 +157,35 @@ func (l *sessionsLoad) dialMore(r *reactor) {
 	}
 }
 
-func (l *sessionsLoad) connected(r *reactor, c *rconn) {
-	c.t0 = r.tick()
+func (l *sessionsLoad) Connected(r *reactor.Reactor, c *reactor.Conn) {
+	c.T0 = r.Tick()
 	if l.monolock {
-		_ = r.send(c, l.reqs[l.lock(c.id)])
+		_ = r.Send(c, l.reqs[l.lock(c.ID)])
 	} else {
-		_ = r.send(c, heartbeatFrame)
+		_ = r.Send(c, heartbeatFrame)
 	}
 }
 
-func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
-	now := r.tick()
+func (l *sessionsLoad) Frame(r *reactor.Reactor, c *reactor.Conn, f *protocol.Frame) {
+	now := r.Tick()
 	if f.Type == protocol.TypeError {
-		l.err = fmt.Errorf("session %d: ERROR %#x %q", c.id, byte(f.Code), f.Reason)
-		r.abort(l.err)
+		l.err = fmt.Errorf("session %d: ERROR %#x %q", c.ID, byte(f.Code), f.Reason)
+		r.Abort(l.err)
 		return
 	}
-	first := !c.granted && c.flag == 0
+	first := !c.Granted && c.Flag == 0
 	if first {
-		c.flag = 1 // answered once
+		c.Flag = 1 // answered once
 		l.inflight--
 		l.ready++
 		if l.monolock {
 			l.checkState(c, f, now, true)
 		}
-		l.lastAck[c.id] = c.t0
+		l.lastAck[c.ID] = c.T0
 		// The first heartbeat comes at a random point of the first interval
 		// (earlier than the rule requires, never later), so that sessions
 		// opened in one burst do not heartbeat in bursts ever after.
-		r.after(c.t0+l.rng.Int64N(l.interval)+1, c, timerHeartbeat)
+		r.After(c.T0+l.rng.Int64N(l.interval)+1, c, timerHeartbeat)
 		if l.ready == l.dialStop && l.dialStop < l.s {
 			l.dialStop = l.s // holders are in: now the waiters
 		}
@@ -192,57 +195,57 @@ func (l *sessionsLoad) frame(r *reactor, c *rconn, f *protocol.Frame) {
 		l.dialMore(r)
 		return
 	}
-	if !c.hbOut {
+	if !c.HbOut {
 		if l.monolock && f.Type == protocol.TypeAcquired {
 			l.checkState(c, f, now, false) // a pushed promotion
 			return
 		}
-		l.err = fmt.Errorf("session %d: unsolicited frame %#x", c.id, byte(f.Type))
-		r.abort(l.err)
+		l.err = fmt.Errorf("session %d: unsolicited frame %#x", c.ID, byte(f.Type))
+		r.Abort(l.err)
 		return
 	}
-	c.hbOut = false
+	c.HbOut = false
 	l.hbTotal++
 	if now >= l.from.Load() && now < l.until.Load() {
 		l.hbWindow++
-		l.hist.Record(now - c.t0)
+		l.hist.Record(now - c.T0)
 	}
 	if l.monolock {
 		l.checkState(c, f, now, false)
 	}
-	l.lastAck[c.id] = c.t0
-	if c.flag == 2 { // the interval passed while this one was in flight
-		c.flag = 1
+	l.lastAck[c.ID] = c.T0
+	if c.Flag == 2 { // the interval passed while this one was in flight
+		c.Flag = 1
 		l.late++
 		l.beat(r, c)
 		return
 	}
-	r.after(c.t0+l.interval, c, timerHeartbeat)
+	r.After(c.T0+l.interval, c, timerHeartbeat)
 }
 
 // checkState checks a monolock answer (sessionPairs.judge).
-func (l *sessionsLoad) checkState(c *rconn, f *protocol.Frame, now int64, first bool) {
-	if l.judge(c.id, f, now, first, &c.granted, &c.token, func(h int) int64 { return l.lastAck[h] }) {
+func (l *sessionsLoad) checkState(c *reactor.Conn, f *protocol.Frame, now int64, first bool) {
+	if l.judge(c.ID, f, now, first, &c.Granted, &c.Token, func(h int) int64 { return l.lastAck[h] }) {
 		l.promoted++
 	}
 }
 
-func (l *sessionsLoad) beat(r *reactor, c *rconn) {
-	c.t0 = r.tick()
-	c.hbOut = true
-	_ = r.send(c, heartbeatFrame)
+func (l *sessionsLoad) beat(r *reactor.Reactor, c *reactor.Conn) {
+	c.T0 = r.Tick()
+	c.HbOut = true
+	_ = r.Send(c, heartbeatFrame)
 }
 
-func (l *sessionsLoad) timer(r *reactor, c *rconn, _ uint8) {
-	if c.hbOut {
-		c.flag = 2
+func (l *sessionsLoad) Timer(r *reactor.Reactor, c *reactor.Conn, _ uint8) {
+	if c.HbOut {
+		c.Flag = 2
 		return
 	}
 	l.beat(r, c)
 }
 
-func (l *sessionsLoad) lost(r *reactor, c *rconn, err error) {
+func (l *sessionsLoad) Lost(r *reactor.Reactor, c *reactor.Conn, err error) {
 	l.lostConns++
-	l.err = fmt.Errorf("session %d lost: %w", c.id, err)
-	r.abort(l.err)
+	l.err = fmt.Errorf("session %d lost: %w", c.ID, err)
+	r.Abort(l.err)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/monolock/monolock/bench/procstat"
+	"github.com/monolock/monolock/bench/report"
 	"os"
 	"runtime"
 	"strings"
@@ -10,8 +12,8 @@ import (
 )
 
 // machineInfo describes this machine for the report.
-func machineInfo() Machine {
-	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+func machineInfo() report.Machine {
+	m := report.Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -60,20 +62,20 @@ func loadAvg() string {
 }
 
 // waitQuiet waits, up to limit, until other processes use less than
-// busyThreshold of a core for three seconds in a row, and says what it found.
+// procstat.BusyThreshold of a core for three seconds in a row, and says what it found.
 func waitQuiet(limit time.Duration) string {
 	deadline := time.Now().Add(limit)
 	quiet := 0
 	last := 0.0
 	for time.Now().Before(deadline) {
-		u := startUsage(selfPID)
+		u := procstat.StartUsage(os.Getpid())
 		time.Sleep(time.Second)
-		r, ok := u.stop()
+		r, ok := u.Stop()
 		if !ok {
 			return "could not sample the machine's CPU"
 		}
 		last = r.Other
-		if r.Other < busyThreshold {
+		if r.Other < procstat.BusyThreshold {
 			quiet++
 			if quiet >= 3 {
 				return fmt.Sprintf("quiet at start (other load %.0f%% of a core)", 100*r.Other)

@@ -14,6 +14,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/monolock/monolock/bench/charts"
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -26,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
-		os.Exit(floorServerMain(os.Args[2:], os.Stderr))
+		os.Exit(floor.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "release-loop" {
 		os.Exit(releaseLoopMain(os.Args[2:], os.Stdout, os.Stderr))
@@ -55,7 +61,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.outDir, "out", "out", "directory for PNG charts and server logs")
 	fs.StringVar(&o.only, "only", "", "run only these scenarios, e.g. S1,S3 (default all)")
-	fs.StringVar(&o.peers, "peers", strings.Join(peerNames, ","), "peers to start; empty for none")
+	fs.StringVar(&o.peers, "peers", strings.Join(peers.Names(), ","), "peers to start; empty for none")
 	fs.StringVar(&o.monolock, "monolock", "../bin/monolock", "the monolock binary (built with go build when missing)")
 	fs.DurationVar(&o.redisRetry, "redis-retry", time.Millisecond, "Redis waiters retry after a random pause in [d, 2d)")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
@@ -81,24 +87,26 @@ type bench struct {
 	opt      options
 	sz       sizes
 	srv      *servers
-	peers    []peer
-	skipped  []PeerStatus
-	report   *Report
+	peers    []peers.Peer
+	skipped  []report.PeerStatus
+	report   *report.Report
 	prog     *progress
 	checkers []namedChecker
 	stderr   io.Writer
-	tmp      string    // the run's temporary directory (certificates, audit logs)
-	s7Etcd   *etcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
+	tmp      string          // the run's temporary directory (certificates, audit logs)
+	nsPairs  uint32          // network namespace pairs made so far (S9, one at a time)
+	clock    clock.Clock     // the run's: every load, window and peer reads it
+	s7Etcd   *peers.EtcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
 }
 
 type namedChecker struct {
 	name string
-	chk  *Checker
+	chk  *check.Checker
 }
 
 // checker returns a fresh checker whose violations end up in the report.
-func (b *bench) checker(name string) *Checker {
-	c := NewChecker()
+func (b *bench) checker(name string) *check.Checker {
+	c := check.New()
 	b.checkers = append(b.checkers, namedChecker{name, c})
 	return c
 }
@@ -112,24 +120,24 @@ func (b *bench) fail(format string, args ...any) {
 
 // failRow records err, from where, as fail does, and adds sys's figure to sc
 // as an error row.
-func (b *bench) failRow(sc *Scenario, sys, figure, where string, err error) {
+func (b *bench) failRow(sc *report.Scenario, sys, figure, where string, err error) {
 	b.fail("%s: %v", where, err)
-	sc.Add(&Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
+	sc.Add(&report.Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
 }
 
 func (b *bench) step(desc string) { b.prog.step(desc) }
 
 // skippedRows adds a "skipped" row for every peer that did not start.
-func (b *bench) skippedRows(sc *Scenario, figure string) {
+func (b *bench) skippedRows(sc *report.Scenario, figure string) {
 	for _, s := range b.skipped {
-		sc.Add(&Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
+		sc.Add(&report.Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
 	}
 }
 
 func (b *bench) redisRetry() (time.Duration, bool) {
 	for _, p := range b.peers {
-		if r, ok := p.(*redisPeer); ok {
-			return r.retry, true
+		if r, ok := p.(*peers.RedisPeer); ok {
+			return r.Retry(), true
 		}
 	}
 	return 0, false
@@ -156,14 +164,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
-	rep := &Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
 		Violations: []string{}, Errors: []string{}}
 	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
-	rep.Limits = Limits{NoFileSoft: soft, NoFileHard: hard, MaxSessions: maxSessions}
+	rep.Limits = report.Limits{NoFileSoft: soft, NoFileHard: hard, MaxSessions: maxSessions}
 	if maxSessions < 1000 {
 		_, _ = fmt.Fprintf(stderr, "bench: the descriptor limit (%d) leaves room for only %d sessions; raise it (ulimit -n)\n", soft, maxSessions)
 		return 1
@@ -196,7 +204,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	procs := &proc.Group{} // every child process of this run
-	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp,
+	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp, clock: clock.New(),
 		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir, procs: procs}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
@@ -229,7 +237,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(peerList) > 0 {
 		b.step("starting peers")
-		b.peers, rep.Peers = startPeers(procs, peerList, tmp, logDir, opt.redisRetry)
+		b.peers, rep.Peers = peers.Start(procs, b.clock, peerList, tmp, logDir, opt.redisRetry)
 		for _, s := range rep.Peers {
 			if s.Status == "skipped" {
 				b.skipped = append(b.skipped, s)
@@ -237,13 +245,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	scs := map[string]*Scenario{}
+	scs := map[string]*report.Scenario{}
 	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
 	// so that the session-heavy and monolock-only runs have the machine to
 	// themselves.
 	type scenarioRun struct {
 		id string
-		fn func() *Scenario
+		fn func() *report.Scenario
 	}
 	runWanted := func(runs ...scenarioRun) {
 		for _, s := range runs {
@@ -264,7 +272,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			rep.Scenarios = append(rep.Scenarios, sc)
 		}
 	}
-	computeRatios(rep.Scenarios)
+	report.ComputeRatios(rep.Scenarios)
 	rep.Monolock = b.srv.version
 	for _, nc := range b.checkers {
 		for _, v := range nc.chk.Violations() {
@@ -276,7 +284,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	_, _ = fmt.Fprint(stdout, renderReport(rep))
 	if opt.outDir != "" {
-		files, err := writeCharts(rep, opt.outDir)
+		files, err := charts.Write(rep, opt.outDir)
 		if err != nil {
 			_, _ = fmt.Fprintf(stderr, "bench: charts: %v\n", err)
 			rep.Errors = append(rep.Errors, "charts: "+err.Error())
@@ -342,12 +350,12 @@ func (b *bench) countSteps(peers int) int {
 }
 
 // renderReport is everything printed on stdout.
-func renderReport(rep *Report) string {
+func renderReport(rep *report.Report) string {
 	var s strings.Builder
 	m := rep.Machine
 	fmt.Fprintf(&s, "monolock bench — %s, %d CPUs (%s), kernel %s, %s; RLIMIT_NOFILE %d/%d → up to %s sessions\n",
 		rep.Started.UTC().Format(time.RFC3339), m.NProc, m.CPUModel, m.Kernel, m.GoVersion,
-		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, groupThousands(int64(rep.Limits.MaxSessions)))
+		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, report.GroupThousands(int64(rep.Limits.MaxSessions)))
 	fmt.Fprintf(&s, "load average at start %s, at end %s", m.LoadAvgStart, m.LoadAvgEnd)
 	if m.Background != "" {
 		fmt.Fprintf(&s, "; %s", m.Background)
@@ -365,21 +373,21 @@ func renderReport(rep *Report) string {
 	}
 	s.WriteString("ratios: ×monolock = this row ÷ monolock's row; ×floor = this row ÷ its floor row (S0, or bare gnet in S3 and S5)\n\n")
 	for _, sc := range rep.Scenarios {
-		s.WriteString(renderScenario(sc))
+		s.WriteString(report.RenderScenario(sc))
 		s.WriteByte('\n')
 	}
 	c := rep.Core
 	if c.Sessions > 0 {
 		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024: %s); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×: %s)\n",
-			groupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, verdict(c.RSSPerSessionBytes <= 1024),
-			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, verdict(c.CPUPerHeartbeatRatio <= 1.2))
+			report.GroupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, report.Verdict(c.RSSPerSessionBytes <= 1024),
+			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, report.Verdict(c.CPUPerHeartbeatRatio <= 1.2))
 		if rep.Quick {
 			s.WriteString("  (the targets are set for 10,000 sessions, as in the full run; at a quick run's size the fixed overhead dominates RSS per session)\n")
 		}
 	}
 	s.WriteString(renderCycleCPU(rep.Scenarios))
-	s.WriteString(renderTLSCost(rep.TLS))
-	s.WriteString(renderBookkeeping(rep.Bookkeep))
+	s.WriteString(report.RenderTLSCost(rep.TLS))
+	s.WriteString(report.RenderBookkeeping(rep.Bookkeep))
 	if len(rep.Violations) > 0 {
 		s.WriteString("\nVIOLATIONS:\n")
 		for _, v := range rep.Violations {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 )
 
 // S9's link: two network namespaces, the server's and the client's, joined
@@ -19,10 +18,6 @@ const (
 	netnsClientAddr = "192.0.2.2"
 	netnsPort       = "7070"
 )
-
-// nsPairs numbers the pairs of this run: with the process id, it makes the
-// names unique on the machine (interface names have at most 15 bytes).
-var nsPairs atomic.Uint32
 
 // nsPair is one server namespace and one client namespace.
 type nsPair struct {
@@ -38,10 +33,11 @@ func runCmd(name string, args ...string) error {
 	return nil
 }
 
-// newNSPair makes the two namespaces and the link; on an error it removes
-// what it made.
-func newNSPair() (p *nsPair, err error) {
-	suffix := fmt.Sprintf("%d-%d", os.Getpid()%100000, nsPairs.Add(1))
+// newNSPair makes the two namespaces and the link, the run's pair number n;
+// on an error it removes what it made. With the process id, n makes the
+// names unique on the machine (interface names have at most 15 bytes).
+func newNSPair(n uint32) (p *nsPair, err error) {
+	suffix := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
 	p = &nsPair{server: "mlrel-srv-" + suffix, client: "mlrel-cli-" + suffix}
 	defer func() {
 		if err != nil {

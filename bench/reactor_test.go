@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -56,6 +59,7 @@ func readAcquire(r io.Reader) error {
 }
 
 func TestReactorEcho(t *testing.T) {
+	clk := clock.New()
 	addr := fakeServer(t, func(c net.Conn) {
 		b := make([]byte, 64)
 		for {
@@ -64,14 +68,14 @@ func TestReactorEcho(t *testing.T) {
 				return
 			}
 			for range n {
-				if _, err := c.Write(floorReply[:]); err != nil {
+				if _, err := c.Write([]byte(floor.Reply)); err != nil {
 					return
 				}
 			}
 		}
 	})
-	l := &echoLoad{conns: 4, win: newWindow(20*time.Millisecond, 100*time.Millisecond)}
-	if err := runLoad(addr, l); err != nil {
+	l := &echoLoad{conns: 4, win: clk.Window(20*time.Millisecond, 100*time.Millisecond)}
+	if err := runLoad(clk, addr, l); err != nil {
 		t.Fatal(err)
 	}
 	if l.count == 0 || l.hist.Count() != l.count {
@@ -82,6 +86,7 @@ func TestReactorEcho(t *testing.T) {
 // A server that grants every ACQUIRE, to all clients at the same moment and
 // with the same token, breaks both rules: the harness must see both.
 func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
+	clk := clock.New()
 	const clients = 3
 	var (
 		mu      sync.Mutex
@@ -106,9 +111,9 @@ func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
 	// times so that a slow scheduler cannot make the test flaky.
 	var v string
 	for range 20 {
-		chk := NewChecker()
-		l := newHandoverLoad(clients, "L", time.Minute, chk, newWindow(0, 60*time.Millisecond))
-		if err := runLoad(addr, l); err != nil {
+		chk := check.New()
+		l := newHandoverLoad(clients, "L", time.Minute, chk, clk.Window(0, 60*time.Millisecond))
+		if err := runLoad(clk, addr, l); err != nil {
 			t.Fatal(err)
 		}
 		v = strings.Join(chk.Violations(), "\n")
@@ -122,6 +127,7 @@ func TestHandoverLoadCatchesABrokenServer(t *testing.T) {
 // A correct one-lock server (FIFO queue, push on release, increasing
 // tokens) leaves the checker silent.
 func TestHandoverLoadAgainstACorrectServer(t *testing.T) {
+	clk := clock.New()
 	var (
 		mu     sync.Mutex
 		holder net.Conn
@@ -164,9 +170,9 @@ func TestHandoverLoadAgainstACorrectServer(t *testing.T) {
 			grant(next)
 		}
 	})
-	chk := NewChecker()
-	l := newHandoverLoad(4, "L", time.Minute, chk, newWindow(20*time.Millisecond, 150*time.Millisecond))
-	if err := runLoad(addr, l); err != nil {
+	chk := check.New()
+	l := newHandoverLoad(4, "L", time.Minute, chk, clk.Window(20*time.Millisecond, 150*time.Millisecond))
+	if err := runLoad(clk, addr, l); err != nil {
 		t.Fatal(err)
 	}
 	if v := chk.Violations(); len(v) > 0 {

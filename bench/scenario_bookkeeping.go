@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -29,7 +33,7 @@ var bkConfigs = []bkConfig{cfgBare, cfgOps, cfgAudit, cfgHA}
 // runs or is installed.
 func (b *bench) s7Configs() []bkConfig {
 	for _, p := range b.peers {
-		if _, ok := p.(*etcdPeer); ok {
+		if _, ok := p.(*peers.EtcdPeer); ok {
 			return bkConfigs
 		}
 	}
@@ -54,7 +58,7 @@ func (c bkConfig) system() string {
 	case cfgHA:
 		return "monolock +ha-etcd"
 	}
-	return sysMonolock
+	return report.SysMonolock
 }
 
 func (c bkConfig) tag() string { return [...]string{"bare", "ops", "ops+audit", "ha-etcd"}[c] }
@@ -77,7 +81,7 @@ type grantResult struct {
 	cpu        time.Duration
 	genCPU     time.Duration
 	windowSecs float64
-	lat        Histogram
+	lat        hist.Histogram
 	other      string
 	audit      auditStats
 }
@@ -128,13 +132,13 @@ func countLines(r io.Reader) (auditStats, error) {
 // s7: the cost of metrics and of the audit log on the grant path (S1's
 // cycles) and on the heartbeat path (S3's sessions), against the same server
 // with both off; the three configurations alternate s7Runs times.
-func (b *bench) s7() *Scenario {
+func (b *bench) s7() *report.Scenario {
 	sz := b.sz
 	bkConfigs := b.s7Configs()
-	at := " @" + groupThousands(int64(sz.s7Sessions))
-	sc := &Scenario{ID: "S7", Name: "bookkeeping", Desc: fmt.Sprintf(
+	at := " @" + report.GroupThousands(int64(sz.s7Sessions))
+	sc := &report.Scenario{ID: "S7", Name: "bookkeeping", Desc: fmt.Sprintf(
 		"monolock bare, with -ops-listen (metrics) and with -ops-listen and -audit-log FILE; grants: C=%d workers cycling as in S1 (dial, ACQUIRE, ACQUIRED, close = one grant and one release), %v after %v; heartbeats: %s sessions as in S3, every %v (lease %v), %v after %v",
-		sz.workers, sz.dur, sz.warm, groupThousands(int64(sz.s7Sessions)), sz.s3Lease/4, sz.s3Lease, sz.s3Window, sz.s3Warm)}
+		sz.workers, sz.dur, sz.warm, report.GroupThousands(int64(sz.s7Sessions)), sz.s3Lease/4, sz.s3Lease, sz.s3Window, sz.s3Warm)}
 	grants := make([][]grantResult, len(bkConfigs))
 	hbs := make([][]sessionsResult, len(bkConfigs))
 	gFailed := make([]string, len(bkConfigs))
@@ -149,31 +153,31 @@ func (b *bench) s7() *Scenario {
 	for rep := range sz.s7Runs {
 		measureInRotation(b, "S7", rep, grants, gFailed,
 			func(i int) string { return runTag(bkConfigs[i], "grants", rep) },
-			func(i int, chk *Checker) (grantResult, error) { return b.runGrants(bkConfigs[i], rep, chk) })
+			func(i int, chk *check.Checker) (grantResult, error) { return b.runGrants(bkConfigs[i], rep, chk) })
 		measureInRotation(b, "S7", rep, hbs, hFailed,
 			func(i int) string { return runTag(bkConfigs[i], "heartbeats", rep) },
-			func(i int, chk *Checker) (sessionsResult, error) {
+			func(i int, chk *check.Checker) (sessionsResult, error) {
 				return b.runBookkeepingSessions(bkConfigs[i], rep, chk)
 			})
 	}
-	sum := &Bookkeeping{Sessions: sz.s7Sessions, Target: bookkeepingTarget}
+	sum := &report.Bookkeeping{Sessions: sz.s7Sessions, Target: bookkeepingTarget}
 	for i, c := range bkConfigs {
 		sys := c.system()
-		f := BookkeepingFigures{Config: c.tag()}
+		f := report.BookkeepingFigures{Config: c.tag()}
 		if rs := grants[i]; len(rs) > 0 {
 			f.CPUPerGrant = medianOf(rs, grantResult.cpuPerGrant)
 			f.CyclesPerSec = medianOf(rs, grantResult.rate)
-			sc.Add(&Row{System: sys, Figure: "server CPU per grant", Value: f.CPUPerGrant, Unit: "µs",
+			sc.Add(&report.Row{System: sys, Figure: "server CPU per grant", Value: f.CPUPerGrant, Unit: "µs",
 				Lat: summaryOf(mergedLat(rs)), Key: "grant", Lower: true, Note: grantNote(rs)})
 		} else {
-			sc.Add(&Row{System: sys, Figure: "server CPU per grant", Status: "error", Note: gFailed[i]})
+			sc.Add(&report.Row{System: sys, Figure: "server CPU per grant", Status: "error", Note: gFailed[i]})
 		}
 		if rs := hbs[i]; len(rs) > 0 {
 			f.CPUPerMHb = medianOf(rs, sessionsResult.cpuPerMillion)
-			sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: f.CPUPerMHb, Unit: "s",
+			sc.Add(&report.Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Value: f.CPUPerMHb, Unit: "s",
 				Key: "hb", Lower: true, Note: heartbeatNote(rs)})
 		} else {
-			sc.Add(&Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Status: "error", Note: hFailed[i]})
+			sc.Add(&report.Row{System: sys, Figure: "CPU per 1M heartbeats" + at, Status: "error", Note: hFailed[i]})
 		}
 		sum.Configs = append(sum.Configs, f)
 	}
@@ -244,16 +248,16 @@ func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Pr
 }
 
 // runGrants measures one S7 cycle run.
-func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error) {
+func (b *bench) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult, error) {
 	var res grantResult
 	srv, stop, err := b.startBookkeeping(c, "grants", rep)
 	if err != nil {
 		return res, err
 	}
 	sz := b.sz
-	win := newWindow(sz.warm, sz.dur)
+	win := b.clock.Window(sz.warm, sz.dur)
 	l := newCycleLoad(cycleAcquire, sz.workers, sz.holdLease, "s7", chk, win)
-	use, ok, err := timedUsage(srv.Pid(), win, func() error { return runLoad(srv.Addr, l) })
+	use, ok, err := timedUsage(b.clock, srv.Pid(), win, func() error { return runLoad(b.clock, srv.Addr, l) })
 	alive := srv.Alive()
 	st, auditErr := stop()
 	if err != nil {
@@ -273,29 +277,29 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *Checker) (grantResult, error
 	}
 	res.cycles, res.grants = l.count, chk.Grants()
 	res.cpu, res.genCPU = use.CPU[0], use.CPU[1]
-	res.windowSecs = win.seconds()
+	res.windowSecs = win.Seconds()
 	res.lat = l.hist
-	res.other = use.otherNote()
+	res.other = use.OtherNote()
 	res.audit = st
 	return res, nil
 }
 
 // runBookkeepingSessions measures one S7 heartbeat run.
-func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *Checker) (sessionsResult, error) {
+func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *check.Checker) (sessionsResult, error) {
 	srv, stop, err := b.startBookkeeping(c, "heartbeats", rep)
 	if err != nil {
 		return sessionsResult{}, err
 	}
 	sz := b.sz
-	r, err := measureSessions(srv, true, sz.s7Sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, chk)
+	r, err := measureSessions(b.clock, srv, true, sz.s7Sessions, sz.s3Lease, sz.s3Warm, sz.s3Window, chk)
 	if _, auditErr := stop(); err == nil && auditErr != nil {
 		err = fmt.Errorf("audit log: %w", auditErr)
 	}
 	return r, err
 }
 
-func mergedLat(rs []grantResult) *Histogram {
-	var h Histogram
+func mergedLat(rs []grantResult) *hist.Histogram {
+	var h hist.Histogram
 	for i := range rs {
 		h.Merge(&rs[i].lat)
 	}
@@ -317,9 +321,9 @@ func runsList[T any](rs []T, f func(T) float64, format string) string {
 func grantNote(rs []grantResult) string {
 	mid := rs[len(rs)/2]
 	note := runsList(rs, grantResult.cpuPerGrant, "%.1f") + fmt.Sprintf("%s cycles/s · srv %.0f%% · gen %.0f%% cpu",
-		groupThousands(int64(medianOf(rs, grantResult.rate))), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
+		report.GroupThousands(int64(medianOf(rs, grantResult.rate))), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
 	if mid.audit.events > 0 && mid.grants > 0 {
-		note += fmt.Sprintf(" · audit %s events (%.2f per grant), %s", groupThousands(mid.audit.events),
+		note += fmt.Sprintf(" · audit %s events (%.2f per grant), %s", report.GroupThousands(mid.audit.events),
 			float64(mid.audit.events)/float64(mid.grants), mib(mid.audit.bytes))
 	}
 	return joinNotes(note, otherLoadWarnings(rs, func(r grantResult) string { return r.other }))
@@ -328,7 +332,7 @@ func grantNote(rs []grantResult) string {
 func heartbeatNote(rs []sessionsResult) string {
 	mid := rs[len(rs)/2]
 	note := runsList(rs, sessionsResult.cpuPerMillion, "%.2f") + fmt.Sprintf("%s hb/s · srv %.1f%% · gen %.0f%% cpu",
-		groupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
+		report.GroupThousands(int64(mid.heartbeatRate)), 100*mid.cpu.Seconds()/mid.windowSecs, 100*mid.genCPU.Seconds()/mid.windowSecs)
 	return joinNotes(note, otherLoadWarnings(rs, func(r sessionsResult) string { return r.other }))
 }
 
@@ -344,7 +348,7 @@ func (b *bench) haArgs(what string, rep int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := peers.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -356,16 +360,16 @@ func (b *bench) haArgs(what string, rep int) ([]string, error) {
 // it runs, else one started for S7 alone (and stopped with the servers).
 func (b *bench) haEtcd() (string, error) {
 	for _, p := range b.peers {
-		if ep, ok := p.(*etcdPeer); ok {
-			return "http://" + ep.endpoint, nil
+		if ep, ok := p.(*peers.EtcdPeer); ok {
+			return "http://" + ep.Endpoint(), nil
 		}
 	}
 	if b.s7Etcd == nil {
-		ep, err := startEtcd(b.srv.procs, b.tmp, b.srv.logPath("s7-etcd"))
+		ep, err := peers.StartEtcd(b.srv.procs, b.clock, b.tmp, b.srv.logPath("s7-etcd"))
 		if err != nil {
 			return "", fmt.Errorf("S7 +ha-etcd needs etcd: %w", err)
 		}
 		b.s7Etcd = ep
 	}
-	return "http://" + b.s7Etcd.endpoint, nil
+	return "http://" + b.s7Etcd.Endpoint(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -26,7 +27,7 @@ const cycleCPURuns = 3
 // most of a cycle; the floors are the cheapest possible server behind gnet's
 // own acceptor (which stops at EMFILE) and behind an EMFILE-safe Go
 // listener feeding gnet with EnrollContext.
-func (b *bench) cycleCPURows(sc *Scenario) {
+func (b *bench) cycleCPURows(sc *report.Scenario) {
 	type system struct {
 		name, key string
 		mode      cycleMode
@@ -35,9 +36,9 @@ func (b *bench) cycleCPURows(sc *Scenario) {
 		err       error
 	}
 	systems := []*system{
-		{name: sysMonolock, key: keyCPUCycle, mode: cycleAcquire, start: b.srv.monolock},
-		{name: sysFloorSafe, key: keyCPUCycleSafe, mode: cycleRequest, start: b.srv.floorGoAccept},
-		{name: sysBareGnet, key: keyCPUCycleGnet, mode: cycleRequest, start: b.srv.floor},
+		{name: report.SysMonolock, key: keyCPUCycle, mode: cycleAcquire, start: b.srv.monolock},
+		{name: report.SysFloorSafe, key: keyCPUCycleSafe, mode: cycleRequest, start: b.srv.floorGoAccept},
+		{name: report.SysBareGnet, key: keyCPUCycleGnet, mode: cycleRequest, start: b.srv.floor},
 	}
 	for run := range cycleCPURuns {
 		for _, sys := range systems {
@@ -61,14 +62,14 @@ func (b *bench) cycleCPURows(sc *Scenario) {
 		}
 		slices.Sort(sys.got)
 		floor := sys.key
-		if sys.name == sysMonolock {
+		if sys.name == report.SysMonolock {
 			floor = keyCPUCycleSafe
 		}
-		sc.Add(&Row{System: sys.name, Figure: figure, Value: sys.got[len(sys.got)/2], Unit: "µs", Lower: true,
+		sc.Add(&report.Row{System: sys.name, Figure: figure, Value: sys.got[len(sys.got)/2], Unit: "µs", Lower: true,
 			Key: sys.key, Floor: floor, Note: fmt.Sprintf("median of %d: %s", len(sys.got), formatMicros(sys.got))})
 	}
 	sc.Note("server CPU per cycle: the server's utime+stime over the window ÷ cycles completed in it, median of %d alternating runs; the floors answer 1 byte with 9 bytes (monolock's cycle adds the lock); ×floor for monolock is against %q (EMFILE-safe), the summary also gives it against %q (gnet's acceptor, which stops at EMFILE)",
-		cycleCPURuns, sysFloorSafe, sysBareGnet)
+		cycleCPURuns, report.SysFloorSafe, report.SysBareGnet)
 }
 
 func (b *bench) cpuPerCycle(start func(string) (*proc.Process, error), mode cycleMode, tag string) (float64, error) {
@@ -77,14 +78,14 @@ func (b *bench) cpuPerCycle(start func(string) (*proc.Process, error), mode cycl
 		return 0, err
 	}
 	defer p.Stop()
-	win := newWindow(b.sz.warm, b.sz.dur)
+	win := b.clock.Window(b.sz.warm, b.sz.dur)
 	var l *cycleLoad
 	if mode == cycleAcquire {
 		l = newCycleLoad(mode, b.sz.workers, b.sz.holdLease, tag, b.checker("S1 cpu "+tag), win)
 	} else {
 		l = newCycleLoad(mode, b.sz.workers, 0, "", nil, win)
 	}
-	r, ok, err := timedUsage(p.Pid(), win, func() error { return runLoad(p.Addr, l) })
+	r, ok, err := timedUsage(b.clock, p.Pid(), win, func() error { return runLoad(b.clock, p.Addr, l) })
 	if err != nil {
 		return 0, err
 	}
@@ -103,7 +104,7 @@ func formatMicros(v []float64) string {
 }
 
 // renderCycleCPU is the summary line of S1's server CPU per cycle.
-func renderCycleCPU(scs []*Scenario) string {
+func renderCycleCPU(scs []*report.Scenario) string {
 	vals := map[string]float64{}
 	for _, sc := range scs {
 		for _, r := range sc.Rows {

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/fence"
 	"github.com/monolock/monolock/internal/testsupport/testdb"
 )
@@ -203,7 +205,7 @@ func oneRow(res sql.Result) error {
 
 // fenceRun is what one variant measured over all rounds.
 type fenceRun struct {
-	lat     Histogram
+	lat     hist.Histogram
 	trips   int64
 	txns    int64
 	medians []float64 // per round, µs
@@ -211,7 +213,7 @@ type fenceRun struct {
 
 // runBatch runs n transactions of one form and records them.
 func (f *fenceDB) runBatch(ctx context.Context, form fenceForm, n int, r *fenceRun) error {
-	round := &Histogram{}
+	round := &hist.Histogram{}
 	before := f.trips.count()
 	for i := range n {
 		start := time.Now()
@@ -227,9 +229,9 @@ func (f *fenceDB) runBatch(ctx context.Context, form fenceForm, n int, r *fenceR
 	return nil
 }
 
-func (b *bench) s8() *Scenario {
+func (b *bench) s8() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S8", Name: "fence cost", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S8", Name: "fence cost", Desc: fmt.Sprintf(
 		"one-row write transactions (BEGIN, the write, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, each as testdb runs it (no flush at commit) and durable: an INSERT without a fence, with fence.Admit before it, and admitted in its own WHERE by monolock_admit (fence.ExecAdmitted); an UPDATE of one row without a fence and as the row-level variant (WHERE fence <= token); %d rounds of %d transactions of each, their order rotating, after %d of each to warm up",
 		sz.s8Rounds, sz.s8Txns, sz.s8Txns/10)}
 	ctx := context.Background()
@@ -277,9 +279,9 @@ func fencePasses() []fencePass {
 }
 
 // addFenceRows adds one pass's rows and each fenced form's cost in it.
-func addFenceRows(sc *Scenario, name string, runs [fenceForms]*fenceRun) {
+func addFenceRows(sc *report.Scenario, name string, runs [fenceForms]*fenceRun) {
 	for form, r := range runs {
-		sc.Add(&Row{System: name + formNames[form], Figure: "write transaction (median)", Value: float64(r.lat.Percentile(50)) / 1e3, Unit: "µs",
+		sc.Add(&report.Row{System: name + formNames[form], Figure: "write transaction (median)", Value: float64(r.lat.Percentile(50)) / 1e3, Unit: "µs",
 			Lat: summaryOf(&r.lat), Lower: true,
 			Note: fmt.Sprintf("%.2f round trips per transaction over %d", r.tripsPerTxn(), r.txns)})
 	}

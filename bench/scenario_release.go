@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
@@ -55,13 +56,13 @@ const s9Target = 10_000
 
 const sysMonolockGo = "monolock, Go client"
 
-func (b *bench) s9() *Scenario {
+func (b *bench) s9() *report.Scenario {
 	sz := b.sz
-	sc := &Scenario{ID: "S9", Name: "release ports", Desc: fmt.Sprintf(
+	sc := &report.Scenario{ID: "S9", Name: "release ports", Desc: fmt.Sprintf(
 		"Go client lock cycles (Acquire, Close) from %d goroutines for %v each; client and server in two network namespaces joined by a veth pair (default sysctls), or over loopback", sz.s9Workers, sz.s9Dur)}
 	if why := s9Missing(); why != "" {
 		for _, l := range s9Loops {
-			sc.Add(&Row{System: sysMonolockGo, Figure: l.figure, Status: "skipped", Note: why})
+			sc.Add(&report.Row{System: sysMonolockGo, Figure: l.figure, Status: "skipped", Note: why})
 		}
 		return sc
 	}
@@ -78,7 +79,7 @@ func (b *bench) s9() *Scenario {
 		if stall := stalledSeconds(res.PerSecond); stall > 0 {
 			note += fmt.Sprintf("; %d seconds under a tenth of the fastest", stall)
 		}
-		sc.Add(&Row{System: sysMonolockGo, Figure: l.figure, Value: rate, Unit: "/s", Note: note})
+		sc.Add(&report.Row{System: sysMonolockGo, Figure: l.figure, Value: rate, Unit: "/s", Note: note})
 		if l.close == "release" && (res.ConnectFailures > 0 || res.TimeWait > 0) {
 			b.fail("S9 %s: %d connect failures and %d TIME_WAIT entries left on the client: want none with RELEASE", l.figure, res.ConnectFailures, res.TimeWait)
 		}
@@ -95,7 +96,7 @@ func (b *bench) s9() *Scenario {
 			continue
 		}
 		med := res.HoldAfterMS[len(res.HoldAfterMS)/2]
-		sc.Add(&Row{System: sysMonolockGo, Figure: figure, Value: med, Unit: "ms", Lower: true,
+		sc.Add(&report.Row{System: sysMonolockGo, Figure: figure, Value: med, Unit: "ms", Lower: true,
 			Note: fmt.Sprintf("median of %d; all %v ms; lease 2 s", len(res.HoldAfterMS), res.HoldAfterMS)})
 	}
 	sc.Note("RELEASE: the server frees the lock when it reads the byte and closes first; FIN first: a client from before RELEASE (its Go client's RELEASE turned into its own close); rst: the release's fallback")
@@ -122,7 +123,8 @@ func (b *bench) s9Run(inNetns bool, args ...string) (res releaseLoopResult, err 
 	var srv *proc.Process
 	clientNS, addr := "", ""
 	if inNetns {
-		pair, err := newNSPair()
+		b.nsPairs++
+		pair, err := newNSPair(b.nsPairs)
 		if err != nil {
 			return res, err
 		}

@@ -9,6 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/procstat"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
@@ -33,7 +38,7 @@ func (m tlsMode) system() string {
 	case modeMTLS:
 		return "monolock mTLS"
 	}
-	return sysMonolock
+	return report.SysMonolock
 }
 
 func (m tlsMode) tag() string { return [...]string{"plain", "tls", "mtls"}[m] }
@@ -76,7 +81,7 @@ func rotation(n, rep int) []int {
 // gives for run rep: alternative i's result is added to runs[i], or its
 // error kept in failed[i]. tag(i) names the measurement, after the
 // scenario's id, in the progress line, the checker and the error.
-func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *Checker) (T, error)) {
+func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *check.Checker) (T, error)) {
 	for _, i := range rotation(len(runs), rep) {
 		where := id + " " + tag(i)
 		b.step(where)
@@ -93,10 +98,10 @@ func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed [
 // goSessionsResult is one S6 run: S3's figures plus the setup's.
 type goSessionsResult struct {
 	sessionsResult
-	setupCPU    time.Duration // server CPU from the first dial to the last first answer
-	setupGenCPU time.Duration // harness CPU over the same time
-	setupHist   Histogram     // per session: dial (and handshake) to the first answer
-	setupOther  string        // a warning about foreign load during the setup, if any
+	setupCPU    time.Duration  // server CPU from the first dial to the last first answer
+	setupGenCPU time.Duration  // harness CPU over the same time
+	setupHist   hist.Histogram // per session: dial (and handshake) to the first answer
+	setupOther  string         // a warning about foreign load during the setup, if any
 }
 
 // setupPerSession is the setup's wall time ÷ sessions, in µs.
@@ -116,30 +121,30 @@ func (r goSessionsResult) cpuPerM() float64 { return r.cpuPerMillion() }
 // measureGoSessions runs S6's load against srv: it samples the idle server,
 // sets every session up (measuring the setup), lets them heartbeat for warm,
 // then measures CPU and heartbeats over win and samples RSS at its end.
-func measureGoSessions(srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *Checker) (goSessionsResult, error) {
+func measureGoSessions(clk clock.Clock, srv *proc.Process, cfg *tls.Config, sessions int, lease, warm, win time.Duration, chk *check.Checker) (goSessionsResult, error) {
 	res := goSessionsResult{sessionsResult: sessionsResult{sessions: sessions}}
 	if err := sampleIdleServer(srv, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	g := newGoSessions(srv.Addr, cfg, sessions, lease, chk)
-	su := startUsage(srv.Pid(), selfPID)
+	g := newGoSessions(clk, srv.Addr, cfg, sessions, lease, chk)
+	su := procstat.StartUsage(srv.Pid(), os.Getpid())
 	t0 := time.Now()
 	if err := g.Open(t0.Add(60*time.Second + time.Duration(sessions)*time.Millisecond)); err != nil {
 		_ = g.Stop()
 		return res, fmt.Errorf("setup: %w", err)
 	}
 	res.setup = time.Since(t0)
-	setupUse, ok := su.stop()
+	setupUse, ok := su.Stop()
 	if !ok || len(setupUse.CPU) != 2 {
 		_ = g.Stop()
 		return res, errors.New("could not sample the CPU")
 	}
 	res.setupCPU, res.setupGenCPU = setupUse.CPU[0], setupUse.CPU[1]
 	time.Sleep(warm)
-	if err := measureHeartbeatWindow(srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
+	if err := measureHeartbeatWindow(clk, srv, &g.heartbeatTally, g.Stop, win, &res.sessionsResult); err != nil {
 		return res, err
 	}
-	res.setupOther = setupUse.otherNote()
+	res.setupOther = setupUse.OtherNote()
 	res.setupHist = g.setup
 	return res, nil
 }
@@ -158,13 +163,13 @@ func joinNotes(notes ...string) string {
 // s6: what a TLS session costs compared with a plain one. The same
 // goroutine-per-session client drives a plain server, a TLS one and a
 // mutual-TLS one, alternating s6Runs times; medians shown.
-func (b *bench) s6() *Scenario {
+func (b *bench) s6() *report.Scenario {
 	sz := b.sz
 	n := sz.s6Sessions
-	at := " @" + groupThousands(int64(n))
-	sc := &Scenario{ID: "S6", Name: "tls", Desc: fmt.Sprintf(
+	at := " @" + report.GroupThousands(int64(n))
+	sc := &report.Scenario{ID: "S6", Name: "tls", Desc: fmt.Sprintf(
 		"S=%s sessions, half holders and half waiters, heartbeating every %v (lease %v), against monolock plain, with TLS and with mutual TLS; a goroutine per session in the client (crypto/tls or plain net.Conn); %v measured after %v",
-		groupThousands(int64(n)), sz.s6Lease/4, sz.s6Lease, sz.s6Window, sz.s6Warm)}
+		report.GroupThousands(int64(n)), sz.s6Lease/4, sz.s6Lease, sz.s6Window, sz.s6Warm)}
 	dir := filepath.Join(b.tmp, "pki")
 	pki, err := func() (*certstest.PKI, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -173,7 +178,7 @@ func (b *bench) s6() *Scenario {
 		return certstest.Generate(dir)
 	}()
 	if err != nil {
-		b.failRow(sc, sysMonolock, "all", "S6: certificates", err)
+		b.failRow(sc, report.SysMonolock, "all", "S6: certificates", err)
 		return sc
 	}
 	runs := make([][]goSessionsResult, len(tlsModes))
@@ -181,23 +186,25 @@ func (b *bench) s6() *Scenario {
 	for rep := range sz.s6Runs {
 		measureInRotation(b, "S6", rep, runs, failed,
 			func(i int) string {
-				tag := fmt.Sprintf("%s %s sessions", tlsModes[i].system(), groupThousands(int64(n)))
+				tag := fmt.Sprintf("%s %s sessions", tlsModes[i].system(), report.GroupThousands(int64(n)))
 				if sz.s6Runs > 1 {
 					tag += fmt.Sprintf(" (run %d)", rep+1)
 				}
 				return tag
 			},
-			func(i int, chk *Checker) (goSessionsResult, error) { return b.runGoSessions(tlsModes[i], pki, n, chk) })
+			func(i int, chk *check.Checker) (goSessionsResult, error) {
+				return b.runGoSessions(tlsModes[i], pki, n, chk)
+			})
 	}
-	cost := &TLSCost{Sessions: n}
+	cost := &report.TLSCost{Sessions: n}
 	for i, m := range tlsModes {
 		rs := runs[i]
 		if len(rs) == 0 {
-			sc.Add(&Row{System: m.system(), Figure: "sessions" + at, Status: "error", Note: failed[i]})
+			sc.Add(&report.Row{System: m.system(), Figure: "sessions" + at, Status: "error", Note: failed[i]})
 			continue
 		}
 		rtt := b.addGoSessionRows(sc, m.system(), rs, at)
-		cost.Modes = append(cost.Modes, TLSModeFigures{
+		cost.Modes = append(cost.Modes, report.TLSModeFigures{
 			Mode:                   m.tag(),
 			RSSPerSessionBytes:     medianOf(rs, goSessionsResult.rss),
 			FDsPerSession:          medianOf(rs, goSessionsResult.fds),
@@ -226,29 +233,29 @@ func (b *bench) s6() *Scenario {
 }
 
 // runGoSessions starts monolock in mode m and measures one S6 run.
-func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *Checker) (goSessionsResult, error) {
+func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.Checker) (goSessionsResult, error) {
 	srv, err := b.srv.monolockWith("s6-"+m.tag(), tlsServerArgs(m, pki)...)
 	if err != nil {
 		return goSessionsResult{}, err
 	}
 	defer srv.Stop()
 	sz := b.sz
-	return measureGoSessions(srv, tlsClientConfig(m, pki), n, sz.s6Lease, sz.s6Warm, sz.s6Window, chk)
+	return measureGoSessions(b.clock, srv, tlsClientConfig(m, pki), n, sz.s6Lease, sz.s6Warm, sz.s6Window, chk)
 }
 
 // addGoSessionRows adds S6's rows of one server from its runs and returns
 // the heartbeat RTT of all of them.
-func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResult, at string) *Summary {
+func (b *bench) addGoSessionRows(sc *report.Scenario, sys string, runs []goSessionsResult, at string) *hist.Summary {
 	list := func(f func(goSessionsResult) float64, format string) string { return runsList(runs, f, format) }
 	heartbeatRuns := make([]sessionsResult, len(runs))
 	for i, r := range runs {
 		heartbeatRuns[i] = r.sessionsResult
 	}
 	addRSSAndCPURows(sc, sys, heartbeatRuns, at, "B/session", "")
-	sc.Add(&Row{System: sys, Figure: "descriptors per session" + at, Value: medianOf(runs, goSessionsResult.fds), Unit: "fd/session",
+	sc.Add(&report.Row{System: sys, Figure: "descriptors per session" + at, Value: medianOf(runs, goSessionsResult.fds), Unit: "fd/session",
 		Key: "fds", Lower: true, Note: list(goSessionsResult.fds, "%.2f")})
 	mid := runs[len(runs)/2]
-	var rtt, setup Histogram
+	var rtt, setup hist.Histogram
 	var late, promoted uint64
 	for _, r := range runs {
 		rtt.Merge(&r.rtt)
@@ -260,7 +267,7 @@ func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResu
 	if len(runs) >= 2 {
 		var parts []string
 		for _, r := range runs {
-			parts = append(parts, formatDuration(r.rtt.Percentile(99)))
+			parts = append(parts, report.FormatDuration(r.rtt.Percentile(99)))
 		}
 		note = "p99 of the runs " + strings.Join(parts, ", ")
 	}
@@ -271,13 +278,13 @@ func (b *bench) addGoSessionRows(sc *Scenario, sys string, runs []goSessionsResu
 		note = joinNotes(note, fmt.Sprintf("%d waiters promoted (holders dropped)", promoted))
 	}
 	rttSum := summaryOf(&rtt)
-	sc.Add(&Row{System: sys, Figure: "heartbeat RTT" + at, Value: medianOf(runs, func(r goSessionsResult) float64 { return r.heartbeatRate }),
+	sc.Add(&report.Row{System: sys, Figure: "heartbeat RTT" + at, Value: medianOf(runs, func(r goSessionsResult) float64 { return r.heartbeatRate }),
 		Unit: "hb/s", Lat: rttSum, Key: "rtt", Note: note})
-	sc.Add(&Row{System: sys, Figure: "setup per session" + at, Value: medianOf(runs, goSessionsResult.setupPerSession), Unit: "µs",
+	sc.Add(&report.Row{System: sys, Figure: "setup per session" + at, Value: medianOf(runs, goSessionsResult.setupPerSession), Unit: "µs",
 		Lat: summaryOf(&setup), Key: "setup", Lower: true,
 		Note: list(goSessionsResult.setupPerSession, "%.0f") + fmt.Sprintf("setup %v", mid.setup.Round(time.Millisecond))})
 	setupOther := otherLoadWarnings(runs, func(r goSessionsResult) string { return r.setupOther })
-	sc.Add(&Row{System: sys, Figure: "server CPU per session setup" + at, Value: medianOf(runs, goSessionsResult.setupCPUPerSession), Unit: "µs",
+	sc.Add(&report.Row{System: sys, Figure: "server CPU per session setup" + at, Value: medianOf(runs, goSessionsResult.setupCPUPerSession), Unit: "µs",
 		Key: "setupcpu", Lower: true,
 		Note: list(goSessionsResult.setupCPUPerSession, "%.0f") + joinNotes(fmt.Sprintf("srv %.0f%% · gen %.0f%% cpu during the setup",
 			100*mid.setupCPU.Seconds()/mid.setup.Seconds(), 100*mid.setupGenCPU.Seconds()/mid.setup.Seconds()), setupOther)})

@@ -65,11 +65,37 @@
 #ifndef FAULT
 #define FAULT 0           /* which fault may happen: 0 any, 1 client->server frozen,
                              2 server->client frozen, 3 a client crashes, 4 forced release,
-                             5 failover (make model checks each on its own) */
+                             5 failover (make model checks each on its own); with HA_ETCD
+                             5 the leader's keepalives unanswered, 6 the leader stopped */
 #endif
 #define MAY(k) (faults > 0 && (FAULT == 0 || FAULT == k))
 #ifndef FAILOVERS
 #define FAILOVERS 1       /* of which failovers (restart or standby taking over) */
+#endif
+
+/* HA through etcd (-ha-etcd): the leader is elected in etcd and its failover
+   is fault 5 (model/README.md, Failover through etcd) */
+#ifndef HA_ETCD
+#define HA_ETCD 0         /* 1: the etcd-elected leader instead of the keepalived takeover */
+#endif
+#ifndef TTL
+#define TTL 5             /* the etcd lease's TTL, ticks */
+#endif
+#ifndef LEADER_GIVEUP
+#define LEADER_GIVEUP 1   /* 0: the leader never ends its term on its own (known bad) */
+#endif
+#ifndef LEADER_WAIT
+#define LEADER_WAIT 1     /* 0: a new leader grants as soon as it has won (known bad) */
+#endif
+#ifndef ETCD_TOKENS
+#define ETCD_TOKENS 1     /* 0: a leader's tokens come from its clock, as without HA */
+#endif
+#ifndef BLOCK
+#define BLOCK 2           /* tokens in a block reserved in etcd */
+#endif
+#define LD_T ((TTL * 80) / 100) /* the leader's deadline: sentAt(newest answered keepalive) + 0.8 TTL */
+#if HA_ETCD && FAILOVERS != 1
+#error HA_ETCD models one election: FAILOVERS must be 1
 #endif
 
 #define GIVEUP_T ((LEASE * GIVEUP) / 100) /* client timeout in ticks */
@@ -135,9 +161,20 @@ byte pendingGen[NCLIENTS];
 byte srvSess[NCLIENTS];
 byte silent[NCLIENTS];     /* server ticks since lastSeen */
 byte srvTok[NCLIENTS];
-byte holder = NOBODY;
-chan queue = [NCLIENTS] of { byte };
-byte last;                 /* locktable.Table.last: 0 until the process's first grant */
+/* A term is one server process's lock table. Without HA a failover replaces
+   the process (term 0 is reset); with HA the old leader (term 0) and the new
+   one (term 1) are two processes, and each session belongs to one of them. */
+#if HA_ETCD
+#define TERMS 2
+byte sterm[NCLIENTS];      /* the term of client i's connection */
+#define TERM_OF(c) sterm[c]
+#else
+#define TERMS 1
+#define TERM_OF(c) 0
+#endif
+byte holder[TERMS] = NOBODY;
+chan queue[TERMS] = [NCLIENTS] of { byte };
+byte last[TERMS];          /* locktable.Table.last: 0 until the process's first grant */
 byte wallSec = 1;          /* the wall clock, read at grants: seconds (moves at failovers) */
 byte wallFrac;             /* and the fraction of the second */
 
@@ -151,6 +188,39 @@ byte newestWriter;         /* ghost: the newest grant whose holder's write reach
 bool crashed[NCLIENTS];    /* ghost, for the liveness property */
 bool hit[NCLIENTS];        /* ghost: a fault hit this client's connection */
 
+#if HA_ETCD
+/* ---- the etcd election (internal/haetcd) and the two leaders ---- */
+#define P_RUNNING 0
+#define P_STOPPED 1 /* SIGSTOP: the old leader does nothing, its sockets still accept */
+#define P_RESUMED 2
+bool oldListens = 1;       /* the old leader's lock port accepts connections */
+bool newListens;           /* the new leader's */
+bool haLost;               /* the old leader's keepalives go unanswered from here on (fault 5) */
+byte ldrAge;               /* ticks since the send of its newest answered keepalive; saturates at TTL + 1 */
+byte pauseSt;              /* P_RUNNING, P_STOPPED or P_RESUMED: the old leader stops at most once */
+bool ended;                /* the old leader's term is over: sessions ended, listener closed */
+byte keyTerm;              /* the term whose lease holds the leader key */
+byte waitLeft;             /* the new leader's wait: ticks until it starts its listener */
+/* tokens: the first leader's first block starts above the clock's token
+   (max(0, sec << 32) + 1 with the wall clock at its first second) */
+byte ceiling = SEC + BLOCK; /* etcd's /tokens: the ceiling of the last block reserved */
+byte blkNext[TERMS] = SEC + 1;  /* the term's next token (term 1's set when it wins) */
+byte blkHi[TERMS] = SEC + BLOCK; /* and the ceiling of its reserved tokens */
+/* term s acts (reads frames, expires sessions, grants): the old leader not
+   stopped, its term not over, and its deadline not passed, which every turn
+   takes before anything else (eventloop: the leader deadline) */
+#define LIVE(s) (s != 0 || (pauseSt != P_STOPPED && !ended && \
+	!(LEADER_GIVEUP && haLost && ldrAge >= LD_T)))
+#define DEADLINE_DUE (LEADER_GIVEUP && haLost && pauseSt != P_STOPPED && !ended && ldrAge >= LD_T)
+#define ELECTION_DUE (keyTerm == 0 && haLost && ldrAge > TTL)
+#define URGENT_HA (DEADLINE_DUE || ELECTION_DUE)
+#define LISTENING (oldListens || newListens)
+#else
+#define LIVE(s) 1
+#define URGENT_HA 0
+#define LISTENING 1
+#endif
+
 /* Scratch variables of one atomic step. No step blocks half-way, so no two
    steps share them, and they are hidden: not part of the state, so that a
    value left over from an earlier step does not make two states differ.
@@ -158,7 +228,7 @@ bool hit[NCLIENTS];        /* ghost: a fault hit this client's connection */
    read after a nondeterministic choice that follows its assignment: every
    choice inside a step comes before them (Tick keeps its own in the state). */
 hidden mtype x_m, x_m2;
-hidden byte x_t, x_h, x_n, x_dl, x_c, x_t2, x_d2;
+hidden byte x_t, x_h, x_n, x_dl, x_c, x_t2, x_d2, x_s; /* x_s: the term of a server step */
 hidden byte x_now; /* real time in ticks, for the trail's printouts only */
 
 /* ---- the network's rules ---- */
@@ -191,12 +261,12 @@ inline drainDown(i) {
 
 /* An action that must happen x_now: time cannot pass until it has. */
 #define URGENT_CLIENT(i) ( \
-	DUE_UP(i) || DUE_DOWN(i) || \
+	(DUE_UP(i) && LIVE(TERM_OF(i))) || DUE_DOWN(i) || \
 	(ACTIVE(i) && sinceAnswered[i] >= GIVEUP_T) || \
 	(ACTIVE(i) && cst[i] != C_SENT && inflight[i] == 0 && HB_DUE(i)) || \
 	(cst[i] == C_LINGER && (!WORKING(i) || sinceSend[i] >= LEASE)) || \
 	(work[i] == W_STOPPING && stopLeft[i] == 0) || \
-	(srvSess[i] != S_NONE && silent[i] > LEASE))
+	(srvSess[i] != S_NONE && silent[i] > LEASE && LIVE(TERM_OF(i))))
 
 #if HB_FROM_REPLY || FROM_REPLY
 #define HB_DUE(i) (sinceReply[i] >= BASE)
@@ -207,10 +277,10 @@ inline drainDown(i) {
 #endif
 
 #if NCLIENTS == 2
-#define URGENT (URGENT_CLIENT(0) || URGENT_CLIENT(1))
+#define URGENT (URGENT_CLIENT(0) || URGENT_CLIENT(1) || URGENT_HA)
 #define OTHER_WORKS(i) (WORKING(1 - i) && !excused[1 - i])
 #elif NCLIENTS == 3
-#define URGENT (URGENT_CLIENT(0) || URGENT_CLIENT(1) || URGENT_CLIENT(2))
+#define URGENT (URGENT_CLIENT(0) || URGENT_CLIENT(1) || URGENT_CLIENT(2) || URGENT_HA)
 #define OTHER_WORKS(i) ((i != 0 && WORKING(0) && !excused[0]) || \
 	(i != 1 && WORKING(1) && !excused[1]) || (i != 2 && WORKING(2) && !excused[2]))
 #else
@@ -230,19 +300,33 @@ inline wallMoves() {
 	od
 }
 
-/* grant makes c the holder with a fresh token: locktable.NextToken. */
+/* grant makes c the holder of term x_s's lock with a fresh token:
+   locktable.NextToken, or with HA the term's block reserved in etcd. */
 inline grant(x_c) {
+#if HA_ETCD && ETCD_TOKENS
+	x_t = blkNext[x_s];
+	assert(x_t <= blkHi[x_s]); /* not a property: BLOCK covers a term's grants (README) */
+	blkNext[x_s]++;
+	/* half the block used: reserve the next one, in a Txn guarded by the
+	   term's leader key (refused once the key is gone) */
 	if
-	:: last == 0 -> x_t = (wallSec + 1) * SEC + wallFrac * FRAC
-	:: last != 0 && last + 1 >= wallSec * SEC -> x_t = last + 1
-	:: last != 0 && last + 1 < wallSec * SEC -> x_t = wallSec * SEC
+	:: blkHi[x_s] + 1 - blkNext[x_s] <= BLOCK / 2 && keyTerm == x_s ->
+		ceiling = ceiling + BLOCK; blkHi[x_s] = ceiling
+	:: else
 	fi;
+#else
+	if
+	:: last[x_s] == 0 -> x_t = (wallSec + 1) * SEC + wallFrac * FRAC
+	:: last[x_s] != 0 && last[x_s] + 1 >= wallSec * SEC -> x_t = last[x_s] + 1
+	:: last[x_s] != 0 && last[x_s] + 1 < wallSec * SEC -> x_t = wallSec * SEC
+	fi;
+	last[x_s] = x_t;
+#endif
 	/* property 2: tokens strictly increase across grants, across failovers too */
 	assert(x_t > lastGrantTok);
 	lastGrantTok = x_t;
 	printf("t=%d server: grant to client %d, token %d\n", x_now, x_c, x_t);
-	last = x_t;
-	holder = x_c;
+	holder[x_s] = x_c;
 	srvSess[x_c] = S_HOLD;
 	srvTok[x_c] = x_t;
 	grants++;
@@ -252,20 +336,20 @@ inline grant(x_c) {
 	fi
 }
 
-/* release ends x_c's session and hands the lock on at once: eventloop/release.go
-   forget, locktable.Table.Release. */
+/* release ends x_c's session (of term x_s) and hands the lock on at once:
+   eventloop/release.go forget, locktable.Table.Release. */
 inline release(x_c) {
 	if
 	:: srvSess[x_c] == S_HOLD ->
-		holder = NOBODY;
+		holder[x_s] = NOBODY;
 		if
-		:: nempty(queue) -> queue?x_h; grant(x_h); sendDown(x_h, ACQUIRED, x_t)
-		:: empty(queue) -> skip
+		:: nempty(queue[x_s]) -> queue[x_s]?x_h; grant(x_h); sendDown(x_h, ACQUIRED, x_t)
+		:: empty(queue[x_s]) -> skip
 		fi
 	:: srvSess[x_c] == S_WAIT -> /* leaves the queue, the others keep their order */
-		x_n = len(queue);
+		x_n = len(queue[x_s]);
 		do
-		:: x_n > 0 -> queue?x_h; if :: x_h != x_c -> queue!x_h :: else fi; x_n--
+		:: x_n > 0 -> queue[x_s]?x_h; if :: x_h != x_c -> queue[x_s]!x_h :: else fi; x_n--
 		:: x_n == 0 -> break
 		od
 	:: else
@@ -277,12 +361,13 @@ inline release(x_c) {
 /* receive handles a frame of client c (eventloop/frames.go handle, and the close). */
 inline receive(x_c) {
 	up[x_c]?x_m, x_dl;
+	x_s = TERM_OF(x_c);
 	if
 	:: srvSess[x_c] == S_NONE && x_m == ACQ ->
 		silent[x_c] = 0;
 		if
-		:: holder == NOBODY -> grant(x_c); sendDown(x_c, ACQUIRED, x_t)
-		:: else -> queue!x_c; srvSess[x_c] = S_WAIT; sendDown(x_c, WAITING, 0)
+		:: holder[x_s] == NOBODY -> grant(x_c); sendDown(x_c, ACQUIRED, x_t)
+		:: else -> queue[x_s]!x_c; srvSess[x_c] = S_WAIT; sendDown(x_c, WAITING, 0)
 		fi
 	:: srvSess[x_c] != S_NONE && x_m == HB ->
 		silent[x_c] = 0; /* lastSeen = x_now */
@@ -297,10 +382,51 @@ inline receive(x_c) {
 	fi
 }
 
-#define SERVER_RECEIVE(x_c) :: atomic { nempty(up[x_c]) -> receive(x_c) }
-#define SERVER_EXPIRE(x_c) :: atomic { srvSess[x_c] != S_NONE && silent[x_c] > LEASE -> \
+#define SERVER_RECEIVE(x_c) :: atomic { nempty(up[x_c]) && LIVE(TERM_OF(x_c)) -> receive(x_c) }
+#define SERVER_EXPIRE(x_c) :: atomic { srvSess[x_c] != S_NONE && silent[x_c] > LEASE && \
+	LIVE(TERM_OF(x_c)) -> \
 	printf("t=%d server: client %d expired\n", x_now, x_c); \
+	x_s = TERM_OF(x_c); \
 	sendDown(x_c, EOF, 0); downDead[x_c] = 1; release(x_c) }
+
+#if HA_ETCD
+/* endTerm: the old leader's deadline has passed (or it finds it passed when
+   it resumes, before anything else): every session gets ERROR 0x01, nothing
+   is granted, the listener closes (connections still in its backlog are
+   reset). Frames on their way to it are lost. */
+inline endTerm() {
+	printf("t=%d old leader: deadline passed, term ends\n", x_now);
+	x_c = 0;
+	do
+	:: x_c < NCLIENTS ->
+		if
+		:: sterm[x_c] == 0 && (ACTIVE(x_c) || cst[x_c] == C_LINGER) ->
+			if
+			:: srvSess[x_c] != S_NONE -> sendDown(x_c, ERR, 0)
+			:: else -> sendDown(x_c, EOF, 0)
+			fi
+		:: else
+		fi;
+		if
+		:: sterm[x_c] == 0 ->
+			upDead[x_c] = 1; downDead[x_c] = 1; drain(up[x_c]);
+			srvSess[x_c] = S_NONE; srvTok[x_c] = 0; silent[x_c] = 0
+		:: else
+		fi;
+		x_c++
+	:: x_c == NCLIENTS -> break
+	od;
+	holder[0] = NOBODY;
+	do
+	:: nempty(queue[0]) -> queue[0]?_
+	:: empty(queue[0]) -> break
+	od;
+	blkNext[0] = 0; blkHi[0] = 0; /* dead: term 0 grants no more */
+	oldListens = 0;
+	pauseSt = P_RESUMED; /* a running and a resumed leader's ended terms are one state */
+	ended = 1
+}
+#endif
 
 active proctype Server() {
 end:
@@ -317,15 +443,88 @@ end:
 	SERVER_EXPIRE(2)
 #endif
 	/* forced release by an administrator (eventloop/admin_calls.go ForceRelease) */
-	:: atomic { MAY(4) && holder != NOBODY ->
+	:: atomic { MAY(4) && holder[0] != NOBODY && LIVE(0) -> /* HA: the faults are apart, fault 5 alone */
 		faults--;
-		x_c = holder;
+		x_s = 0;
+		x_c = holder[0];
 		printf("t=%d server: forced release of client %d\n", x_now, x_c);
 		excused[x_c] = 1;
 		hit[x_c] = 1;
 		sendDown(x_c, ERR, 0);
 		downDead[x_c] = 1;
 		release(x_c) }
+#if HA_ETCD
+	/* fault 5 with HA: from now on the old leader's keepalives go unanswered
+	   (a partition from etcd, or the process stopped next). In the worst
+	   case etcd received the newest answered one the moment it was sent, so
+	   etcd's lease and the leader's deadline both count from here. */
+	:: atomic { MAY(5) && !haLost ->
+		faults--;
+		printf("t=%d fault: the leader's keepalives go unanswered\n", x_now);
+		haLost = 1;
+		ldrAge = 0 }
+	/* fault 6 with HA: the old leader's process stops (SIGSTOP; never
+	   resuming is a crash whose sockets stay silent). Its newest answered
+	   keepalive was sent any time within its deadline before: since then it
+	   served as usual, which is what fault 5's runs do until the deadline. */
+	:: atomic { MAY(6) && !haLost ->
+		faults--;
+		haLost = 1;
+		pauseSt = P_STOPPED;
+		ldrAge = 0;
+		do
+		:: break
+		:: ldrAge < LD_T - 1 -> ldrAge++
+		od;
+		printf("t=%d fault: the old leader stops, %d ticks after its newest answered keepalive\n", x_now, ldrAge) }
+	:: atomic { pauseSt == P_STOPPED ->
+		printf("t=%d old leader: resumed\n", x_now);
+		pauseSt = P_RESUMED;
+		/* the first turn takes the deadline first */
+		if
+		:: LEADER_GIVEUP && ldrAge >= LD_T -> endTerm()
+		:: else
+		fi }
+	/* the deadline, also with the loop idle (its timer) */
+	:: atomic { DEADLINE_DUE -> endTerm() }
+	/* etcd has expired the old leader's lease (more than TTL since the send
+	   of its newest answered keepalive): another node wins the election and
+	   reserves its first block above every block. At once: a later election
+	   only starts the new leader later, which clients that connect later
+	   already cover (model/README.md) */
+	:: atomic { ELECTION_DUE ->
+		keyTerm = 1;
+		printf("t=%d etcd: the old lease expired; a new leader wins\n", x_now);
+#if ETCD_TOKENS
+		/* the clock a second later: its token is above the ceiling and
+		   decides; CLOCK_STEP_BACK: a second earlier, the ceiling decides */
+#if CLOCK_STEP_BACK
+		wallSec = wallSec - 1; wallFrac = 0;
+#else
+		wallSec++; wallFrac = 0;
+#endif
+		x_t = (ceiling > wallSec * SEC -> ceiling : wallSec * SEC) + 1;
+		blkNext[1] = x_t;
+		blkHi[1] = x_t + BLOCK - 1;
+		ceiling = blkHi[1];
+#else
+		wallMoves();
+#if CLOCK_STEP_BACK
+		wallSec = wallSec - 1; wallFrac = 0;
+#else
+		if
+		:: wallFrac = wallFrac + 1
+		:: wallSec < WALL_MAX -> wallSec++; wallFrac = 0
+		fi;
+#endif
+#endif
+		/* it waits the largest lease ever granted (stored in etcd before
+		   that grant) from the moment it won */
+		if
+		:: LEADER_WAIT -> waitLeft = LEASE
+		:: else -> newListens = 1
+		fi }
+#else
 	/* a restart or a failover to a standby: a new process with an empty table,
 	   its connections gone silently (the worst case: no EOF tells the clients) */
 	:: atomic { MAY(5) && failovers > 0 ->
@@ -351,12 +550,12 @@ end:
 			x_c++
 		:: x_c == NCLIENTS -> break
 		od;
-		holder = NOBODY;
+		holder[0] = NOBODY;
 		do
-		:: nempty(queue) -> queue?_
-		:: empty(queue) -> break
+		:: nempty(queue[0]) -> queue[0]?_
+		:: empty(queue[0]) -> break
 		od;
-		last = 0;
+		last[0] = 0;
 #if CLOCK_STEP_BACK
 		wallSec = wallSec - 1; wallFrac = 0
 #else
@@ -367,6 +566,7 @@ end:
 		fi
 #endif
 	}
+#endif
 	od
 }
 
@@ -463,7 +663,15 @@ proctype Client(byte i) {
 end:
 	do
 	/* connect and ACQUIRE; a new connection once the old session is gone */
-	:: atomic { cst[i] == C_IDLE && attempts[i] < ATTEMPTS && srvSess[i] == S_NONE && empty(up[i]) ->
+	:: atomic { cst[i] == C_IDLE && attempts[i] < ATTEMPTS && srvSess[i] == S_NONE && empty(up[i]) &&
+		LISTENING ->
+#if HA_ETCD
+		/* to a node whose lock port listens (a follower's refuses) */
+		if
+		:: oldListens -> sterm[i] = 0
+		:: newListens -> sterm[i] = 1
+		fi;
+#endif
 		attempts[i]++;
 		upDead[i] = 0;
 		downDead[i] = 0;
@@ -654,8 +862,8 @@ end:
 				:: else
 				fi;
 				x_n = len(up[x_c]);
-				do
-				:: x_n > 0 -> up[x_c]?x_m2, x_d2; up[x_c]!x_m2, x_d2 - 1; x_n--
+				do /* a frame to a stopped leader waits in its socket, delay 0 */
+				:: x_n > 0 -> up[x_c]?x_m2, x_d2; up[x_c]!x_m2, (x_d2 > 0 -> x_d2 - 1 : 0); x_n--
 				:: x_n == 0 -> break
 				od;
 				x_n = len(down[x_c]);
@@ -667,7 +875,23 @@ end:
 				x_c++
 			:: x_c == NCLIENTS -> break
 			od;
-			x_c = 0
+			x_c = 0;
+#if HA_ETCD
+			if
+			:: haLost && ldrAge <= TTL -> ldrAge++
+			:: else
+			fi;
+			if
+			:: waitLeft > 0 ->
+				waitLeft--;
+				if
+				:: waitLeft == 0 -> newListens = 1;
+					printf("t=%d new leader: waited, listens\n", x_now)
+				:: else
+				fi
+			:: else
+			fi
+#endif
 		}
 	}
 	od

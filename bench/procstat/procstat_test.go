@@ -1,6 +1,7 @@
-package main
+package procstat
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -50,8 +51,8 @@ func TestParseMachineCPU(t *testing.T) {
 }
 
 func TestCPUDelta(t *testing.T) {
-	a := ProcSample{UTime: 10, STime: 5, SchedNS: 1_000_000, Threads: 3}
-	b := ProcSample{UTime: 20, STime: 5, SchedNS: 51_000_000, Threads: 3}
+	a := Sample{UTime: 10, STime: 5, SchedNS: 1_000_000, Threads: 3}
+	b := Sample{UTime: 20, STime: 5, SchedNS: 51_000_000, Threads: 3}
 	if d := CPUDelta(a, b); d != 50*time.Millisecond {
 		t.Fatalf("schedstat delta = %v", d)
 	}
@@ -62,14 +63,14 @@ func TestCPUDelta(t *testing.T) {
 }
 
 func TestReadFamilySelf(t *testing.T) {
-	s, err := ReadFamily(selfPID)
+	s, err := ReadFamily(os.Getpid())
 	if err != nil || s.Threads < 1 {
 		t.Fatalf("ReadFamily(self) = %+v, %v", s, err)
 	}
 }
 
 func TestReadProcSelf(t *testing.T) {
-	s, err := ReadProc(selfPID)
+	s, err := Read(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-package main
+// Package charts draws the report's PNG charts (gonum/plot).
+package charts
 
 import (
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/monolock/monolock/bench/report"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -22,8 +24,8 @@ type series struct {
 	values []float64
 }
 
-// writeCharts draws one PNG per scenario into dir and returns their paths.
-func writeCharts(rep *Report, dir string) ([]string, error) {
+// Write draws one PNG per scenario into dir and returns their paths.
+func Write(rep *report.Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -60,8 +62,8 @@ func writeCharts(rep *Report, dir string) ([]string, error) {
 	return files, nil
 }
 
-func measured(sc *Scenario) []*Row {
-	var rs []*Row
+func measured(sc *report.Scenario) []*report.Row {
+	var rs []*report.Row
 	for _, r := range sc.Rows {
 		if r.Status == "" {
 			rs = append(rs, r)
@@ -71,25 +73,25 @@ func measured(sc *Scenario) []*Row {
 }
 
 // label is a row's x-axis label.
-func label(r *Row, withFigure bool) string {
+func label(r *report.Row, withFigure bool) string {
 	if !withFigure {
 		return r.System
 	}
 	switch r.Key {
-	case keyEcho1:
+	case report.KeyEcho1:
 		return "round trip\n1 connection"
-	case keyEchoC:
+	case report.KeyEchoC:
 		return "round trips\nC connections"
-	case keyCycleC:
+	case report.KeyCycleC:
 		return "connect+request\n+close"
-	case keyConnC:
+	case report.KeyConnC:
 		return "connect+close"
 	}
 	return r.Figure
 }
 
 // rateAndLatencyChart: throughput bars on the left, p50/p99 latency on the right.
-func rateAndLatencyChart(sc *Scenario, path string) (bool, error) {
+func rateAndLatencyChart(sc *report.Scenario, path string) (bool, error) {
 	rs := measured(sc)
 	if len(rs) == 0 {
 		return false, nil
@@ -121,7 +123,7 @@ func rateAndLatencyChart(sc *Scenario, path string) (bool, error) {
 	return true, saveSideBySide(path, left, right)
 }
 
-func sessionsChart(sc *Scenario, path string) (bool, error) {
+func sessionsChart(sc *report.Scenario, path string) (bool, error) {
 	var rssL, cpuL []string
 	rss := series{name: "bytes"}
 	cpu := series{name: "CPU-seconds"}
@@ -156,14 +158,14 @@ type chartSide struct{ key, title, ylabel, ref string }
 
 // variantsChart compares server configurations (S6, S7): one bar per row
 // of each side's key, labelled with the row's system.
-func variantsChart(sc *Scenario, path string, left, right chartSide) (bool, error) {
+func variantsChart(sc *report.Scenario, path string, left, right chartSide) (bool, error) {
 	side := func(cs chartSide) (*plot.Plot, error) {
 		var labels []string
 		v := series{name: cs.ylabel}
 		for _, r := range measured(sc) {
 			if r.Key == cs.key {
 				l := strings.Replace(r.System, " ", "\n", 1)
-				if r.System == sysMonolock {
+				if r.System == report.SysMonolock {
 					l += "\n" + cs.ref
 				}
 				labels = append(labels, l)
@@ -186,7 +188,7 @@ func variantsChart(sc *Scenario, path string, left, right chartSide) (bool, erro
 	return true, saveSideBySide(path, l, r)
 }
 
-func expiryChart(sc *Scenario, path string) (bool, error) {
+func expiryChart(sc *report.Scenario, path string) (bool, error) {
 	var leases []string
 	bySys := map[string]map[string]float64{}
 	var systems []string
@@ -219,7 +221,7 @@ func expiryChart(sc *Scenario, path string) (bool, error) {
 	return true, p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }
 
-func churnChart(sc *Scenario, path string) (bool, error) {
+func churnChart(sc *report.Scenario, path string) (bool, error) {
 	var wall, cpu, floor plotter.XYs
 	for _, r := range measured(sc) {
 		i := strings.Index(r.Figure, "W=")
@@ -230,7 +232,7 @@ func churnChart(sc *Scenario, path string) (bool, error) {
 		if _, err := fmt.Sscan(strings.ReplaceAll(r.Figure[i+2:], ",", ""), &w); err != nil {
 			continue
 		}
-		if r.System != sysMonolock {
+		if r.System != report.SysMonolock {
 			floor = append(floor, plotter.XY{X: w, Y: r.Value})
 		} else if strings.HasPrefix(r.Figure, "server CPU") {
 			cpu = append(cpu, plotter.XY{X: w, Y: r.Value})
@@ -260,7 +262,7 @@ func churnChart(sc *Scenario, path string) (bool, error) {
 		ts := plot.DefaultTicks{}.Ticks(lo, hi)
 		for i := range ts {
 			if ts[i].Label != "" {
-				ts[i].Label = groupThousands(int64(ts[i].Value))
+				ts[i].Label = report.GroupThousands(int64(ts[i].Value))
 			}
 		}
 		return ts

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
@@ -33,19 +35,23 @@ var (
 	redisExtend  = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`)
 )
 
-type redisPeer struct {
+type RedisPeer struct {
 	proc    *peerProc
 	addr    string
 	version string
 	retry   time.Duration // a waiter sleeps a random time in [retry, 2·retry)
+	clock   clock.Clock
 }
 
-func startRedis(procs *proc.Group, tmp, logPath string, retry time.Duration) (*redisPeer, error) {
+// Retry is the shortest pause of a waiter between two tries.
+func (p *RedisPeer) Retry() time.Duration { return p.retry }
+
+func startRedis(procs *proc.Group, clk clock.Clock, tmp, logPath string, retry time.Duration) (*RedisPeer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errSkip("redis-server is not installed (make bench-peers)")
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +67,7 @@ func startRedis(procs *proc.Group, tmp, logPath string, retry time.Duration) (*r
 	if err != nil {
 		return nil, err
 	}
-	p := &redisPeer{proc: proc, addr: "127.0.0.1:" + strconv.Itoa(port), retry: retry}
+	p := &RedisPeer{proc: proc, addr: "127.0.0.1:" + strconv.Itoa(port), retry: retry, clock: clk}
 	c := p.client()
 	defer func() { _ = c.Close() }()
 	if err := waitFor(proc, 15*time.Second, func(ctx context.Context) error { return c.Ping(ctx).Err() }); err != nil {
@@ -79,7 +85,7 @@ func startRedis(procs *proc.Group, tmp, logPath string, retry time.Duration) (*r
 }
 
 // client returns a client with one connection: one worker, one socket.
-func (p *redisPeer) client() *redis.Client {
+func (p *RedisPeer) client() *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: p.addr, PoolSize: 1, MinIdleConns: 1, MaxRetries: -1,
 		DisableIdentity:          true,
@@ -87,11 +93,11 @@ func (p *redisPeer) client() *redis.Client {
 	})
 }
 
-func (p *redisPeer) Name() string    { return "redis" }
-func (p *redisPeer) Version() string { return p.version }
-func (p *redisPeer) Stop()           { p.proc.Stop() }
+func (p *RedisPeer) Name() string    { return "redis" }
+func (p *RedisPeer) Version() string { return p.version }
+func (p *RedisPeer) Stop()           { p.proc.Stop() }
 
-func (p *redisPeer) NewClient(ctx context.Context, worker int) (peerClient, error) {
+func (p *RedisPeer) NewClient(ctx context.Context, worker int) (Client, error) {
 	c := p.client()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
@@ -102,7 +108,7 @@ func (p *redisPeer) NewClient(ctx context.Context, worker int) (peerClient, erro
 
 type redisClient struct {
 	c     *redis.Client
-	p     *redisPeer
+	p     *RedisPeer
 	id    int
 	seq   uint64
 	value string // this holder's random value, for the compare-and-delete
@@ -142,8 +148,8 @@ func (c *redisClient) Close() { _ = c.c.Close() }
 // Expiry: the holder takes the lock with PX lease and extends it twice, a
 // lease/4 apart, with a compare-and-PEXPIRE script; then it goes silent. The
 // waiter retries SET NX PX with the usual randomized delay until it wins.
-func (p *redisPeer) Expiry(ctx context.Context, lease time.Duration, reps int, chk *Checker) (expiryResult, error) {
-	res := expiryResult{lease: lease}
+func (p *RedisPeer) Expiry(ctx context.Context, lease time.Duration, reps int, chk *check.Checker) (ExpiryResult, error) {
+	res := ExpiryResult{Lease: lease}
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
@@ -158,15 +164,15 @@ func (p *redisPeer) Expiry(ctx context.Context, lease time.Duration, reps int, c
 				errs = append(errs, err)
 				return
 			}
-			res.overshoots = append(res.overshoots, d)
+			res.Overshoots = append(res.Overshoots, d)
 		})
 	}
 	wg.Wait()
-	res.note = fmt.Sprintf("waiter retries every %v–%v", p.retry, 2*p.retry)
+	res.Note = fmt.Sprintf("waiter retries every %v–%v", p.retry, 2*p.retry)
 	return res, errors.Join(errs...)
 }
 
-func (p *redisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int, chk *Checker) (time.Duration, error) {
+func (p *RedisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int, chk *check.Checker) (time.Duration, error) {
 	name := fmt.Sprintf("s4-%v-%d", lease, rep)
 	hc, err := p.NewClient(ctx, 2*rep)
 	if err != nil {
@@ -180,18 +186,18 @@ func (p *redisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int
 	defer wc.Close()
 	h := hc.(*redisClient)
 	h.value = "holder-" + name
-	t0 := mono()
+	t0 := p.clock.Now()
 	ok, err := h.c.SetNX(ctx, name, h.value, lease).Result()
 	if err != nil || !ok {
 		return 0, fmt.Errorf("redis S4 %s: holder SET NX: %v %v", name, ok, err)
 	}
-	chk.Grant(name, 0, mono(), 0, false)
+	chk.Grant(name, 0, p.clock.Now(), 0, false)
 	last := t0
-	for range holderBeats {
-		if err := poll.Sleep(ctx, time.Duration(last+int64(lease/4)-mono())); err != nil {
+	for range HolderBeats {
+		if err := poll.Sleep(ctx, time.Duration(last+int64(lease/4)-p.clock.Now())); err != nil {
 			return 0, err
 		}
-		t := mono()
+		t := p.clock.Now()
 		n, err := redisExtend.Run(ctx, h.c, []string{name}, h.value, lease.Milliseconds()).Int()
 		if err != nil || n != 1 {
 			return 0, fmt.Errorf("redis S4 %s: extend: %d %v", name, n, err)
@@ -204,7 +210,7 @@ func (p *redisPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int
 	if _, _, err := wc.Lock(wctx, name); err != nil {
 		return 0, fmt.Errorf("redis S4 %s: waiter: %w", name, err)
 	}
-	now := mono()
+	now := p.clock.Now()
 	chk.Grant(name, 1, now, 0, false)
 	return time.Duration(now - last - int64(lease)), nil
 }

@@ -1,4 +1,7 @@
-package main
+// Package procstat samples /proc: a process's CPU time and memory, a
+// process with its children, the whole machine's CPU, and what else ran
+// during a measurement.
+package procstat
 
 import (
 	"bytes"
@@ -15,8 +18,8 @@ import (
 // is 100 on every Linux architecture Go supports.
 const clockTick = 100
 
-// ProcSample is one reading of a process's CPU time and memory.
-type ProcSample struct {
+// Sample is one reading of a process's CPU time and memory.
+type Sample struct {
 	At      time.Time
 	UTime   uint64 // clock ticks, all threads
 	STime   uint64 // clock ticks, all threads
@@ -27,22 +30,22 @@ type ProcSample struct {
 }
 
 // CPU is utime+stime as a duration.
-func (s ProcSample) CPU() time.Duration {
+func (s Sample) CPU() time.Duration {
 	return time.Duration(s.UTime+s.STime) * time.Second / clockTick
 }
 
 // CPUDelta is the CPU time between two samples: the nanosecond schedstat sum
 // when both have it and it did not shrink (a thread exited), else utime+stime.
-func CPUDelta(a, b ProcSample) time.Duration {
+func CPUDelta(a, b Sample) time.Duration {
 	if a.SchedNS > 0 && b.SchedNS >= a.SchedNS && b.Threads >= a.Threads {
 		return time.Duration(b.SchedNS - a.SchedNS)
 	}
 	return b.CPU() - a.CPU()
 }
 
-// ReadProc samples /proc/<pid>.
-func ReadProc(pid int) (ProcSample, error) {
-	s := ProcSample{At: time.Now()}
+// Read samples /proc/<pid>.
+func Read(pid int) (Sample, error) {
+	s := Sample{At: time.Now()}
 	base := fmt.Sprintf("/proc/%d", pid)
 	stat, err := os.ReadFile(base + "/stat")
 	if err != nil {
@@ -138,10 +141,6 @@ func parseSchedstat(b []byte) (uint64, error) {
 	return strconv.ParseUint(f[0], 10, 64)
 }
 
-// selfPID is the harness's own process, for reporting the load generator's
-// share of the CPU.
-var selfPID = os.Getpid()
-
 // MachineCPU is a reading of /proc/stat's first line, in clock ticks.
 type MachineCPU struct {
 	At    time.Time
@@ -193,17 +192,17 @@ func cpuShare(cpu time.Duration, wall time.Duration) float64 {
 
 // usage tracks the CPU of the measured processes and of the whole machine
 // over one measurement, to report what else was running.
-type usage struct {
+type Usage struct {
 	pids  []int
-	procs []ProcSample
+	procs []Sample
 	mach  MachineCPU
 	ok    bool
 }
 
-// startUsage samples pids (0s are ignored; a negative one is a process with
+// StartUsage samples pids (0s are ignored; a negative one is a process with
 // its children) and the machine.
-func startUsage(pids ...int) *usage {
-	u := &usage{}
+func StartUsage(pids ...int) *Usage {
+	u := &Usage{}
 	for _, p := range pids {
 		if p == 0 {
 			continue
@@ -223,9 +222,9 @@ func startUsage(pids ...int) *usage {
 	return u
 }
 
-// usageResult is what ran during a measurement, in fractions of one core.
-type usageResult struct {
-	Procs []float64 // per pid given to startUsage, in order
+// UsageResult is what ran during a measurement, in fractions of one core.
+type UsageResult struct {
+	Procs []float64 // per pid given to StartUsage, in order
 	Other float64   // the rest of the machine's busy time
 	Steal float64
 	Wall  time.Duration
@@ -233,8 +232,8 @@ type usageResult struct {
 }
 
 // stop samples again and returns the shares.
-func (u *usage) stop() (usageResult, bool) {
-	var r usageResult
+func (u *Usage) Stop() (UsageResult, bool) {
+	var r UsageResult
 	if !u.ok {
 		return r, false
 	}
@@ -266,14 +265,14 @@ func (u *usage) stop() (usageResult, bool) {
 	return r, true
 }
 
-// busyThreshold: other work above this share of a core marks a measurement
+// BusyThreshold: other work above this share of a core marks a measurement
 // as taken on a busy machine.
-const busyThreshold = 0.15
+const BusyThreshold = 0.15
 
-// otherNote describes foreign load, or nothing on a quiet machine.
-func (r usageResult) otherNote() string {
+// OtherNote describes foreign load, or nothing on a quiet machine.
+func (r UsageResult) OtherNote() string {
 	s := ""
-	if r.Other >= busyThreshold {
+	if r.Other >= BusyThreshold {
 		s = fmt.Sprintf("other load %.0f%% cpu", 100*r.Other)
 	}
 	if r.Steal >= 0.05 {
@@ -289,19 +288,19 @@ func (r usageResult) otherNote() string {
 }
 
 // readAny reads a process (pid > 0) or a process with its children (pid < 0).
-func readAny(pid int) (ProcSample, error) {
+func readAny(pid int) (Sample, error) {
 	if pid < 0 {
 		return ReadFamily(-pid)
 	}
-	return ReadProc(pid)
+	return Read(pid)
 }
 
 // ReadFamily sums utime and stime over a process and its live children,
 // plus the children that already exited (PostgreSQL's postmaster and its
 // backends, which each call setsid, so a process group would not hold them).
 // Only CPU fields are set.
-func ReadFamily(pid int) (ProcSample, error) {
-	s := ProcSample{At: time.Now()}
+func ReadFamily(pid int) (Sample, error) {
+	s := Sample{At: time.Now()}
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return s, err
@@ -365,8 +364,8 @@ func parsePids(b []byte) (pid, ppid int, err error) {
 	return pid, ppid, err
 }
 
-// openDescriptors counts the descriptors process pid has open.
-func openDescriptors(pid int) (int, error) {
+// OpenDescriptors counts the descriptors process pid has open.
+func OpenDescriptors(pid int) (int, error) {
 	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return 0, fmt.Errorf("count descriptors: %w", err)

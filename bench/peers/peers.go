@@ -1,9 +1,16 @@
-package main
+// Package peers starts the other lock services the harness compares monolock
+// with (Redis, etcd, PostgreSQL) on loopback and drives each with its usual
+// Go client: the S1 cycle, the S2 handover and the S4 expiry.
+package peers
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
+	"github.com/monolock/monolock/bench/hist"
+	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/poll"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"net"
@@ -17,35 +24,35 @@ import (
 
 // A peer is another lock service the harness starts on loopback and drives
 // with its usual Go client, one connection per worker.
-type peer interface {
+type Peer interface {
 	Name() string
 	Version() string
 	// NewClient opens one worker's connection.
-	NewClient(ctx context.Context, worker int) (peerClient, error)
+	NewClient(ctx context.Context, worker int) (Client, error)
 	// Expiry runs reps S4 cases with the given lease at once and returns each
-	// case's overshoot (grant − last heartbeat − lease). errNoLease when the
+	// case's overshoot (grant − last heartbeat − lease). ErrNoLease when the
 	// peer has no lease.
-	Expiry(ctx context.Context, lease time.Duration, reps int, chk *Checker) (expiryResult, error)
+	Expiry(ctx context.Context, lease time.Duration, reps int, chk *check.Checker) (ExpiryResult, error)
 	Stop()
 }
 
-// expiryResult is what a peer's S4 run measured.
-type expiryResult struct {
-	overshoots []time.Duration
-	lease      time.Duration // the lease the peer actually applied
-	note       string
+// ExpiryResult is what a peer's S4 run measured.
+type ExpiryResult struct {
+	Overshoots []time.Duration
+	Lease      time.Duration // the lease the peer actually applied
+	Note       string
 }
 
-// errNoLease: the peer has no notion of a lease (S4 is n/a).
-var errNoLease = errors.New("no lease")
+// ErrNoLease: the peer has no notion of a lease (S4 is n/a).
+var ErrNoLease = errors.New("no lease")
 
-// errLeaseUnsupported: the peer cannot apply this lease (S4 row is n/a).
-type errLeaseUnsupported struct{ why string }
+// ErrLeaseUnsupported: the peer cannot apply this lease (S4 row is n/a).
+type ErrLeaseUnsupported struct{ Why string }
 
-func (e errLeaseUnsupported) Error() string { return e.why }
+func (e ErrLeaseUnsupported) Error() string { return e.Why }
 
-// peerClient is one worker's lock client.
-type peerClient interface {
+// Client is one worker's lock client.
+type Client interface {
 	// Lock blocks (or retries) until name is granted or ctx ends. The token
 	// is a fencing token when hasToken is set.
 	Lock(ctx context.Context, name string) (token uint64, hasToken bool, err error)
@@ -80,8 +87,8 @@ func (p *peerProc) Stop() {
 	}
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -107,8 +114,8 @@ func waitFor(p *peerProc, timeout time.Duration, probe func(ctx context.Context)
 }
 
 // openClients opens n worker clients in parallel.
-func openClients(ctx context.Context, p peer, n int) ([]peerClient, error) {
-	cs := make([]peerClient, n)
+func openClients(ctx context.Context, p Peer, n int) ([]Client, error) {
+	cs := make([]Client, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -131,7 +138,7 @@ func openClients(ctx context.Context, p peer, n int) ([]peerClient, error) {
 	return cs, nil
 }
 
-func closeClients(cs []peerClient) {
+func closeClients(cs []Client) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Go(c.Close)
@@ -139,42 +146,43 @@ func closeClients(cs []peerClient) {
 	wg.Wait()
 }
 
-// loadResult is a timed load's count and latency.
-type loadResult struct {
-	count uint64
-	hist  Histogram
-	secs  float64
-	err   error
+// Result is a timed load's count and latency, a peer's or monolock's.
+type Result struct {
+	Count uint64
+	Hist  hist.Histogram
+	Secs  float64
+	Err   error
 }
 
-func (r loadResult) rate() float64 {
-	if r.secs <= 0 {
+// Rate is the count per second of the window.
+func (r Result) Rate() float64 {
+	if r.Secs <= 0 {
 		return 0
 	}
-	return float64(r.count) / r.secs
+	return float64(r.Count) / r.Secs
 }
 
 // peerWorker is one worker of a peer load: its client, and the count and
 // latencies it measured, which go into the load's result when it returns.
 type peerWorker struct {
 	id     int
-	client peerClient
+	client Client
 	count  uint64
-	hist   Histogram
+	hist   hist.Histogram
 }
 
 // runPeerWorkers opens n clients of p and runs work for each on its own
 // goroutine. An error work returns cancels ctx for every worker, and the
 // first is the result's error.
-func runPeerWorkers(p peer, n int, win window, work func(ctx context.Context, cancel context.CancelFunc, w *peerWorker) error) loadResult {
+func runPeerWorkers(p Peer, n int, win clock.Window, work func(ctx context.Context, cancel context.CancelFunc, w *peerWorker) error) Result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs, err := openClients(ctx, p, n)
 	if err != nil {
-		return loadResult{err: err}
+		return Result{Err: err}
 	}
 	defer closeClients(cs)
-	res := loadResult{secs: win.seconds()}
+	res := Result{Secs: win.Seconds()}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range n {
@@ -182,11 +190,11 @@ func runPeerWorkers(p peer, n int, win window, work func(ctx context.Context, ca
 			w := &peerWorker{id: i, client: cs[i]}
 			err := work(ctx, cancel, w)
 			mu.Lock()
-			if err != nil && res.err == nil {
-				res.err = err
+			if err != nil && res.Err == nil {
+				res.Err = err
 			}
-			res.hist.Merge(&w.hist)
-			res.count += w.count
+			res.Hist.Merge(&w.hist)
+			res.Count += w.count
 			mu.Unlock()
 			if err != nil {
 				cancel()
@@ -206,29 +214,29 @@ func errUnlessEnded(ctx context.Context, err error) error {
 	return err
 }
 
-// peerCycle is S1 on a peer: every worker locks and unlocks its own name as
+// Cycle is S1 on a peer: every worker locks and unlocks its own name as
 // fast as it can; a cycle's latency runs from the lock call to the unlock's
 // return.
-func peerCycle(p peer, workers int, win window, chk *Checker) loadResult {
+func Cycle(p Peer, clk clock.Clock, workers int, win clock.Window, chk *check.Checker) Result {
 	return runPeerWorkers(p, workers, win, func(ctx context.Context, _ context.CancelFunc, w *peerWorker) error {
 		name := fmt.Sprintf("s1-%d", w.id)
 		for ctx.Err() == nil {
-			t0 := mono()
+			t0 := clk.Now()
 			tok, has, err := w.client.Lock(ctx, name)
 			if err != nil {
 				return errUnlessEnded(ctx, err)
 			}
-			chk.Grant(name, w.id, mono(), tok, has)
+			chk.Grant(name, w.id, clk.Now(), tok, has)
 			chk.Release(name, w.id)
 			if err := w.client.Unlock(ctx, name); err != nil {
 				return errUnlessEnded(ctx, err)
 			}
-			t1 := mono()
-			if win.has(t1) {
+			t1 := clk.Now()
+			if win.Has(t1) {
 				w.count++
 				w.hist.Record(t1 - t0)
 			}
-			if t1 >= win.until {
+			if t1 >= win.Until {
 				return nil
 			}
 		}
@@ -236,11 +244,11 @@ func peerCycle(p peer, workers int, win window, chk *Checker) loadResult {
 	})
 }
 
-// peerHandover is S2 on a peer: n workers contend for one name; a worker
+// Handover is S2 on a peer: n workers contend for one name; a worker
 // that is granted the lock releases it at once and asks again. Handover
 // latency runs from the moment the holder starts to release to the next
 // grant.
-func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResult {
+func Handover(p Peer, clk clock.Clock, n int, name string, win clock.Window, chk *check.Checker) Result {
 	var lastRelease atomic.Int64
 	return runPeerWorkers(p, n, win, func(ctx context.Context, cancel context.CancelFunc, w *peerWorker) error {
 		for ctx.Err() == nil {
@@ -248,17 +256,17 @@ func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResu
 			if err != nil {
 				return errUnlessEnded(ctx, err)
 			}
-			now := mono()
+			now := clk.Now()
 			chk.Grant(name, w.id, now, tok, has)
-			if lr := lastRelease.Load(); lr > 0 && win.has(now) {
+			if lr := lastRelease.Load(); lr > 0 && win.Has(now) {
 				w.count++
 				w.hist.Record(now - lr)
 			}
-			if now >= win.until {
+			if now >= win.Until {
 				cancel() // wake the others; this one still releases
 			}
 			chk.Release(name, w.id)
-			lastRelease.Store(mono())
+			lastRelease.Store(clk.Now())
 			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err = w.client.Unlock(uctx, name)
 			ucancel()
@@ -270,6 +278,10 @@ func peerHandover(p peer, n int, name string, win window, chk *Checker) loadResu
 	})
 }
 
+// HolderBeats is how many heartbeats an S4 holder sends before it goes
+// silent, on monolock and on every peer with a lease.
+const HolderBeats = 2
+
 // errSkip marks a peer that cannot take part, with the reason shown.
 type errSkip string
 
@@ -277,14 +289,14 @@ func (e errSkip) Error() string { return string(e) }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
-// peerNames are the peers the harness knows, in table order.
-var peerNames = []string{"redis", "etcd", "postgres"}
+// Names are the peers the harness knows, in table order.
+func Names() []string { return []string{"redis", "etcd", "postgres"} }
 
-// startPeers starts the chosen peers at once, in procs; a peer that cannot start is
+// Start starts the chosen peers at once, in procs; a peer that cannot start is
 // skipped with its reason.
-func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetry time.Duration) ([]peer, []PeerStatus) {
+func Start(procs *proc.Group, clk clock.Clock, names []string, tmp, logDir string, redisRetry time.Duration) ([]Peer, []report.PeerStatus) {
 	type started struct {
-		p   peer
+		p   Peer
 		err error
 	}
 	out := make([]started, len(names))
@@ -295,21 +307,21 @@ func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetr
 			if logDir != "" {
 				logPath = filepath.Join(logDir, "peer-"+name+".log")
 			}
-			var p peer
+			var p Peer
 			var err error
 			switch name {
 			case "redis":
-				var rp *redisPeer
-				if rp, err = startRedis(procs, tmp, logPath, redisRetry); err == nil {
+				var rp *RedisPeer
+				if rp, err = startRedis(procs, clk, tmp, logPath, redisRetry); err == nil {
 					p = rp
 				}
 			case "etcd":
-				var ep *etcdPeer
-				if ep, err = startEtcd(procs, tmp, logPath); err == nil {
+				var ep *EtcdPeer
+				if ep, err = StartEtcd(procs, clk, tmp, logPath); err == nil {
 					p = ep
 				}
 			case "postgres":
-				var pp *pgPeer
+				var pp *PostgresPeer
 				if pp, err = startPostgres(logPath); err == nil {
 					p = pp
 				}
@@ -320,15 +332,30 @@ func startPeers(procs *proc.Group, names []string, tmp, logDir string, redisRetr
 		})
 	}
 	wg.Wait()
-	var ps []peer
-	var st []PeerStatus
+	var ps []Peer
+	var st []report.PeerStatus
 	for i, s := range out {
 		if s.err != nil {
-			st = append(st, PeerStatus{Name: names[i], Status: "skipped", Reason: s.err.Error()})
+			st = append(st, report.PeerStatus{Name: names[i], Status: "skipped", Reason: s.err.Error()})
 			continue
 		}
 		ps = append(ps, s.p)
-		st = append(st, PeerStatus{Name: names[i], Status: "ok", Version: s.p.Version()})
+		st = append(st, report.PeerStatus{Name: names[i], Status: "ok", Version: s.p.Version()})
 	}
 	return ps, st
+}
+
+// PID is the peer's server process for CPU sampling; for PostgreSQL,
+// whose work is spread over a backend per connection, the negated pid of
+// the postmaster (it and its children are summed).
+func PID(p Peer) int {
+	switch p := p.(type) {
+	case *RedisPeer:
+		return p.proc.Pid()
+	case *EtcdPeer:
+		return p.proc.Pid()
+	case *PostgresPeer:
+		return -p.srv.Pid() // the postmaster and its backends
+	}
+	return 0
 }

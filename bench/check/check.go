@@ -1,4 +1,7 @@
-package main
+// Package check is the harness's correctness judge: it sees every grant and
+// release of a run and records two holders of one lock or a token going
+// backwards.
+package check
 
 import (
 	"fmt"
@@ -33,8 +36,8 @@ type lockView struct {
 // maxViolations bounds what is kept; the count of grants goes on.
 const maxViolations = 20
 
-// NewChecker returns an empty checker.
-func NewChecker() *Checker { return &Checker{locks: make(map[string]*lockView)} }
+// New returns an empty checker.
+func New() *Checker { return &Checker{locks: make(map[string]*lockView)} }
 
 func (c *Checker) view(lock string) *lockView {
 	v := c.locks[lock]

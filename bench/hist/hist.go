@@ -1,4 +1,6 @@
-package main
+// Package hist is the harness's latency histogram: log-linear buckets,
+// percentiles and a summary for the report.
+package hist
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestCheckerCleanHandovers(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	tok := uint64(10)
 	for i := range 100 {
 		w := i % 3
@@ -23,7 +23,7 @@ func TestCheckerCleanHandovers(t *testing.T) {
 }
 
 func TestCheckerTwoHolders(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	c.Grant("L", 1, 0, 1, true)
 	if c.Grant("L", 2, 5, 2, true) {
 		t.Fatal("a grant while another worker holds must be flagged")
@@ -35,7 +35,7 @@ func TestCheckerTwoHolders(t *testing.T) {
 }
 
 func TestCheckerTokenBackwards(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	c.Grant("L", 1, 0, 7, true)
 	c.Release("L", 1)
 	if c.Grant("L", 2, 1, 7, true) {
@@ -61,13 +61,13 @@ func TestCheckerTokenBackwards(t *testing.T) {
 }
 
 func TestCheckerLapse(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	c.Grant("L", 1, 0, 1, true)
 	c.Lapse("L", 1, 1000) // silent: the lease may end at t=1000
 	if c.Grant("L", 2, 999, 2, true) {
 		t.Fatal("a grant before the silent holder's lease ended must be flagged")
 	}
-	c2 := NewChecker()
+	c2 := New()
 	c2.Grant("L", 1, 0, 1, true)
 	c2.Lapse("L", 1, 1000)
 	if !c2.Grant("L", 2, 1000, 2, true) {
@@ -81,7 +81,7 @@ func TestCheckerLapse(t *testing.T) {
 }
 
 func TestCheckerDoubleGrantSameWorker(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	c.Grant("L", 1, 0, 1, true)
 	if c.Grant("L", 1, 1, 2, true) {
 		t.Fatal("a second grant to a worker that never released must be flagged")
@@ -89,7 +89,7 @@ func TestCheckerDoubleGrantSameWorker(t *testing.T) {
 }
 
 func TestCheckerKeepsFewViolations(t *testing.T) {
-	c := NewChecker()
+	c := New()
 	for i := range 100 {
 		c.Grant("L", i, int64(i), 1, true)
 	}
@@ -108,7 +108,7 @@ func TestCheckerKeepsFewViolations(t *testing.T) {
 func TestCheckerConcurrent(t *testing.T) {
 	// Workers hand one lock around under a mutex, as a correct server would:
 	// the checker must see no violation (and the race detector no race).
-	c := NewChecker()
+	c := New()
 	var mu sync.Mutex
 	var tok uint64
 	var wg sync.WaitGroup

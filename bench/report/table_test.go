@@ -1,6 +1,7 @@
-package main
+package report
 
 import (
+	"github.com/monolock/monolock/bench/hist"
 	"strings"
 	"testing"
 )
@@ -12,8 +13,8 @@ func TestFormatDuration(t *testing.T) {
 		-1_500_000: "-1.50ms",
 	}
 	for ns, want := range cases {
-		if got := formatDuration(ns); got != want {
-			t.Errorf("formatDuration(%d) = %q, want %q", ns, got, want)
+		if got := FormatDuration(ns); got != want {
+			t.Errorf("FormatDuration(%d) = %q, want %q", ns, got, want)
 		}
 	}
 }
@@ -33,8 +34,8 @@ func TestFormatValue(t *testing.T) {
 		{-4321, "", "-4,321"},
 	}
 	for _, c := range cases {
-		if got := formatValue(c.v, c.unit); got != c.want {
-			t.Errorf("formatValue(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
+		if got := FormatValue(c.v, c.unit); got != c.want {
+			t.Errorf("FormatValue(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
 		}
 	}
 }
@@ -42,8 +43,8 @@ func TestFormatValue(t *testing.T) {
 func TestGroupThousands(t *testing.T) {
 	cases := map[int64]string{0: "0", 999: "999", 1000: "1,000", 19500: "19,500", 123456789: "123,456,789", -1000: "-1,000", -999: "-999"}
 	for n, want := range cases {
-		if got := groupThousands(n); got != want {
-			t.Errorf("groupThousands(%d) = %q, want %q", n, got, want)
+		if got := GroupThousands(n); got != want {
+			t.Errorf("GroupThousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -51,14 +52,14 @@ func TestGroupThousands(t *testing.T) {
 func TestFormatRatio(t *testing.T) {
 	cases := map[float64]string{1: "1.00×", 0.421: "0.421×", 17.34: "17.3×", 250: "250×", 12345: "12,345×"}
 	for r, want := range cases {
-		if got := formatRatio(r); got != want {
-			t.Errorf("formatRatio(%v) = %q, want %q", r, got, want)
+		if got := FormatRatio(r); got != want {
+			t.Errorf("FormatRatio(%v) = %q, want %q", r, got, want)
 		}
 	}
 }
 
 func TestFormatTableAligns(t *testing.T) {
-	out := formatTable([]string{"system", "value"}, [][]string{{"monolock", "1"}, {"µs", "22,222"}}, []bool{false, true})
+	out := FormatTable([]string{"system", "value"}, [][]string{{"monolock", "1"}, {"µs", "22,222"}}, []bool{false, true})
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	want := []string{
 		"system     value",
@@ -78,23 +79,23 @@ func TestFormatTableAligns(t *testing.T) {
 
 func TestRenderScenarioAndRatios(t *testing.T) {
 	floor := &Scenario{ID: "S0", Name: "floor", Desc: "d", Rows: []*Row{
-		{System: sysFloor, Figure: "cycles", Value: 200, Unit: "/s", Key: "cycleC", Floor: "cycleC"},
+		{System: SysFloor, Figure: "cycles", Value: 200, Unit: "/s", Key: "cycleC", Floor: "cycleC"},
 	}}
 	sc := &Scenario{ID: "S1", Name: "cycle", Desc: "desc", Rows: []*Row{
-		{System: sysMonolock, Figure: "cycles/s", Value: 100, Unit: "/s", Key: "cycle", Floor: "cycleC",
-			Lat: &Summary{N: 3, P50: 1500, P90: 2000, P99: 3_000_000, Max: 4_000_000}},
+		{System: SysMonolock, Figure: "cycles/s", Value: 100, Unit: "/s", Key: "cycle", Floor: "cycleC",
+			Lat: &hist.Summary{N: 3, P50: 1500, P90: 2000, P99: 3_000_000, Max: 4_000_000}},
 		{System: "redis", Figure: "cycles/s", Value: 25, Unit: "/s", Key: "cycle", Floor: "cycleC"},
 		{System: "etcd", Figure: "cycles/s", Status: "skipped", Note: "not installed"},
 	}}
 	sc.Note("a note")
-	computeRatios([]*Scenario{floor, sc})
+	ComputeRatios([]*Scenario{floor, sc})
 	if r := sc.Rows[1]; r.VsMonolock == nil || *r.VsMonolock != 0.25 || r.VsFloor == nil || *r.VsFloor != 0.125 {
 		t.Fatalf("redis ratios: %v %v", r.VsMonolock, r.VsFloor)
 	}
 	if r := sc.Rows[2]; r.VsMonolock != nil || r.VsFloor != nil {
 		t.Fatal("a skipped row has no ratios")
 	}
-	out := renderScenario(sc)
+	out := RenderScenario(sc)
 	for _, want := range []string{
 		"S1 cycle — desc",
 		"monolock  cycles/s   100 /s  1.50µs  2.00µs  3.00ms  4.00ms      1.00×  0.500×",
@@ -104,15 +105,6 @@ func TestRenderScenarioAndRatios(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
-		}
-	}
-}
-
-func TestCompactNumber(t *testing.T) {
-	cases := map[float64]string{0.01: "0.01", 1: "1", 100: "100", 10_000: "10k", 1e6: "1M"}
-	for v, want := range cases {
-		if got := compactNumber(v); got != want {
-			t.Errorf("compactNumber(%v) = %q, want %q", v, got, want)
 		}
 	}
 }

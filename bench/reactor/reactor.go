@@ -1,4 +1,12 @@
-package main
+// Package reactor is the harness's load generator: one epoll loop on one
+// locked OS thread drives thousands of non-blocking client sockets with raw
+// system calls, so that a cycle costs the client socket, connect,
+// epoll_ctl, write, read and close and nothing more (no goroutine per
+// connection, no dup, no channel hand-off). Sockets are registered
+// edge-triggered for input, output and peer hang-up; the only output event
+// used is the one that reports a completed connect. A Workload's callbacks,
+// on the loop's goroutine, decide what each socket sends.
+package reactor
 
 import (
 	"errors"
@@ -13,13 +21,6 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// The load generator: one epoll loop on one locked OS thread drives thousands
-// of non-blocking client sockets with raw system calls, so that a cycle costs
-// the client socket, connect, epoll_ctl, write, read and close and nothing
-// more (no goroutine per connection, no dup, no channel hand-off). Sockets are
-// registered edge-triggered for input, output and peer hang-up; the only
-// output event used is the one that reports a completed connect.
-
 // conn states.
 const (
 	stConnecting uint8 = iota + 1
@@ -27,49 +28,49 @@ const (
 	stClosed
 )
 
-// rconn is one client socket of a reactor.
-type rconn struct {
+// Conn is one client socket of a reactor.
+type Conn struct {
 	fd     int
 	serial int32 // tells a reused descriptor's events from its predecessor's
 	state  uint8
-	id     int    // the workload's index for this connection
+	ID     int    // the Workload's index for this connection
 	pend   []byte // the start of a frame split across reads
 
-	// Free for the workload.
-	t0      int64 // monotonic ns
-	token   uint64
-	flag    uint8
-	hbOut   bool // a heartbeat is in flight
-	granted bool
+	// Free for the Workload.
+	T0      int64 // monotonic ns
+	Token   uint64
+	Flag    uint8
+	HbOut   bool // a heartbeat is in flight
+	Granted bool
 }
 
-// workload is what a reactor runs: callbacks on its loop goroutine.
-type workload interface {
-	// connected: the connect completed; usually send the first frame.
-	connected(r *reactor, c *rconn)
-	// frame: one complete frame from the server; c may be closed inside.
-	frame(r *reactor, c *rconn, f *protocol.Frame)
-	// lost: the server closed c, or an I/O error did; c is already closed.
-	lost(r *reactor, c *rconn, err error)
-	// timer: a timer set with after fired for c (still open).
-	timer(r *reactor, c *rconn, kind uint8)
-	// idle: called once per loop turn after events and timers.
-	idle(r *reactor)
+// Workload is what a reactor runs: callbacks on its loop goroutine.
+type Workload interface {
+	// Connected: the connect completed; usually send the first frame.
+	Connected(r *Reactor, c *Conn)
+	// Frame: one complete frame from the server; c may be closed inside.
+	Frame(r *Reactor, c *Conn, f *protocol.Frame)
+	// Lost: the server closed c, or an I/O error did; c is already closed.
+	Lost(r *Reactor, c *Conn, err error)
+	// Timer: a timer set with after fired for c (still open).
+	Timer(r *Reactor, c *Conn, kind uint8)
+	// Idle: called once per loop turn after events and timers.
+	Idle(r *Reactor)
 }
 
-var errPeerClosed = errors.New("closed by the server")
+var ErrPeerClosed = errors.New("closed by the server")
 
 // reactor is single-threaded: every method must be called on its loop
 // goroutine (or before run starts).
-type reactor struct {
+type Reactor struct {
 	epfd    int
 	sa      unix.SockaddrInet4
-	conns   []*rconn // by descriptor
+	conns   []*Conn // by descriptor
 	evs     []unix.EpollEvent
 	buf     []byte
 	frame   protocol.Frame
 	timers  timerHeap
-	w       workload
+	w       Workload
 	serial  int32
 	base    time.Time
 	nextSrc int
@@ -83,7 +84,9 @@ type reactor struct {
 	dials, dialErrs, lostConns uint64
 }
 
-func newReactor(addr string, w workload, base time.Time) (*reactor, error) {
+// New makes a reactor for connections to addr (IPv4) driven by w; its
+// clock counts from base.
+func New(addr string, w Workload, base time.Time) (*Reactor, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("reactor address %q: %w", addr, err)
@@ -95,7 +98,7 @@ func newReactor(addr string, w workload, base time.Time) (*reactor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
 	}
-	r := &reactor{
+	r := &Reactor{
 		epfd: epfd,
 		sa:   unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()},
 		evs:  make([]unix.EpollEvent, 1024),
@@ -103,18 +106,22 @@ func newReactor(addr string, w workload, base time.Time) (*reactor, error) {
 		w:    w,
 		base: base,
 	}
-	r.tick()
+	r.Tick()
 	return r, nil
 }
 
-// tick refreshes r.now and returns it.
-func (r *reactor) tick() int64 {
+// Tick refreshes the loop's clock and returns it.
+func (r *Reactor) Tick() int64 {
 	r.now = int64(time.Since(r.base))
 	return r.now
 }
 
-// dial opens a non-blocking connection for workload index id.
-func (r *reactor) dial(id int) (*rconn, error) {
+// Now is the loop's clock (ns since base) as of the loop turn's start or
+// the last Tick.
+func (r *Reactor) Now() int64 { return r.now }
+
+// Dial opens a non-blocking connection for Workload index id.
+func (r *Reactor) Dial(id int) (*Conn, error) {
 	r.dials++
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -153,18 +160,18 @@ func (r *reactor) dial(id int) (*rconn, error) {
 		return nil, fmt.Errorf("epoll_ctl: %w", err)
 	}
 	for fd >= len(r.conns) {
-		r.conns = append(r.conns, make([]*rconn, len(r.conns)+1024)...)
+		r.conns = append(r.conns, make([]*Conn, len(r.conns)+1024)...)
 	}
-	c := &rconn{fd: fd, serial: r.serial, state: stConnecting, id: id}
+	c := &Conn{fd: fd, serial: r.serial, state: stConnecting, ID: id}
 	r.conns[fd] = c
 	r.live++
 	return c, nil
 }
 
-// send writes one small frame. Frames are a few bytes and at most one
+// Send writes one small frame. Frames are a few bytes and at most one
 // request is outstanding per connection, so the socket buffer always takes it
 // whole; a short write is an error.
-func (r *reactor) send(c *rconn, b []byte) error {
+func (r *Reactor) Send(c *Conn, b []byte) error {
 	if c.state != stOpen {
 		return errors.New("send on a connection that is not open")
 	}
@@ -173,14 +180,14 @@ func (r *reactor) send(c *rconn, b []byte) error {
 		err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
 	}
 	if err != nil {
-		r.fail(c, err)
+		r.Fail(c, err)
 		return err
 	}
 	return nil
 }
 
-// close closes c from the client side.
-func (r *reactor) close(c *rconn) {
+// Close closes c from the client side.
+func (r *Reactor) Close(c *Conn) {
 	if c.state == stClosed {
 		return
 	}
@@ -191,37 +198,37 @@ func (r *reactor) close(c *rconn) {
 	r.live--
 }
 
-// fail closes c and reports it lost.
-func (r *reactor) fail(c *rconn, err error) {
+// Fail closes c and reports it lost.
+func (r *Reactor) Fail(c *Conn, err error) {
 	if c.state == stClosed {
 		return
 	}
-	r.close(c)
+	r.Close(c)
 	r.lostConns++
-	r.w.lost(r, c, err)
+	r.w.Lost(r, c, err)
 }
 
-// after arms a timer of the given kind for c at monotonic time at (ns).
-func (r *reactor) after(at int64, c *rconn, kind uint8) {
+// After arms a timer of the given kind for c at monotonic time at (ns).
+func (r *Reactor) After(at int64, c *Conn, kind uint8) {
 	r.timers.push(timerEntry{at: at, c: c, serial: c.serial, kind: kind})
 }
 
 // Stop asks the loop to return; safe from any goroutine.
-func (r *reactor) Stop() { r.stop.Store(true) }
+func (r *Reactor) Stop() { r.stop.Store(true) }
 
-// abort ends the loop with an error (from the loop goroutine).
-func (r *reactor) abort(err error) {
+// Abort ends the loop with an error (from the loop goroutine).
+func (r *Reactor) Abort(err error) {
 	if r.fatal == nil {
 		r.fatal = err
 	}
 	r.stop.Store(true)
 }
 
-// closeAll closes every socket and the epoll descriptor.
-func (r *reactor) closeAll() {
+// CloseAll closes every socket and the epoll descriptor.
+func (r *Reactor) CloseAll() {
 	for _, c := range r.conns {
 		if c != nil {
-			r.close(c)
+			r.Close(c)
 		}
 	}
 	r.timers = r.timers[:0]
@@ -235,16 +242,16 @@ const sourceAddrs = 64
 // maxWait bounds one epoll_wait so that Stop is noticed promptly.
 const maxWait = 5 // ms
 
-// run loops until Stop or abort. It locks its goroutine to a thread and
+// Run loops until Stop or abort. It locks its goroutine to a thread and
 // unlocks it before returning (a locked goroutine that exits would take its
 // thread, and any child started from that thread would get its death signal).
-func (r *reactor) run() error {
+func (r *Reactor) Run() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for !r.stop.Load() {
 		wait := maxWait
 		if len(r.timers) > 0 {
-			d := r.timers[0].at - r.tick()
+			d := r.timers[0].at - r.Tick()
 			switch {
 			case d <= 0:
 				wait = 0
@@ -256,12 +263,12 @@ func (r *reactor) run() error {
 		if err != nil && err != unix.EINTR {
 			return fmt.Errorf("epoll_wait: %w", err)
 		}
-		r.tick()
+		r.Tick()
 		for i := 0; i < n; i++ {
 			r.event(&r.evs[i])
 		}
 		r.fireTimers()
-		r.w.idle(r)
+		r.w.Idle(r)
 	}
 	return r.fatal
 }
@@ -271,16 +278,16 @@ func (r *reactor) run() error {
 // delaying them (and inflating the round trips measured).
 const maxTimersPerTurn = 64
 
-func (r *reactor) fireTimers() {
+func (r *Reactor) fireTimers() {
 	for fired := 0; fired < maxTimersPerTurn && len(r.timers) > 0 && r.timers[0].at <= r.now; fired++ {
 		t := r.timers.pop()
 		if t.c.state != stClosed && t.c.serial == t.serial {
-			r.w.timer(r, t.c, t.kind)
+			r.w.Timer(r, t.c, t.kind)
 		}
 	}
 }
 
-func (r *reactor) event(ev *unix.EpollEvent) {
+func (r *Reactor) event(ev *unix.EpollEvent) {
 	fd := int(ev.Fd)
 	if fd >= len(r.conns) {
 		return
@@ -299,14 +306,14 @@ func (r *reactor) event(ev *unix.EpollEvent) {
 			if err == nil {
 				err = errors.New("connect failed")
 			}
-			r.fail(c, fmt.Errorf("connect: %w", err))
+			r.Fail(c, fmt.Errorf("connect: %w", err))
 			return
 		}
 		if e&unix.EPOLLOUT == 0 {
 			return
 		}
 		c.state = stOpen
-		r.w.connected(r, c)
+		r.w.Connected(r, c)
 		if c.state != stOpen {
 			return
 		}
@@ -319,7 +326,7 @@ func (r *reactor) event(ev *unix.EpollEvent) {
 // readAll reads until the socket is drained (edge-triggered), decoding and
 // dispatching every complete frame. hup says the peer hung up, so a final
 // read must see the end of stream.
-func (r *reactor) readAll(c *rconn, hup bool) {
+func (r *Reactor) readAll(c *Conn, hup bool) {
 	serial := c.serial
 	for {
 		off := copy(r.buf, c.pend)
@@ -336,11 +343,11 @@ func (r *reactor) readAll(c *rconn, hup bool) {
 			continue
 		}
 		if err != nil {
-			r.fail(c, fmt.Errorf("read: %w", err))
+			r.Fail(c, fmt.Errorf("read: %w", err))
 			return
 		}
 		if n == 0 {
-			r.fail(c, errPeerClosed)
+			r.Fail(c, ErrPeerClosed)
 			return
 		}
 		end := off + n
@@ -348,16 +355,16 @@ func (r *reactor) readAll(c *rconn, hup bool) {
 		for used < end {
 			k, derr := protocol.DecodeServer(r.buf[used:end], &r.frame)
 			if derr != nil {
-				r.fail(c, derr)
+				r.Fail(c, derr)
 				return
 			}
 			if k == 0 {
 				break
 			}
 			used += k
-			r.w.frame(r, c, &r.frame)
+			r.w.Frame(r, c, &r.frame)
 			if c.state == stClosed || c.serial != serial {
-				return // the workload closed it
+				return // the Workload closed it
 			}
 		}
 		if used < end {
@@ -372,7 +379,7 @@ func (r *reactor) readAll(c *rconn, hup bool) {
 // timerEntry is one armed timer.
 type timerEntry struct {
 	at     int64
-	c      *rconn
+	c      *Conn
 	serial int32
 	kind   uint8
 }
@@ -421,11 +428,11 @@ func (h *timerHeap) pop() timerEntry {
 	return top
 }
 
-// baseWorkload gives a workload no-op callbacks to embed.
-type baseWorkload struct{}
+// Base gives a Workload no-op callbacks to embed.
+type Base struct{}
 
-func (baseWorkload) connected(*reactor, *rconn)              {}
-func (baseWorkload) frame(*reactor, *rconn, *protocol.Frame) {}
-func (baseWorkload) lost(*reactor, *rconn, error)            {}
-func (baseWorkload) timer(*reactor, *rconn, uint8)           {}
-func (baseWorkload) idle(*reactor)                           {}
+func (Base) Connected(*Reactor, *Conn)              {}
+func (Base) Frame(*Reactor, *Conn, *protocol.Frame) {}
+func (Base) Lost(*Reactor, *Conn, error)            {}
+func (Base) Timer(*Reactor, *Conn, uint8)           {}
+func (Base) Idle(*Reactor)                          {}

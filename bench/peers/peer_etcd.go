@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"context"
@@ -17,31 +17,36 @@ import (
 
 	"github.com/monolock/monolock/internal/testsupport/proc"
 
+	"github.com/monolock/monolock/bench/check"
+	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/internal/testsupport/poll"
 )
 
 // etcd, one member: clientv3/concurrency Session + Mutex, each worker with
 // its own client (its own connection) and a long-lived session.
 
-type etcdPeer struct {
+type EtcdPeer struct {
 	proc     *peerProc
 	endpoint string
 	version  string
+	clock    clock.Clock
 }
 
 // etcdSessionTTL is the lease of S1/S2 sessions (seconds).
 const etcdSessionTTL = 30
 
-func startEtcd(procs *proc.Group, tmp, logPath string) (*etcdPeer, error) {
+// StartEtcd starts a one-member etcd on ports picked at run time, its data
+// in tmp, stopped with procs.
+func StartEtcd(procs *proc.Group, clk clock.Clock, tmp, logPath string) (*EtcdPeer, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, errSkip("etcd is not installed (package etcd-server; make bench-peers)")
 	}
-	cport, err := freePort()
+	cport, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	pport, err := freePort()
+	pport, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +66,7 @@ func startEtcd(procs *proc.Group, tmp, logPath string) (*etcdPeer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &etcdPeer{proc: proc, endpoint: "127.0.0.1:" + strconv.Itoa(cport)}
+	p := &EtcdPeer{proc: proc, endpoint: "127.0.0.1:" + strconv.Itoa(cport), clock: clk}
 	err = waitFor(proc, 20*time.Second, func(ctx context.Context) error {
 		c, err := p.client()
 		if err != nil {
@@ -82,7 +87,7 @@ func startEtcd(procs *proc.Group, tmp, logPath string) (*etcdPeer, error) {
 	return p, nil
 }
 
-func (p *etcdPeer) client() (*clientv3.Client, error) {
+func (p *EtcdPeer) client() (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{p.endpoint},
 		DialTimeout: 5 * time.Second,
@@ -90,11 +95,14 @@ func (p *etcdPeer) client() (*clientv3.Client, error) {
 	})
 }
 
-func (p *etcdPeer) Name() string    { return "etcd" }
-func (p *etcdPeer) Version() string { return p.version }
-func (p *etcdPeer) Stop()           { p.proc.Stop() }
+// Endpoint is the member's client address, host:port.
+func (p *EtcdPeer) Endpoint() string { return p.endpoint }
 
-func (p *etcdPeer) NewClient(ctx context.Context, _ int) (peerClient, error) {
+func (p *EtcdPeer) Name() string    { return "etcd" }
+func (p *EtcdPeer) Version() string { return p.version }
+func (p *EtcdPeer) Stop()           { p.proc.Stop() }
+
+func (p *EtcdPeer) NewClient(ctx context.Context, _ int) (Client, error) {
 	c, err := p.client()
 	if err != nil {
 		return nil, err
@@ -149,11 +157,11 @@ func (c *etcdClient) Close() {
 // keep-alive of its own (the "last heartbeat") and goes silent with its
 // connection open. The waiter blocks in Mutex.Lock until etcd expires the
 // lease and deletes the holder's key.
-func (p *etcdPeer) Expiry(ctx context.Context, lease time.Duration, reps int, chk *Checker) (expiryResult, error) {
+func (p *EtcdPeer) Expiry(ctx context.Context, lease time.Duration, reps int, chk *check.Checker) (ExpiryResult, error) {
 	if lease%time.Second != 0 {
-		return expiryResult{}, errLeaseUnsupported{"etcd leases are whole seconds"}
+		return ExpiryResult{}, ErrLeaseUnsupported{"etcd leases are whole seconds"}
 	}
-	res := expiryResult{lease: lease}
+	res := ExpiryResult{Lease: lease}
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
@@ -170,18 +178,18 @@ func (p *etcdPeer) Expiry(ctx context.Context, lease time.Duration, reps int, ch
 				return
 			}
 			granted = ttl
-			res.overshoots = append(res.overshoots, d)
+			res.Overshoots = append(res.Overshoots, d)
 		})
 	}
 	wg.Wait()
 	if granted > 0 && time.Duration(granted)*time.Second != lease {
-		res.lease = time.Duration(granted) * time.Second
-		res.note = fmt.Sprintf("asked TTL %v, etcd granted %ds (its minimum); overshoot against the granted TTL", lease, granted)
+		res.Lease = time.Duration(granted) * time.Second
+		res.Note = fmt.Sprintf("asked TTL %v, etcd granted %ds (its minimum); overshoot against the granted TTL", lease, granted)
 	}
 	return res, errors.Join(errs...)
 }
 
-func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int, chk *Checker) (time.Duration, int64, error) {
+func (p *EtcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int, chk *check.Checker) (time.Duration, int64, error) {
 	name := fmt.Sprintf("s4-%v-%d", lease, rep)
 	hc, err := p.client()
 	if err != nil {
@@ -201,7 +209,7 @@ func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int,
 	if err := hm.Lock(ctx); err != nil {
 		return 0, 0, err
 	}
-	chk.Grant(name, 0, mono(), uint64(hm.Header().Revision), true)
+	chk.Grant(name, 0, p.clock.Now(), uint64(hm.Header().Revision), true)
 
 	wc, err := p.NewClient(ctx, 1)
 	if err != nil {
@@ -218,7 +226,7 @@ func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int,
 	defer cancel()
 	go func() {
 		tok, _, err := wc.Lock(wctx, name)
-		got <- lockResult{tok, mono(), err}
+		got <- lockResult{tok, p.clock.Now(), err}
 	}()
 
 	// Two keep-alive periods under the session's own refresh, then silence.
@@ -226,7 +234,7 @@ func (p *etcdPeer) expiryOnce(ctx context.Context, lease time.Duration, rep int,
 		return 0, 0, err
 	}
 	hs.Orphan()
-	last := mono()
+	last := p.clock.Now()
 	if _, err := hc.KeepAliveOnce(ctx, g.ID); err != nil {
 		return 0, 0, fmt.Errorf("etcd S4 %s: last keep-alive: %w", name, err)
 	}

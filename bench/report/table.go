@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// renderScenario formats one scenario as a plain-text table with its notes.
-func renderScenario(sc *Scenario) string {
+// RenderScenario formats one scenario as a plain-text table with its notes.
+func RenderScenario(sc *Scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s — %s\n", sc.ID, sc.Name, sc.Desc)
 	headers := []string{"system", "figure", "value", "p50", "p90", "p99", "max", "×monolock", "×floor", "note"}
@@ -19,7 +19,7 @@ func renderScenario(sc *Scenario) string {
 	for _, r := range sc.Rows {
 		rows = append(rows, rowCells(r))
 	}
-	b.WriteString(formatTable(headers, rows, right))
+	b.WriteString(FormatTable(headers, rows, right))
 	for _, n := range sc.Notes {
 		fmt.Fprintf(&b, "  · %s\n", n)
 	}
@@ -38,29 +38,29 @@ func rowCells(r *Row) []string {
 		cells[9] = note
 		return cells
 	}
-	cells[2] = formatValue(r.Value, r.Unit)
+	cells[2] = FormatValue(r.Value, r.Unit)
 	if r.Lat != nil && r.Lat.N > 0 {
-		cells[3] = formatDuration(r.Lat.P50)
-		cells[4] = formatDuration(r.Lat.P90)
-		cells[5] = formatDuration(r.Lat.P99)
-		cells[6] = formatDuration(r.Lat.Max)
+		cells[3] = FormatDuration(r.Lat.P50)
+		cells[4] = FormatDuration(r.Lat.P90)
+		cells[5] = FormatDuration(r.Lat.P99)
+		cells[6] = FormatDuration(r.Lat.Max)
 	} else {
 		cells[3], cells[4], cells[5], cells[6] = "–", "–", "–", "–"
 	}
 	cells[7], cells[8] = "–", "–"
 	if r.VsMonolock != nil {
-		cells[7] = formatRatio(*r.VsMonolock)
+		cells[7] = FormatRatio(*r.VsMonolock)
 	}
 	if r.VsFloor != nil {
-		cells[8] = formatRatio(*r.VsFloor)
+		cells[8] = FormatRatio(*r.VsFloor)
 	}
 	cells[9] = note
 	return cells
 }
 
-// formatTable aligns cells in columns two spaces apart; right marks columns
+// FormatTable aligns cells in columns two spaces apart; right marks columns
 // aligned to the right. Trailing blanks are trimmed.
-func formatTable(headers []string, rows [][]string, right []bool) string {
+func FormatTable(headers []string, rows [][]string, right []bool) string {
 	width := make([]int, len(headers))
 	for i, h := range headers {
 		width[i] = utf8.RuneCountInString(h)
@@ -105,19 +105,19 @@ func formatTable(headers []string, rows [][]string, right []bool) string {
 	return b.String()
 }
 
-// formatValue renders a figure with its unit: counts with thousands
+// FormatValue renders a figure with its unit: counts with thousands
 // separators, small values with three significant digits.
-func formatValue(v float64, unit string) string {
+func FormatValue(v float64, unit string) string {
 	var s string
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		s = "n/a"
 	case math.Abs(v) >= 1000:
-		s = groupThousands(int64(math.Round(v)))
+		s = GroupThousands(int64(math.Round(v)))
 	case v == math.Trunc(v):
 		s = strconv.FormatInt(int64(v), 10)
 	default:
-		s = sig3(v)
+		s = Sig3(v)
 	}
 	if unit == "" {
 		return s
@@ -125,8 +125,8 @@ func formatValue(v float64, unit string) string {
 	return s + " " + unit
 }
 
-// sig3 formats v (|v| < 1000) with three significant digits.
-func sig3(v float64) string {
+// Sig3 formats v (|v| < 1000) with three significant digits.
+func Sig3(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case a >= 100:
@@ -141,7 +141,7 @@ func sig3(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2-int(math.Floor(math.Log10(a))), 64)
 }
 
-func groupThousands(n int64) string {
+func GroupThousands(n int64) string {
 	neg := n < 0
 	if neg {
 		n = -n
@@ -164,9 +164,9 @@ func groupThousands(n int64) string {
 	return b.String()
 }
 
-// formatDuration renders nanoseconds with three significant digits in the
+// FormatDuration renders nanoseconds with three significant digits in the
 // largest unit that keeps the number ≥ 1.
-func formatDuration(ns int64) string {
+func FormatDuration(ns int64) string {
 	d := float64(ns)
 	neg := ""
 	if d < 0 {
@@ -176,23 +176,23 @@ func formatDuration(ns int64) string {
 	case d < 1e3:
 		return neg + strconv.FormatInt(int64(d), 10) + "ns"
 	case d < 1e6:
-		return neg + sig3(d/1e3) + "µs"
+		return neg + Sig3(d/1e3) + "µs"
 	case d < 1e9:
-		return neg + sig3(d/1e6) + "ms"
+		return neg + Sig3(d/1e6) + "ms"
 	}
-	return neg + sig3(d/1e9) + "s"
+	return neg + Sig3(d/1e9) + "s"
 }
 
-// formatRatio renders a ratio such as 0.42× or 17.3×.
-func formatRatio(r float64) string {
+// FormatRatio renders a ratio such as 0.42× or 17.3×.
+func FormatRatio(r float64) string {
 	if math.IsNaN(r) || math.IsInf(r, 0) {
 		return "n/a"
 	}
 	if r >= 1000 {
-		return groupThousands(int64(math.Round(r))) + "×"
+		return GroupThousands(int64(math.Round(r))) + "×"
 	}
-	return sig3(r) + "×"
+	return Sig3(r) + "×"
 }
 
-// durMS renders a duration for notes, e.g. "1.5s" or "250ms".
-func durMS(d time.Duration) string { return formatDuration(int64(d)) }
+// DurMS renders a duration for notes, e.g. "1.5s" or "250ms".
+func DurMS(d time.Duration) string { return FormatDuration(int64(d)) }

@@ -1,4 +1,7 @@
-package main
+// Package floor is the bare gnet server the harness measures monolock
+// against (the floor): the hidden subcommand floor-server of the harness's
+// binary runs it, and proc starts it like any server with a start line.
+package floor
 
 import (
 	"context"
@@ -25,13 +28,14 @@ import (
 // shaped like an ACQUIRED frame (0x12 and a zero token) so the load generator
 // parses both servers' replies with the same decoder.
 
-// floorStarted is the message of the floor server's start line, which
-// follows monolock's readiness contract: its address under the key package
+// Started is the message of the floor server's start line, which follows
+// monolock's readiness contract: its address under the key package
 // startline names, which proc reads.
-const floorStarted = "floor-server started"
+const Started = "floor-server started"
 
-// floorReply is the 9-byte answer to one received byte.
-var floorReply = [9]byte{0x12}
+// Reply is the 9-byte answer to one received byte: an ACQUIRED frame's
+// type and a zero token.
+const Reply = "\x12\x00\x00\x00\x00\x00\x00\x00\x00"
 
 type floorHandler struct {
 	gnet.BuiltinEventEngine
@@ -53,7 +57,7 @@ func (h *floorHandler) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		_ = unix.Close(fd)
 	}
-	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, startline.Listen: addr})
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": Started, startline.Listen: addr})
 	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
 	return gnet.None
 }
@@ -66,15 +70,15 @@ func (h *floorHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	_, _ = c.Discard(n)
 	out := h.out[:0]
 	for range n {
-		out = append(out, floorReply[:]...)
+		out = append(out, Reply...)
 	}
 	h.out = out
 	_, _ = c.Write(out)
 	return gnet.None
 }
 
-// floorServerMain is the hidden subcommand `floor-server -listen ADDR`.
-func floorServerMain(args []string, stderr io.Writer) int {
+// Main is the hidden subcommand `floor-server -listen ADDR`.
+func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("floor-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on")
@@ -131,7 +135,7 @@ func floorGoAccept(h *floorHandler, listen string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floor-server: %v\n", err)
 		return 1
 	}
-	line, _ := json.Marshal(map[string]string{"level": "info", "message": floorStarted, startline.Listen: ln.Addr().String()})
+	line, _ := json.Marshal(map[string]string{"level": "info", "message": Started, startline.Listen: ln.Addr().String()})
 	_, _ = fmt.Fprintf(h.stderr, "%s\n", line)
 	for {
 		c, err := ln.Accept()

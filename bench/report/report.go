@@ -1,8 +1,11 @@
-package main
+// Package report is what one harness run measured: the tables, their
+// ratios and how they are printed, and the JSON written with -json.
+package report
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/monolock/monolock/bench/hist"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +107,25 @@ type BookkeepingFigures struct {
 	CyclesPerSec float64 `json:"cycles_per_second"`
 }
 
+// System names in the tables.
+const (
+	SysFloor    = "floor"     // S0: the bare gnet server
+	SysBareGnet = "bare gnet" // S3: the same server under the heartbeat load
+	// SysFloorSafe is the bare gnet server fed by a Go listener and
+	// EnrollContext: the least an EMFILE-safe accept path costs (S1).
+	SysFloorSafe = "bare gnet, Go accept"
+)
+
+// Row keys that tie figures across scenarios.
+const (
+	KeyEcho1   = "echo1"
+	KeyEchoC   = "echoC"
+	KeyCycleC  = "cycleC"
+	KeyConnC   = "connectC"
+	KeyCycle   = "cycle"
+	KeyHandovr = "handover"
+)
+
 // Scenario is one table.
 type Scenario struct {
 	ID    string   `json:"id"`
@@ -115,11 +137,11 @@ type Scenario struct {
 
 // Row is one measured figure of one system.
 type Row struct {
-	System string   `json:"system"`
-	Figure string   `json:"figure"`
-	Value  float64  `json:"value"`
-	Unit   string   `json:"unit"`
-	Lat    *Summary `json:"latency,omitempty"` // nanoseconds
+	System string        `json:"system"`
+	Figure string        `json:"figure"`
+	Value  float64       `json:"value"`
+	Unit   string        `json:"unit"`
+	Lat    *hist.Summary `json:"latency,omitempty"` // nanoseconds
 	// VsMonolock is Value ÷ the monolock row's Value for the same figure.
 	VsMonolock *float64 `json:"vs_monolock,omitempty"`
 	// VsFloor is Value ÷ the floor row's Value that Floor names.
@@ -134,7 +156,7 @@ type Row struct {
 	Lower bool   `json:"lower_is_better,omitempty"`
 }
 
-const sysMonolock = "monolock"
+const SysMonolock = "monolock"
 
 // Add appends a row.
 func (s *Scenario) Add(r *Row) *Row {
@@ -147,9 +169,9 @@ func (s *Scenario) Note(format string, args ...any) {
 	s.Notes = append(s.Notes, fmt.Sprintf(format, args...))
 }
 
-// computeRatios fills VsMonolock and VsFloor. floors maps a key to the value
+// ComputeRatios fills VsMonolock and VsFloor. floors maps a key to the value
 // of the floor row with that key.
-func computeRatios(scs []*Scenario) {
+func ComputeRatios(scs []*Scenario) {
 	floors := map[string]float64{}
 	for _, sc := range scs {
 		for _, r := range sc.Rows {
@@ -161,7 +183,7 @@ func computeRatios(scs []*Scenario) {
 	for _, sc := range scs {
 		mono := map[string]float64{}
 		for _, r := range sc.Rows {
-			if r.Status == "" && r.System == sysMonolock && r.Key != "" {
+			if r.Status == "" && r.System == SysMonolock && r.Key != "" {
 				mono[r.Key] = r.Value
 			}
 		}
@@ -181,7 +203,7 @@ func computeRatios(scs []*Scenario) {
 	}
 }
 
-func isFloorSystem(s string) bool { return s == sysFloor || s == sysBareGnet || s == sysFloorSafe }
+func isFloorSystem(s string) bool { return s == SysFloor || s == SysBareGnet || s == SysFloorSafe }
 
 // Failed reports whether the run must exit non-zero.
 func (r *Report) Failed() bool { return len(r.Violations) > 0 || len(r.Errors) > 0 }
@@ -200,13 +222,13 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// renderTLSCost is S6's summary under the tables ("" without S6).
-func renderTLSCost(c *TLSCost) string {
+// RenderTLSCost is S6's summary under the tables ("" without S6).
+func RenderTLSCost(c *TLSCost) string {
 	if c == nil || len(c.Modes) == 0 {
 		return ""
 	}
 	var s strings.Builder
-	fmt.Fprintf(&s, "TLS cost @%s sessions (medians; ratio to plain):\n", groupThousands(int64(c.Sessions)))
+	fmt.Fprintf(&s, "TLS cost @%s sessions (medians; ratio to plain):\n", GroupThousands(int64(c.Sessions)))
 	var plain *TLSModeFigures
 	if c.Modes[0].Mode == "plain" {
 		plain = &c.Modes[0]
@@ -216,33 +238,33 @@ func renderTLSCost(c *TLSCost) string {
 		for _, m := range c.Modes {
 			p := m.Mode + " " + render(f(m))
 			if plain != nil && m.Mode != plain.Mode && f(*plain) > 0 {
-				p += " (" + formatRatio(f(m)/f(*plain)) + ")"
+				p += " (" + FormatRatio(f(m)/f(*plain)) + ")"
 			}
 			parts = append(parts, p)
 		}
 		fmt.Fprintf(&s, "  %-36s %s\n", label, strings.Join(parts, " · "))
 	}
-	unit := func(u string) func(float64) string { return func(v float64) string { return formatValue(v, u) } }
+	unit := func(u string) func(float64) string { return func(v float64) string { return FormatValue(v, u) } }
 	line("RSS per session", func(m TLSModeFigures) float64 { return m.RSSPerSessionBytes }, unit("B"))
 	line("descriptors per session", func(m TLSModeFigures) float64 { return m.FDsPerSession }, func(v float64) string { return fmt.Sprintf("%.2f", v) })
 	line("server CPU per 1M heartbeats", func(m TLSModeFigures) float64 { return m.CPUPerMHb }, unit("s"))
-	line("heartbeat RTT p50", func(m TLSModeFigures) float64 { return m.RTTP50NS }, func(v float64) string { return formatDuration(int64(v)) })
-	line("heartbeat RTT p99", func(m TLSModeFigures) float64 { return m.RTTP99NS }, func(v float64) string { return formatDuration(int64(v)) })
+	line("heartbeat RTT p50", func(m TLSModeFigures) float64 { return m.RTTP50NS }, func(v float64) string { return FormatDuration(int64(v)) })
+	line("heartbeat RTT p99", func(m TLSModeFigures) float64 { return m.RTTP99NS }, func(v float64) string { return FormatDuration(int64(v)) })
 	line("setup per session", func(m TLSModeFigures) float64 { return m.SetupPerSessionUS }, unit("µs"))
 	line("server CPU per session setup", func(m TLSModeFigures) float64 { return m.SetupCPUPerSessionUS }, unit("µs"))
 	return s.String()
 }
 
-// verdict says whether a figure met its target, next to the target.
-func verdict(met bool) string {
+// Verdict says whether a figure met its target, next to the target.
+func Verdict(met bool) string {
 	if met {
 		return "met"
 	}
 	return "not met"
 }
 
-// renderBookkeeping is S7's summary under the tables ("" without S7).
-func renderBookkeeping(b *Bookkeeping) string {
+// RenderBookkeeping is S7's summary under the tables ("" without S7).
+func RenderBookkeeping(b *Bookkeeping) string {
 	if b == nil || len(b.Configs) == 0 {
 		return ""
 	}
@@ -256,11 +278,11 @@ func renderBookkeeping(b *Bookkeeping) string {
 				parts = append(parts, c.Config+" –")
 				continue
 			}
-			p := c.Config + " " + formatValue(v, u)
+			p := c.Config + " " + FormatValue(v, u)
 			if ratio > 0 {
-				p += " (" + formatRatio(ratio)
+				p += " (" + FormatRatio(ratio)
 				if c.Config != "bare" {
-					p += ": " + verdict(ratio < b.Target)
+					p += ": " + Verdict(ratio < b.Target)
 				}
 				p += ")"
 			}
@@ -269,7 +291,7 @@ func renderBookkeeping(b *Bookkeeping) string {
 		fmt.Fprintf(&s, "  %-36s %s\n", label, strings.Join(parts, " · "))
 	}
 	line("server CPU per grant", func(c BookkeepingFigures) (float64, float64) { return c.CPUPerGrant, c.GrantRatio }, "µs")
-	line(fmt.Sprintf("server CPU per 1M heartbeats @%s", groupThousands(int64(b.Sessions))),
+	line(fmt.Sprintf("server CPU per 1M heartbeats @%s", GroupThousands(int64(b.Sessions))),
 		func(c BookkeepingFigures) (float64, float64) { return c.CPUPerMHb, c.HbRatio }, "s")
 	return s.String()
 }

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/internal/testsupport/testdb"
 )
 
@@ -16,7 +17,7 @@ import (
 // and pg_advisory_unlock, on one connection per worker. There is no lease: a
 // lock lives as long as the session that took it.
 
-type pgPeer struct {
+type PostgresPeer struct {
 	srv     *testdb.Server
 	logPath string
 	dsn     string
@@ -31,7 +32,7 @@ const pgMaxConnections = 200
 // of the repository does (package testdb: Debian's binaries, a port picked
 // at run time, data in a temporary directory, no flush at commit). Its last
 // lines of output go to logPath when it stops.
-func startPostgres(logPath string) (*pgPeer, error) {
+func startPostgres(logPath string) (*PostgresPeer, error) {
 	srv, err := testdb.StartPostgres(testdb.MaxConnections(pgMaxConnections))
 	if err != nil {
 		if errors.Is(err, testdb.ErrNotInstalled) {
@@ -39,7 +40,7 @@ func startPostgres(logPath string) (*pgPeer, error) {
 		}
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	p := &pgPeer{srv: srv, logPath: logPath, dsn: srv.URL}
+	p := &PostgresPeer{srv: srv, logPath: logPath, dsn: srv.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, p.dsn)
@@ -54,18 +55,18 @@ func startPostgres(logPath string) (*pgPeer, error) {
 	return p, nil
 }
 
-func (p *pgPeer) Name() string    { return "postgres" }
-func (p *pgPeer) Version() string { return p.version }
+func (p *PostgresPeer) Name() string    { return "postgres" }
+func (p *PostgresPeer) Version() string { return p.version }
 
 // Stop kills the server and removes its data; its output's tail is kept.
-func (p *pgPeer) Stop() {
+func (p *PostgresPeer) Stop() {
 	_ = p.srv.Close()
 	if p.logPath != "" {
 		_ = os.WriteFile(p.logPath, []byte(p.srv.Log()+"\n"), 0o644)
 	}
 }
 
-func (p *pgPeer) NewClient(ctx context.Context, _ int) (peerClient, error) {
+func (p *PostgresPeer) NewClient(ctx context.Context, _ int) (Client, error) {
 	c, err := pgx.Connect(ctx, p.dsn)
 	if err != nil {
 		return nil, err
@@ -73,8 +74,8 @@ func (p *pgPeer) NewClient(ctx context.Context, _ int) (peerClient, error) {
 	return &pgClient{c: c}, nil
 }
 
-func (p *pgPeer) Expiry(context.Context, time.Duration, int, *Checker) (expiryResult, error) {
-	return expiryResult{}, errNoLease
+func (p *PostgresPeer) Expiry(context.Context, time.Duration, int, *check.Checker) (ExpiryResult, error) {
+	return ExpiryResult{}, ErrNoLease
 }
 
 type pgClient struct{ c *pgx.Conn }
