@@ -17,17 +17,6 @@ import (
 // goroutine asks for, each run on the loop as calls of bounded size
 // (control_conn.go), each call a turn of the owner.
 
-// The admin API's shapes are declared once, in protocol/admin, for the
-// server and its clients alike.
-type (
-	LockInfo   = admin.LockInfo
-	HolderInfo = admin.HolderInfo
-	WaiterInfo = admin.WaiterInfo
-	LockQuery  = admin.LockQuery
-	LockList   = admin.LockList
-	Stats      = admin.Stats
-)
-
 // snapshotTurn bounds the sessions one call of a lock listing visits, so
 // that a listing of tens of thousands of sessions never holds the loop for
 // more than a fraction of a millisecond at a time (a session costs about
@@ -49,16 +38,16 @@ var ErrLockMoving = errors.New("the lock's queue changed while it was being read
 // sessions, so a page costs the loop its names and its own sessions, not
 // every lock's. Each lock is read as lockReader describes; a lock released
 // between calls is left out, so a page may hold fewer than Limit.
-func (s *Server) Locks(ctx context.Context, q LockQuery) (LockList, error) {
+func (s *Server) Locks(ctx context.Context, q admin.LockQuery) (admin.LockList, error) {
 	names, err := s.lockNames(ctx)
 	if err != nil {
-		return LockList{}, err
+		return admin.LockList{}, err
 	}
 	if q.Match != nil {
 		names = slices.DeleteFunc(names, func(name string) bool { return !q.Match(name) })
 	}
 	slices.Sort(names)
-	page := LockList{Total: len(names)}
+	page := admin.LockList{Total: len(names)}
 	if q.After != "" {
 		i, found := slices.BinarySearch(names, q.After)
 		if found {
@@ -76,8 +65,8 @@ func (s *Server) Locks(ctx context.Context, q LockQuery) (LockList, error) {
 }
 
 // readLocks reads the named locks, sorted, leaving out those that are idle.
-func (s *Server) readLocks(ctx context.Context, names []string) ([]LockInfo, error) {
-	locks := make([]LockInfo, 0, len(names))
+func (s *Server) readLocks(ctx context.Context, names []string) ([]admin.LockInfo, error) {
+	locks := make([]admin.LockInfo, 0, len(names))
 	var r *lockReader
 	rereads := 0
 	for len(names) > 0 || r != nil {
@@ -162,17 +151,17 @@ func (s *Server) lockNames(ctx context.Context) ([]string, error) {
 // read in pieces of at most snapshotTurn waiters, one piece per call, so a
 // queue of any length never holds the loop for long. Concurrent reads of the
 // same lock share one reading (see sharedReads).
-func (s *Server) Lock(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
+func (s *Server) Lock(ctx context.Context, name string) (info admin.LockInfo, ok bool, err error) {
 	return s.reads.read(ctx, name, s.readLock)
 }
 
 // readLock reads one lock in pieces, starting over when it moved.
-func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, error) {
+func (s *Server) readLock(ctx context.Context, name string) (admin.LockInfo, bool, error) {
 	for attempt := 0; ; attempt++ {
 		r := &lockReader{name: name}
 		for !r.done {
 			if err := s.call(ctx, func(o *owner) { r.step(o, snapshotTurn) }); err != nil {
-				return LockInfo{}, false, err
+				return admin.LockInfo{}, false, err
 			}
 		}
 		switch {
@@ -180,7 +169,7 @@ func (s *Server) readLock(ctx context.Context, name string) (LockInfo, bool, err
 			dropHolder(&r.info)
 			return r.info, r.held, nil
 		case attempt == maxRereads:
-			return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ErrLockMoving)
+			return admin.LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ErrLockMoving)
 		}
 	}
 }
@@ -197,7 +186,7 @@ type lockReader struct {
 	name    string
 	started bool
 	last    *locktable.Claim[*session] // the last waiter read
-	info    LockInfo
+	info    admin.LockInfo
 	held    bool // the lock has a holder
 	done    bool
 	moved   bool
@@ -214,7 +203,7 @@ func (r *lockReader) step(o *owner, budget int) int {
 	switch {
 	case !r.started:
 		r.started, r.held = true, true
-		r.info = LockInfo{Name: r.name, Waiters: []WaiterInfo{}}
+		r.info = admin.LockInfo{Name: r.name, Waiters: []admin.WaiterInfo{}}
 	case r.last != nil && (r.last.State() != locktable.Waiting || r.last.Name() != r.name):
 		r.moved, r.done = true, true
 		return 1
@@ -242,16 +231,16 @@ func (r *lockReader) step(o *owner, budget int) int {
 // dropHolder removes from a lock read in pieces the waiter that has become
 // its holder since its piece was read, and numbers the rest from 1. It runs
 // off the loop.
-func dropHolder(info *LockInfo) {
-	info.Waiters = slices.DeleteFunc(info.Waiters, func(w WaiterInfo) bool { return w.RemoteAddr == info.Holder.RemoteAddr })
+func dropHolder(info *admin.LockInfo) {
+	info.Waiters = slices.DeleteFunc(info.Waiters, func(w admin.WaiterInfo) bool { return w.RemoteAddr == info.Holder.RemoteAddr })
 	for i := range info.Waiters {
 		info.Waiters[i].Position = i + 1
 	}
 }
 
-func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
+func (o *owner) holderInfo(holder *locktable.Claim[*session]) admin.HolderInfo {
 	h := holder.Value
-	return HolderInfo{
+	return admin.HolderInfo{
 		Identity:   h.sec().identity(),
 		RemoteAddr: h.remoteAddr(),
 		Since:      o.wallAt(h.since).UTC(),
@@ -263,8 +252,8 @@ func (o *owner) holderInfo(holder *locktable.Claim[*session]) HolderInfo {
 	}
 }
 
-func (o *owner) waiterInfo(w *session, position int) WaiterInfo {
-	return WaiterInfo{Position: position, Identity: w.sec().identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
+func (o *owner) waiterInfo(w *session, position int) admin.WaiterInfo {
+	return admin.WaiterInfo{Position: position, Identity: w.sec().identity(), RemoteAddr: w.remoteAddr(), QueuedAt: o.wallAt(w.since).UTC()}
 }
 
 // ForceRelease takes a lock from its holder: the holder gets ERROR 0x02 and
@@ -350,7 +339,7 @@ const kickPerCall = 4096
 // promotes the next waiter.
 func (o *owner) closeByAdmin(s *session, reason string) {
 	o.sendError(s, protocol.CodeClosedByAdmin, reason)
-	o.closeSession(s, ReleaseForce, "closed by administrator")
+	o.closeSession(s, locktable.ReleaseForce, "closed by administrator")
 }
 
 // SetAuthorizer replaces the access-control decision for new ACQUIREs; nil
@@ -360,10 +349,10 @@ func (s *Server) SetAuthorizer(ctx context.Context, a Authorizer) error {
 }
 
 // Stats reads a consistent snapshot on the event loop.
-func (s *Server) Stats(ctx context.Context) (Stats, error) {
-	var st Stats
+func (s *Server) Stats(ctx context.Context) (admin.Stats, error) {
+	var st admin.Stats
 	err := s.call(ctx, func(o *owner) {
-		st = Stats{
+		st = admin.Stats{
 			Sessions: o.sessions.len, Locks: o.table.Held(), Waiters: o.table.Waiting(), Timers: o.wheel.Len(),
 			Grants: o.grants, Expiries: o.expiries, NewestToken: o.table.LastToken(),
 		}

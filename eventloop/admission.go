@@ -3,6 +3,8 @@ package eventloop
 import (
 	"context"
 	"time"
+
+	"github.com/monolock/monolock/locktable"
 )
 
 // At the descriptor limit the accept loop takes the newcomer through a
@@ -86,7 +88,7 @@ func (o *owner) admit(from sourceKey, waiting sourceKey, hasWaiting bool) (v ver
 	have := t.count(from)
 	if top := t.top(); top != nil && top.count >= have+2 {
 		o.metrics.ShareEvicted()
-		o.closeSession(top.tail, ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and a newcomer from a source with fewer is waiting")
+		o.closeSession(top.tail, locktable.ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and a newcomer from a source with fewer is waiting")
 		return admitted, 0, alone
 	}
 	victim, wait := o.evictable()

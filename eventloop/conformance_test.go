@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // The conformance cases of protocol.md, over real TCP. Cases 4, 5 and 6 (the
@@ -30,11 +30,11 @@ func TestConformance1FreeLock(t *testing.T) {
 		c.SendHeartbeat()
 		c.ExpectToken(tok)
 	}
-	if st := ts.stats(t); st != (eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1, Grants: 1, NewestToken: tok}) {
+	if st := ts.stats(t); st != (admin.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1, Grants: 1, NewestToken: tok}) {
 		t.Errorf("Stats = %+v with one holder, want one grant and its token %d the newest", st, tok)
 	}
 	c.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 2: busy lock: WAITING, HEARTBEAT → WAITING, and when the holder closes
@@ -61,7 +61,7 @@ func TestConformance2BusyLock(t *testing.T) {
 	w.SendHeartbeat()
 	w.ExpectToken(t2) // ACQUIRED never goes back, and repeats the same token
 	w.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 3: FIFO: 50 waiters are promoted in arrival order, and waiters leaving
@@ -76,10 +76,10 @@ func TestConformance3FIFO(t *testing.T) {
 	for i := range leaving {
 		ws[i].Close()
 	}
-	ts.waitStats(t, eventloop.Stats{Sessions: 1 + n - len(leaving), Locks: 1, Waiters: n - len(leaving), Timers: 1 + n - len(leaving)})
+	ts.waitStats(t, admin.Stats{Sessions: 1 + n - len(leaving), Locks: 1, Waiters: n - len(leaving), Timers: 1 + n - len(leaving)})
 
 	promoteInOrder(t, h, tok, ws, func(i int) bool { return leaving[i] })
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 7: a silent holder is dropped after its lease, never before, without an
@@ -109,7 +109,7 @@ func TestConformance7SilentHolderExpires(t *testing.T) {
 		t.Fatalf("token %d after %d", t2, t1)
 	}
 	w.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 7, the other side: holders that heartbeat keep their locks for twenty
@@ -258,7 +258,7 @@ func TestConformance7SilentWaiterExpires(t *testing.T) {
 	} else {
 		t.Logf("silent waiter dropped %v after its last send (lease %v)", d, lease)
 	}
-	ts.waitStats(t, eventloop.Stats{Sessions: 3, Locks: 1, Waiters: 2, Timers: 3})
+	ts.waitStats(t, admin.Stats{Sessions: 3, Locks: 1, Waiters: 2, Timers: 3})
 
 	h.Close()
 	t1 := w1.ExpectAcquired()
@@ -268,7 +268,7 @@ func TestConformance7SilentWaiterExpires(t *testing.T) {
 		t.Fatalf("tokens %d, %d, %d do not increase", tok, t1, t3)
 	}
 	w3.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 8: tokens strictly increase over 200 grants across several locks, fresh

@@ -10,6 +10,7 @@ import (
 
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // startInternal starts a server for the tests that need its insides.
@@ -180,7 +181,7 @@ func TestLocksMatchRunsOffTheLoop(t *testing.T) {
 	unblock := make(chan struct{})
 	listed := make(chan error, 1)
 	go func() {
-		_, err := s.Locks(context.Background(), LockQuery{Match: func(string) bool {
+		_, err := s.Locks(context.Background(), admin.LockQuery{Match: func(string) bool {
 			close(inMatch)
 			<-unblock
 			return true

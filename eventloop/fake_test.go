@@ -10,6 +10,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -370,19 +371,21 @@ func (m *fakeMetrics) add(name string, n int) {
 	m.counts[name] += n
 }
 
-func (m *fakeMetrics) Opened()                                   { m.add("opened", 1) }
-func (m *fakeMetrics) Closed()                                   { m.add("closed", 1) }
-func (m *fakeMetrics) Heartbeat()                                { m.add("heartbeats", 1) }
-func (m *fakeMetrics) Queued()                                   { m.add("waiters", 1) }
-func (m *fakeMetrics) Dequeued()                                 { m.add("waiters", -1) }
-func (m *fakeMetrics) Granted(time.Duration)                     { m.add("grants", 1) }
-func (m *fakeMetrics) Released(r ReleaseReason, _ time.Duration) { m.add("released:"+r.String(), 1) }
-func (m *fakeMetrics) ProtocolError(code protocol.Code)          { m.add("errors:"+code.Label(), 1) }
-func (m *fakeMetrics) ACLDenied()                                { m.add("acl-denials", 1) }
-func (m *fakeMetrics) Evicted()                                  { m.add("evictions", 1) }
-func (m *fakeMetrics) SilentWaiterEvicted()                      { m.add("silent waiters evicted", 1) }
-func (m *fakeMetrics) ShareEvicted()                             { m.add("share evictions", 1) }
-func (m *fakeMetrics) NewcomerRefused()                          { m.add("newcomers refused", 1) }
+func (m *fakeMetrics) Opened()               { m.add("opened", 1) }
+func (m *fakeMetrics) Closed()               { m.add("closed", 1) }
+func (m *fakeMetrics) Heartbeat()            { m.add("heartbeats", 1) }
+func (m *fakeMetrics) Queued()               { m.add("waiters", 1) }
+func (m *fakeMetrics) Dequeued()             { m.add("waiters", -1) }
+func (m *fakeMetrics) Granted(time.Duration) { m.add("grants", 1) }
+func (m *fakeMetrics) Released(r locktable.ReleaseReason, _ time.Duration) {
+	m.add("released:"+r.String(), 1)
+}
+func (m *fakeMetrics) ProtocolError(code protocol.Code) { m.add("errors:"+code.Label(), 1) }
+func (m *fakeMetrics) ACLDenied()                       { m.add("acl-denials", 1) }
+func (m *fakeMetrics) Evicted()                         { m.add("evictions", 1) }
+func (m *fakeMetrics) SilentWaiterEvicted()             { m.add("silent waiters evicted", 1) }
+func (m *fakeMetrics) ShareEvicted()                    { m.add("share evictions", 1) }
+func (m *fakeMetrics) NewcomerRefused()                 { m.add("newcomers refused", 1) }
 
 // fakeAudit keeps the audit events the loop records, for the scripts to
 // print. remote is the address as the audit log writes it, "" for none.

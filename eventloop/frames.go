@@ -52,9 +52,9 @@ func (o *owner) traffic(s *session) {
 		return
 	}
 	if end != nil { // the client's close_notify, or TLS input crypto/tls refused
-		reason := ReleaseGraceful
+		reason := locktable.ReleaseGraceful
 		if !isEOF(end) {
-			reason = ReleaseProtocolError
+			reason = locktable.ReleaseProtocolError
 		}
 		o.closeSession(s, reason, "")
 		return
@@ -68,7 +68,7 @@ func (o *owner) traffic(s *session) {
 	case !half:
 		s.partialSince = 0
 	case s.backlogged && rest > inboundLimit, rest > maxUnparsed:
-		o.closeSession(s, ReleaseIOTimeout, "closing a peer that sends faster than it reads its replies")
+		o.closeSession(s, locktable.ReleaseIOTimeout, "closing a peer that sends faster than it reads its replies")
 	case !s.backlogged && (used > 0 || s.partialSince == 0):
 		s.partialSince = o.now
 		o.armBy(s, o.now+o.ioTimeout)
@@ -127,7 +127,7 @@ func (o *owner) handle(s *session, f *protocol.Frame) {
 		// server answers nothing, reads nothing more and closes first, so
 		// the TIME_WAIT lands on its own fixed port, not on one of the
 		// client's ephemeral ones.
-		o.closeSession(s, ReleaseFrame, "")
+		o.closeSession(s, locktable.ReleaseFrame, "")
 	}
 }
 
@@ -184,7 +184,7 @@ func (o *owner) rejectWith(s *session, pe *protocol.Error, reason string) {
 		e.Str("remote", s.remoteAddr()).Str("code", pe.Code.Label()).Msg(reason)
 	}
 	o.sendError(s, pe.Code, reason)
-	o.closeSession(s, ReleaseProtocolError, "")
+	o.closeSession(s, locktable.ReleaseProtocolError, "")
 }
 
 // quote renders a lock name for an error reason.

@@ -122,11 +122,11 @@ func (o *owner) refusing() bool { return o.shuttingDown || (o.ha.on && !o.ha.ser
 
 // refusalReason is the ERROR reason a refused connection or session is told, with
 // the release reason of a session ended for it.
-func (o *owner) refusalReason() (string, ReleaseReason) {
+func (o *owner) refusalReason() (string, locktable.ReleaseReason) {
 	if o.shuttingDown {
-		return shuttingDownReason, ReleaseShutdown
+		return shuttingDownReason, locktable.ReleaseShutdown
 	}
-	return demotedReason, ReleaseDemoted
+	return demotedReason, locktable.ReleaseDemoted
 }
 
 const demotedReason = "server shutting down: this node is not the leader of its cluster any more; reconnect, to the next address of the cluster"
@@ -261,7 +261,7 @@ func (o *owner) endTerm(why string) {
 		// (handshake_loop.go); a closed one, whose close is this turn, not at all.
 		if !s.sec().handshaking() && !s.closed && !s.closing {
 			o.sendError(s, protocol.CodeShuttingDown, demotedReason)
-			o.closeSession(s, ReleaseDemoted, "")
+			o.closeSession(s, locktable.ReleaseDemoted, "")
 		}
 		s = next
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/certs/certstest"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // BenchmarkPendingHandshakeMemory measures what one stalled connection makes
@@ -35,7 +35,7 @@ func BenchmarkPendingHandshakeMemory(b *testing.B) {
 
 func pendingMemory(b *testing.B, ts *testServer, n int, send []byte) {
 	for range b.N {
-		ts.waitStatsFunc(b, "no sessions", func(st eventloop.Stats) bool { return st.Sessions == 0 })
+		ts.waitStatsFunc(b, "no sessions", func(st admin.Stats) bool { return st.Sessions == 0 })
 		before := inUse()
 		conns := make([]net.Conn, n)
 		for i := range conns {
@@ -50,7 +50,7 @@ func pendingMemory(b *testing.B, ts *testServer, n int, send []byte) {
 				}
 			}
 		}
-		ts.waitStatsFunc(b, "every connection open", func(st eventloop.Stats) bool { return st.Sessions == n })
+		ts.waitStatsFunc(b, "every connection open", func(st admin.Stats) bool { return st.Sessions == n })
 		if len(send) > 64 { // a whole hello: the server answers with its flight
 			for _, c := range conns {
 				_ = c.SetReadDeadline(time.Now().Add(safety))

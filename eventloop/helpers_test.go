@@ -12,6 +12,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/wire"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // safety bounds every blocking wait of these tests. It is a net against a hung
@@ -58,7 +59,7 @@ func (ts *testServer) shutdown(t testing.TB, ctx context.Context) {
 }
 
 // stats reads the server's counters.
-func (ts *testServer) stats(t testing.TB) eventloop.Stats {
+func (ts *testServer) stats(t testing.TB) admin.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
@@ -73,15 +74,15 @@ func (ts *testServer) stats(t testing.TB) eventloop.Stats {
 // timers) equal want's; the server reaches the state asynchronously (a
 // client's close is an event the server handles later). The counts since
 // start (grants, expiries, the newest token) only grow and are not compared.
-func (ts *testServer) waitStats(t testing.TB, want eventloop.Stats) {
+func (ts *testServer) waitStats(t testing.TB, want admin.Stats) {
 	t.Helper()
-	gauges := func(st eventloop.Stats) [4]int { return [4]int{st.Sessions, st.Locks, st.Waiters, st.Timers} }
+	gauges := func(st admin.Stats) [4]int { return [4]int{st.Sessions, st.Locks, st.Waiters, st.Timers} }
 	what := fmt.Sprintf("sessions %d, locks %d, waiters %d, timers %d", want.Sessions, want.Locks, want.Waiters, want.Timers)
-	ts.waitStatsFunc(t, what, func(st eventloop.Stats) bool { return gauges(st) == gauges(want) })
+	ts.waitStatsFunc(t, what, func(st admin.Stats) bool { return gauges(st) == gauges(want) })
 }
 
 // waitStatsFunc polls Stats until ok accepts it.
-func (ts *testServer) waitStatsFunc(t testing.TB, what string, ok func(eventloop.Stats) bool) {
+func (ts *testServer) waitStatsFunc(t testing.TB, what string, ok func(admin.Stats) bool) {
 	t.Helper()
 	deadline := time.Now().Add(safety)
 	for {

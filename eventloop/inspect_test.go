@@ -3,6 +3,8 @@ package eventloop
 import (
 	"context"
 	"testing"
+
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // The admin reads' rules are scripts (testdata/rules/admin_reads.txt); what
@@ -19,8 +21,8 @@ func newLoopRig(t *testing.T) *loopRig { return &loopRig{newRig(t, Config{})} }
 func (r *loopRig) turnUntil(done <-chan struct{}, between func(calls int)) { r.serve(done, between) }
 
 // lockAsync reads name through the Server on another goroutine.
-func (r *loopRig) lockAsync(ctx context.Context, name string) (*LockInfo, *bool, <-chan struct{}) {
-	var info LockInfo
+func (r *loopRig) lockAsync(ctx context.Context, name string) (*admin.LockInfo, *bool, <-chan struct{}) {
+	var info admin.LockInfo
 	var ok bool
 	done := make(chan struct{})
 	go func() {
@@ -33,7 +35,7 @@ func (r *loopRig) lockAsync(ctx context.Context, name string) (*LockInfo, *bool,
 	return &info, &ok, done
 }
 
-func (r *loopRig) expectWaiters(info *LockInfo, want []peer) {
+func (r *loopRig) expectWaiters(info *admin.LockInfo, want []peer) {
 	r.t.Helper()
 	if len(info.Waiters) != len(want) {
 		r.t.Fatalf("read %d waiters; want %d", len(info.Waiters), len(want))

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // ioTimeout is short so that these tests wait little; every assertion on it
@@ -37,7 +37,7 @@ func TestIOTimeoutSilentConnection(t *testing.T) {
 	c := dial(t, ts, "silent")
 	c.ExpectEOF()
 	checkNotBefore(t, "silent connection", start)
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A connection that starts an ACQUIRE and stops is closed after io-timeout.
@@ -48,7 +48,7 @@ func TestIOTimeoutPartialAcquire(t *testing.T) {
 	c.Send(wire.Acquire("partial", longLease)[:5])
 	c.ExpectEOF()
 	checkNotBefore(t, "partial ACQUIRE", start)
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A holder that leaves a frame half-sent is closed after io-timeout, although
@@ -186,9 +186,9 @@ func TestIOTimeoutFloodWithoutReading(t *testing.T) {
 	if during < 1 {
 		t.Logf("the flood ended before the good client got a heartbeat in (the 3 after it were answered)")
 	}
-	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1})
+	ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1})
 	good.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A client that pipelines heartbeats must not starve the others: while one

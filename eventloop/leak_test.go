@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Many sessions ending every way a session can end, concurrently and on a
@@ -34,7 +34,7 @@ func TestNoLeaks(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // leakCycle runs one session to one of its possible ends.

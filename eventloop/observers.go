@@ -19,22 +19,22 @@ import (
 // Metrics counts what the loop does. Config.Metrics nil counts nothing
 // (noMetrics): the loop never checks for nil.
 type Metrics interface {
-	Opened()                                           // a connection joined the loop
-	Closed()                                           // and left it
-	Heartbeat()                                        // a HEARTBEAT was answered
-	Queued()                                           // a session joined a queue
-	Dequeued()                                         // one left it, by promotion or departure
-	Granted(waited time.Duration)                      // a fencing token was issued
-	Released(reason ReleaseReason, held time.Duration) // a holder let go, for reason
-	ProtocolError(code protocol.Code)                  // an ERROR was sent
-	ACLDenied()                                        // the Authorizer refused an ACQUIRE
-	AcceptError()                                      // accepting or enrolling a connection failed
-	Evicted()                                          // a connection without ACQUIRE was closed at the descriptor limit
-	SilentWaiterEvicted()                              // a waiter silent past WaiterSilenceLimit was closed at the descriptor limit
-	ShareEvicted()                                     // a session of the source with the most non-holders was closed at the descriptor limit, for a newcomer from a source with fewer
-	NewcomerRefused()                                  // a newcomer at the descriptor limit was closed before it was a session (admission.go)
-	TLSHandshakeError()                                // a TLS handshake failed or timed out
-	TLSChainRefused(bound string)                      // a client chain crossed a bound before its verification
+	Opened()                                                     // a connection joined the loop
+	Closed()                                                     // and left it
+	Heartbeat()                                                  // a HEARTBEAT was answered
+	Queued()                                                     // a session joined a queue
+	Dequeued()                                                   // one left it, by promotion or departure
+	Granted(waited time.Duration)                                // a fencing token was issued
+	Released(reason locktable.ReleaseReason, held time.Duration) // a holder let go, for reason
+	ProtocolError(code protocol.Code)                            // an ERROR was sent
+	ACLDenied()                                                  // the Authorizer refused an ACQUIRE
+	AcceptError()                                                // accepting or enrolling a connection failed
+	Evicted()                                                    // a connection without ACQUIRE was closed at the descriptor limit
+	SilentWaiterEvicted()                                        // a waiter silent past WaiterSilenceLimit was closed at the descriptor limit
+	ShareEvicted()                                               // a session of the source with the most non-holders was closed at the descriptor limit, for a newcomer from a source with fewer
+	NewcomerRefused()                                            // a newcomer at the descriptor limit was closed before it was a session (admission.go)
+	TLSHandshakeError()                                          // a TLS handshake failed or timed out
+	TLSChainRefused(bound string)                                // a client chain crossed a bound before its verification
 }
 
 // AuditRecorder receives one event per ownership change. lock, identity and
@@ -75,37 +75,19 @@ type IdentityFunc func(tls.ConnectionState) string
 // noMetrics is the Metrics of a server that keeps none.
 type noMetrics struct{}
 
-func (noMetrics) Opened()                               {}
-func (noMetrics) Closed()                               {}
-func (noMetrics) Heartbeat()                            {}
-func (noMetrics) Queued()                               {}
-func (noMetrics) Dequeued()                             {}
-func (noMetrics) Granted(time.Duration)                 {}
-func (noMetrics) Released(ReleaseReason, time.Duration) {}
-func (noMetrics) ProtocolError(protocol.Code)           {}
-func (noMetrics) ACLDenied()                            {}
-func (noMetrics) AcceptError()                          {}
-func (noMetrics) Evicted()                              {}
-func (noMetrics) SilentWaiterEvicted()                  {}
-func (noMetrics) ShareEvicted()                         {}
-func (noMetrics) NewcomerRefused()                      {}
-func (noMetrics) TLSHandshakeError()                    {}
-func (noMetrics) TLSChainRefused(string)                {}
-
-// ReleaseReason says why a session ended; it is declared in locktable, so
-// that the features beside the loop (metrics, audit) can name it without
-// importing the loop.
-type ReleaseReason = locktable.ReleaseReason
-
-// The release reasons.
-const (
-	ReleaseGraceful      = locktable.ReleaseGraceful
-	ReleaseExpired       = locktable.ReleaseExpired
-	ReleaseIOTimeout     = locktable.ReleaseIOTimeout
-	ReleaseForce         = locktable.ReleaseForce
-	ReleaseShutdown      = locktable.ReleaseShutdown
-	ReleaseProtocolError = locktable.ReleaseProtocolError
-	ReleaseFrame         = locktable.ReleaseFrame
-	ReleaseDemoted       = locktable.ReleaseDemoted
-	ReleaseReasons       = locktable.ReleaseReasons
-)
+func (noMetrics) Opened()                                         {}
+func (noMetrics) Closed()                                         {}
+func (noMetrics) Heartbeat()                                      {}
+func (noMetrics) Queued()                                         {}
+func (noMetrics) Dequeued()                                       {}
+func (noMetrics) Granted(time.Duration)                           {}
+func (noMetrics) Released(locktable.ReleaseReason, time.Duration) {}
+func (noMetrics) ProtocolError(protocol.Code)                     {}
+func (noMetrics) ACLDenied()                                      {}
+func (noMetrics) AcceptError()                                    {}
+func (noMetrics) Evicted()                                        {}
+func (noMetrics) SilentWaiterEvicted()                            {}
+func (noMetrics) ShareEvicted()                                   {}
+func (noMetrics) NewcomerRefused()                                {}
+func (noMetrics) TLSHandshakeError()                              {}
+func (noMetrics) TLSChainRefused(string)                          {}

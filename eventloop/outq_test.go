@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
 )
 
@@ -21,7 +22,9 @@ type releases struct {
 	reasons chan string
 }
 
-func (r releases) Released(reason ReleaseReason, _ time.Duration) { r.reasons <- reason.String() }
+func (r releases) Released(reason locktable.ReleaseReason, _ time.Duration) {
+	r.reasons <- reason.String()
+}
 
 // Over a real socket: a client that pipelines heartbeats and never reads
 // gets every answer written, which the kernel holds rather than gnet, and is
@@ -59,8 +62,8 @@ func TestClientThatNeverReadsIsClosedOverTCP(t *testing.T) {
 	}
 	select {
 	case reason := <-rec.reasons:
-		if reason != ReleaseIOTimeout.String() {
-			t.Fatalf("the client that never reads was released for %q; want %q", reason, ReleaseIOTimeout)
+		if reason != locktable.ReleaseIOTimeout.String() {
+			t.Fatalf("the client that never reads was released for %q; want %q", reason, locktable.ReleaseIOTimeout)
 		}
 	case <-time.After(30 * time.Second): // a net against a hung test: the lease is 10 minutes
 		t.Fatal("the client that never reads is still open")

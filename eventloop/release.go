@@ -75,7 +75,7 @@ func (o *owner) granted(s *session) {
 // runs before the grant to the next holder.
 func (o *owner) released(s *session) {
 	held := o.now - s.since
-	if s.closeReason == ReleaseExpired {
+	if s.closeReason == locktable.ReleaseExpired {
 		o.expiries++
 	}
 	o.metrics.Released(s.closeReason, held)
@@ -91,7 +91,7 @@ func (o *owner) shutdown() {
 		next := s.at[everySession].next
 		if !s.sec().handshaking() { // else told once its handshake finishes (handshake_loop.go)
 			o.sendError(s, protocol.CodeShuttingDown, shuttingDownReason)
-			o.closeSession(s, ReleaseShutdown, "")
+			o.closeSession(s, locktable.ReleaseShutdown, "")
 		}
 		s = next
 	}
@@ -154,7 +154,7 @@ func (o *owner) evictPending() (evicted bool, wait time.Duration) {
 	t := &o.sessions.sources
 	if top := t.top(); top != nil && t.leads(top) {
 		o.metrics.ShareEvicted()
-		o.closeSession(top.tail, ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and it leads every other source by two or more")
+		o.closeSession(top.tail, locktable.ReleaseIOTimeout, "closing the newest session of the source with the most that are not holders: no descriptor is left, and it leads every other source by two or more")
 		return true, 0
 	}
 	victim, wait := o.evictable()
@@ -195,9 +195,9 @@ func (o *owner) evictable() (victim *session, wait time.Duration) {
 func (o *owner) evictSilent(victim *session) {
 	if victim.registered() {
 		o.metrics.SilentWaiterEvicted()
-		o.closeSession(victim, ReleaseIOTimeout, "closing the waiter silent longest: no descriptor is left for new connections, and it has not heartbeated within -waiter-silence-limit")
+		o.closeSession(victim, locktable.ReleaseIOTimeout, "closing the waiter silent longest: no descriptor is left for new connections, and it has not heartbeated within -waiter-silence-limit")
 		return
 	}
 	o.metrics.Evicted()
-	o.closeSession(victim, ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
+	o.closeSession(victim, locktable.ReleaseIOTimeout, "closing the connection without ACQUIRE silent longest: no descriptor is left for new connections")
 }

@@ -3,10 +3,10 @@ package eventloop_test
 import (
 	"testing"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/tcpstate"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // timeWaitAfterClose closes c and returns how many TIME_WAIT entries its
@@ -48,7 +48,7 @@ func TestReleaseServerClosesFirst(t *testing.T) {
 	if n := timeWaitAfterClose(t, w); n == 0 {
 		t.Error("a client that closed first left no TIME_WAIT entry: the check cannot see one")
 	}
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A waiter's RELEASE takes it out of the queue; the server closes first.
@@ -68,7 +68,7 @@ func TestReleaseWhileWaiting(t *testing.T) {
 	w2.ExpectAcquired() // w1 left the queue: w2 is next
 	w2.SendRelease()
 	w2.ExpectEOF()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Before ACQUIRE, RELEASE is ERROR 0x11 as HEARTBEAT is.
@@ -91,5 +91,5 @@ func TestReleaseOverTLS(t *testing.T) {
 	if n := timeWaitAfterClose(t, c); n != 0 {
 		t.Errorf("after RELEASE over TLS: %d TIME_WAIT entries on the client's port, want 0", n)
 	}
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/monolock/monolock/locktable"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // The loop's rules are written as scripts in testdata/rules/, one file per
@@ -332,7 +333,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 	case "shutdown":
 		sc.r.turnOf(func(o *owner) { o.shutdown() })
 	case "read":
-		var info LockInfo
+		var info admin.LockInfo
 		var held bool
 		calls := sc.admin(td, func() (err error) {
 			info, held, err = sc.r.srv.Lock(sc.t.Context(), sc.arg(a, 0))
@@ -352,9 +353,9 @@ func (sc *script) run(td *datadriven.TestData) string {
 		if err != nil {
 			sc.fatalf("list limit=: %v", err)
 		}
-		var page LockList
+		var page admin.LockList
 		calls := sc.admin(td, func() (err error) {
-			page, err = sc.r.srv.Locks(sc.t.Context(), LockQuery{
+			page, err = sc.r.srv.Locks(sc.t.Context(), admin.LockQuery{
 				Match: func(name string) bool { return strings.HasSuffix(name, suffix) },
 				After: sc.kv(a, "past", ""),
 				Limit: limit,
@@ -383,7 +384,7 @@ func (sc *script) run(td *datadriven.TestData) string {
 	case "counts":
 		return fmt.Sprintf("sessions %d, timers %d", sc.r.o.sessions.len, sc.r.o.wheel.Len())
 	case "stats":
-		var st Stats
+		var st admin.Stats
 		sc.admin(td, func() (err error) {
 			st, err = sc.r.srv.Stats(sc.t.Context())
 			return err

@@ -27,9 +27,9 @@ type session struct {
 	backlogged   bool          // input left unparsed while output is stalled
 	holds        bool          // it has been granted its lock: its source no longer counts it (sources.go)
 
-	closing     bool          // the server decided to close it; ignore further input
-	closeReason ReleaseReason // why it ended; graceful when the client closed
-	closed      bool          // OnClose has run: never touch conn again
+	closing     bool                    // the server decided to close it; ignore further input
+	closeReason locktable.ReleaseReason // why it ended; graceful when the client closed
+	closed      bool                    // OnClose has run: never touch conn again
 
 	at  [2]links // its places in the owner's list of open sessions and in its source's
 	src *source  // its source (sources.go)

@@ -17,6 +17,7 @@ import (
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // BenchmarkSessionHeap measures the server's live heap per established
@@ -84,13 +85,13 @@ func BenchmarkSessionHeap(b *testing.B) {
 			}
 			ts := startServerConfig(b, cfg)
 			_ = wire.MustDial(b, ts.Addr().String(), opts).NC.Close() // every server goroutine is up
-			ts.waitStats(b, eventloop.Stats{})
+			ts.waitStats(b, admin.Stats{})
 
 			before := serverHeap()
 			b.ResetTimer()
 			openSessions(b, ts, opts, n)
 			b.StopTimer()
-			ts.waitStats(b, eventloop.Stats{Sessions: n, Locks: n, Timers: n})
+			ts.waitStats(b, admin.Stats{Sessions: n, Locks: n, Timers: n})
 			after := serverHeap()
 
 			total := after.total - before.total

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // sharedReads lets concurrent reads of the same lock share one reading: a
@@ -18,16 +20,16 @@ type sharedReads struct {
 
 type sharedRead struct {
 	done    chan struct{}
-	info    LockInfo
+	info    admin.LockInfo
 	held    bool
 	err     error
 	callers int
 	cancel  context.CancelFunc
 }
 
-func (sr *sharedReads) read(ctx context.Context, name string, read func(context.Context, string) (LockInfo, bool, error)) (LockInfo, bool, error) {
+func (sr *sharedReads) read(ctx context.Context, name string, read func(context.Context, string) (admin.LockInfo, bool, error)) (admin.LockInfo, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, err)
+		return admin.LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, err)
 	}
 	sr.mu.Lock()
 	r := sr.inFlight[name]
@@ -64,7 +66,7 @@ func (sr *sharedReads) read(ctx context.Context, name string, read func(context.
 			r.cancel()
 		}
 		sr.mu.Unlock()
-		return LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ctx.Err())
+		return admin.LockInfo{}, false, fmt.Errorf("read lock %q: %w", name, ctx.Err())
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"net"
 	"testing"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Shutdown sends ERROR 0x01 to every session and closes it, and promotes
@@ -35,7 +35,7 @@ func TestShutdown(t *testing.T) {
 		for j := range ws {
 			ws[j] = dial(t, ts, fmt.Sprintf("waiter %d of %s", j, name))
 			open++
-			ts.waitStatsFunc(t, fmt.Sprintf("%d sessions", open), func(st eventloop.Stats) bool { return st.Sessions == open })
+			ts.waitStatsFunc(t, fmt.Sprintf("%d sessions", open), func(st admin.Stats) bool { return st.Sessions == open })
 		}
 		if !holderFirst {
 			h, _ = holder(t, ts, name, longLease)
@@ -55,7 +55,7 @@ func TestShutdown(t *testing.T) {
 	partial := dial(t, ts, "partial")
 	partial.Send(wire.Acquire("shutdown-partial", longLease)[:4])
 	sessions := len(holders) + len(waiters) + 2
-	ts.waitStats(t, eventloop.Stats{Sessions: sessions, Locks: len(holders), Waiters: len(waiters), Timers: sessions})
+	ts.waitStats(t, admin.Stats{Sessions: sessions, Locks: len(holders), Waiters: len(waiters), Timers: sessions})
 
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
@@ -93,7 +93,7 @@ func TestShutdownIdle(t *testing.T) {
 	ts := startServer(t, 0)
 	c, _ := holder(t, ts, "idle", longLease) // Serve is surely running
 	c.Close()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
 	ts.shutdown(t, ctx)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/eventloop/timerwheel"
+	"github.com/monolock/monolock/locktable"
 )
 
 // One timer per session covers every deadline it has: the io-timeout before
@@ -69,13 +70,13 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 	excused, serverTurn := o.serverTurns(s)
 	switch {
 	case !s.registered() && !serverTurn && now-s.since-excused >= o.ioTimeout:
-		o.closeSession(s, ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
+		o.closeSession(s, locktable.ReleaseIOTimeout, "no complete ACQUIRE within io-timeout")
 		return
 	case s.partialSince != 0 && now-s.partialSince >= o.ioTimeout:
-		o.closeSession(s, ReleaseIOTimeout, "frame left half-sent for io-timeout")
+		o.closeSession(s, locktable.ReleaseIOTimeout, "frame left half-sent for io-timeout")
 		return
 	case s.registered() && now >= s.expiresAt():
-		o.closeSession(s, ReleaseExpired, "lease expired without a heartbeat")
+		o.closeSession(s, locktable.ReleaseExpired, "lease expired without a heartbeat")
 		return
 	}
 	if s.stalledSince != 0 {
@@ -101,7 +102,7 @@ func (o *owner) onTimer(t *timerwheel.Timer[*session]) {
 				}
 			}
 		case now-s.stalledSince >= o.ioTimeout:
-			o.closeSession(s, ReleaseIOTimeout, "output not drained for io-timeout")
+			o.closeSession(s, locktable.ReleaseIOTimeout, "output not drained for io-timeout")
 			return
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/monolock/monolock/internal/certs/certstest"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // startTLSServer starts an in-process server that requires client
@@ -183,7 +184,7 @@ func TestTLSRefusedClientThatStaysOpen(t *testing.T) {
 	c.Expect(protocol.TypeAcquired)
 	// The server lingers only briefly for the refused one, not for its
 	// io-timeout of a minute: only the holder's session is left.
-	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Timers: 1})
 }
 
 // The transport hands crypto/tls one record at a time and the loop stops
@@ -242,7 +243,7 @@ func TestTLSSessionsHaveNoGoroutines(t *testing.T) {
 			clients[i].Expect(protocol.TypeWaiting)
 		}
 	}
-	ts.waitStats(t, eventloop.Stats{Sessions: n, Locks: 1, Waiters: n - 1, Timers: n})
+	ts.waitStats(t, admin.Stats{Sessions: n, Locks: 1, Waiters: n - 1, Timers: n})
 	// A handshake goroutine may still be returning after its enrollment;
 	// wait for the count to settle instead of sampling once.
 	deadline := time.Now().Add(safety)
@@ -270,7 +271,7 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 	ts, pki := startTLSServer(t, time.Second, 0)
 	beforeFDs := openFDs(t)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
-	ts.waitStats(t, eventloop.Stats{}) // and that session has left
+	ts.waitStats(t, admin.Stats{})     // and that session has left
 	beforeG := runtime.NumGoroutine()
 
 	const clients, beats = 8, 500_000
@@ -294,7 +295,7 @@ func TestTLSClientThatStopsReading(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 	// The clients still hold their ends open; the server holds nothing.
 	for _, c := range conns {
 		_ = c.NC.SetReadDeadline(time.Now().Add(safety))
@@ -370,7 +371,7 @@ func TestTLSHandshakeThatNeverCompletes(t *testing.T) {
 func TestTLSStalledHandshakesHoldNoSlot(t *testing.T) {
 	ts, pki := startTLSServer(t, time.Hour, 2)
 	_ = dialTLS(t, ts, pki).NC.Close() // every server goroutine is up
-	ts.waitStatsFunc(t, "no sessions", func(st eventloop.Stats) bool { return st.Sessions == 0 })
+	ts.waitStatsFunc(t, "no sessions", func(st admin.Stats) bool { return st.Sessions == 0 })
 	before := runtime.NumGoroutine()
 	const silent, partial, stalled = 64, 64, 8
 	for i := range silent + partial {
@@ -389,7 +390,7 @@ func TestTLSStalledHandshakesHoldNoSlot(t *testing.T) {
 		_, held := dialHeldAs(t, ts, pki, certstest.ClientURI)
 		t.Cleanup(func() { _ = held.Conn.Close() })
 	}
-	ts.waitStatsFunc(t, "every stalled connection open", func(st eventloop.Stats) bool {
+	ts.waitStatsFunc(t, "every stalled connection open", func(st admin.Stats) bool {
 		return st.Sessions == silent+partial+stalled
 	})
 	if g := runtime.NumGoroutine() - before; g > stalled+2 {
@@ -549,9 +550,9 @@ func TestTLSKeyUpdateFlood(t *testing.T) {
 		r.send(t, r.keyUpdate(t))
 	}
 	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "updated")))
-	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Timers: 1})
 	r.send(t, r.keyUpdate(t)) // one more at once is over the rate
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A record left half-sent is a half-sent frame: the session is closed after
@@ -560,10 +561,10 @@ func TestTLSHalfSentRecord(t *testing.T) {
 	ts, pki := startTLSServer(t, 300*time.Millisecond, 0)
 	r := dialRaw(t, ts, pki)
 	r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-record")))
-	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+	ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Timers: 1})
 	hb := r.appData(protocol.AppendHeartbeat(nil))
 	r.send(t, hb[:10])
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // A handshake message the client begins after the handshake and never
@@ -574,14 +575,14 @@ func TestTLSHalfSentHandshakeMessage(t *testing.T) {
 		ts, pki := startTLSServer(t, ioTimeout, 0)
 		r := dialRaw(t, ts, pki)
 		r.send(t, r.appData(protocol.AppendAcquire(nil, longLease, "half-message")))
-		ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Timers: 1})
+		ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Timers: 1})
 		return ts, r
 	}
 	part := make([]byte, 1000)
 	t.Run("timeout", func(t *testing.T) {
 		ts, r := start(t, 300*time.Millisecond)
 		r.send(t, r.handshake(append([]byte{24, 0, 0xff, 0xff}, part...)))
-		ts.waitStats(t, eventloop.Stats{})
+		ts.waitStats(t, admin.Stats{})
 	})
 	t.Run("bound", func(t *testing.T) { // no io-timeout within the test
 		ts, r := start(t, time.Hour)
@@ -589,6 +590,6 @@ func TestTLSHalfSentHandshakeMessage(t *testing.T) {
 		for range 4 {
 			r.send(t, r.handshake(part))
 		}
-		ts.waitStats(t, eventloop.Stats{})
+		ts.waitStats(t, admin.Stats{})
 	})
 }

@@ -1,6 +1,10 @@
 package eventloop
 
-import "time"
+import (
+	"time"
+
+	"github.com/monolock/monolock/locktable"
+)
 
 // A turn is one entry into the owner: a socket's traffic or close, a tick, a
 // call from another goroutine, a TLS handshake's result. It reads the clock
@@ -73,7 +77,7 @@ func (o *owner) wrote(s *session, from int) {
 
 // closeSession decides that s ends, for reason: it takes no more input, and
 // is closed once the turn's writes to it are out. why, if any, is logged.
-func (o *owner) closeSession(s *session, reason ReleaseReason, why string) {
+func (o *owner) closeSession(s *session, reason locktable.ReleaseReason, why string) {
 	if s.closing || s.closed {
 		return
 	}

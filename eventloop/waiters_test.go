@@ -3,7 +3,7 @@ package eventloop_test
 import (
 	"testing"
 
-	"github.com/monolock/monolock/eventloop"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Thousands of waiters on one lock are promoted strictly in arrival order,
@@ -25,7 +25,7 @@ func TestThousandsOfWaitersFIFO(t *testing.T) {
 			const lock = "crowded"
 			h, tok := holder(t, ts, lock, longLease)
 			ws := queueWaiters(t, ts, lock, n)
-			ts.waitStats(t, eventloop.Stats{Sessions: n + 1, Locks: 1, Waiters: n, Timers: n + 1})
+			ts.waitStats(t, admin.Stats{Sessions: n + 1, Locks: 1, Waiters: n, Timers: n + 1})
 
 			stay := 0
 			for i, w := range ws {
@@ -35,10 +35,10 @@ func TestThousandsOfWaitersFIFO(t *testing.T) {
 					stay++
 				}
 			}
-			ts.waitStats(t, eventloop.Stats{Sessions: stay + 1, Locks: 1, Waiters: stay, Timers: stay + 1})
+			ts.waitStats(t, admin.Stats{Sessions: stay + 1, Locks: 1, Waiters: stay, Timers: stay + 1})
 
 			promoteInOrder(t, h, tok, ws, tc.leave)
-			ts.waitStats(t, eventloop.Stats{})
+			ts.waitStats(t, admin.Stats{})
 		})
 	}
 }

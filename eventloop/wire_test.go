@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/wire"
 	"github.com/monolock/monolock/protocol"
+	"github.com/monolock/monolock/protocol/admin"
 )
 
 // Conformance cases 4, 5 and 6 of protocol.md: errors, early answers, and the
@@ -126,7 +126,7 @@ func TestConformance4ErrorCodes(t *testing.T) {
 	}
 	// Only the busy lock's holder is left: every failed session was closed,
 	// and the holding ones released their locks.
-	ts.waitStats(t, eventloop.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1})
+	ts.waitStats(t, admin.Stats{Sessions: 1, Locks: 1, Waiters: 0, Timers: 1})
 }
 
 // Case 5: a field is judged as soon as it has arrived. The client sends a
@@ -160,7 +160,7 @@ func TestConformance5EarlyAnswers(t *testing.T) {
 		c.SendBytewise(header300, time.Millisecond)
 		c.ExpectErrorThenEOF(protocol.CodeNameTooLong)
 	})
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // Case 6: TCP is a stream. Frames split at every byte are put together, and
@@ -234,7 +234,7 @@ func TestConformance6Stream(t *testing.T) {
 	})
 
 	// Each subtest closed its connections when it ended.
-	ts.waitStats(t, eventloop.Stats{})
+	ts.waitStats(t, admin.Stats{})
 }
 
 // TestPipelinedBurstIsServed: protocol.md says a client that sends

@@ -10,6 +10,7 @@ import (
 	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/internal/testsupport/inproc"
 	"github.com/monolock/monolock/internal/testsupport/poll"
+	"github.com/monolock/monolock/locktable"
 )
 
 // releaseReasons records the reason of every release the server audits.
@@ -43,7 +44,7 @@ func TestRunReleasesWithRelease(t *testing.T) {
 	poll.Eventually(t, 10*time.Second, func() error {
 		audit.mu.Lock()
 		defer audit.mu.Unlock()
-		if len(audit.reasons) != 1 || audit.reasons[0] != eventloop.ReleaseFrame.String() {
+		if len(audit.reasons) != 1 || audit.reasons[0] != locktable.ReleaseFrame.String() {
 			return fmt.Errorf("release reasons %q, want [released]", audit.reasons)
 		}
 		return nil

@@ -574,7 +574,7 @@ type fake struct {
 	operator string // of the last ForceRelease or KickWaiter
 	deadline bool
 	matched  bool // Locks was given a match function
-	query    eventloop.LockQuery
+	query    admin.LockQuery
 
 	// With gate set, Locks reports that it entered and waits for gate.
 	gate, entered chan struct{}
@@ -583,7 +583,7 @@ type fake struct {
 	maxInside     int64 // the most Locks calls in progress at once
 }
 
-func (f *fake) Locks(ctx context.Context, q eventloop.LockQuery) (admin.LockList, error) {
+func (f *fake) Locks(ctx context.Context, q admin.LockQuery) (admin.LockList, error) {
 	if f.gate != nil {
 		in := f.inside.Add(1)
 		f.mu.Lock()
@@ -623,8 +623,8 @@ func (f *fake) KickWaiter(ctx context.Context, name, addr, operator string) (boo
 	return true, f.err
 }
 
-func (f *fake) Stats(ctx context.Context) (eventloop.Stats, error) {
-	return eventloop.Stats{}, f.err
+func (f *fake) Stats(ctx context.Context) (admin.Stats, error) {
+	return admin.Stats{}, f.err
 }
 
 // TestRawPaths sends request targets as a client would write them, with no

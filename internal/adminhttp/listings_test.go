@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monolock/monolock/eventloop"
 	"github.com/monolock/monolock/protocol/admin"
 )
 
@@ -25,7 +24,7 @@ type listingBackend struct {
 	entered, gate chan struct{}
 }
 
-func (b *listingBackend) Locks(_ context.Context, q eventloop.LockQuery) (admin.LockList, error) {
+func (b *listingBackend) Locks(_ context.Context, q admin.LockQuery) (admin.LockList, error) {
 	if b.gate != nil && q.Limit == 0 {
 		b.entered <- struct{}{}
 		<-b.gate
