@@ -19,14 +19,9 @@ func (writeOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 // decoding and its acknowledgement allocate nothing, so a long hold creates no
 // garbage.
 func TestHeartbeatCycleDoesNotAllocate(t *testing.T) {
-	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
-	s.timer = time.NewTimer(time.Hour)
+	s, replies := heldSession()
 	defer s.timer.Stop()
-	at := time.Now()
-	s.m.state, s.m.token = stateHeld, 7
-	s.m.deadline, s.m.heartbeatDue = at.Add(time.Hour), at
-
-	replies := bufio.NewReaderSize(repeatReader(protocol.AppendAcquired(nil, 7)), readBufferSize)
+	var at time.Time
 	var buf protocol.FrameBuffer
 	var f protocol.Frame
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -44,6 +39,19 @@ func TestHeartbeatCycleDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per heartbeat", allocs)
 	}
+}
+
+// heldSession is a session holding its lock with token 7, a heartbeat due
+// now and the deadline an hour away, over a connection that swallows what
+// it sends, and the server's answers to read: ACQUIRED with that token, over
+// and over.
+func heldSession() (*session, *bufio.Reader) {
+	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
+	s.timer = time.NewTimer(time.Hour)
+	at := time.Now()
+	s.m.state, s.m.token = stateHeld, 7
+	s.m.deadline, s.m.heartbeatDue = at.Add(time.Hour), at
+	return s, bufio.NewReaderSize(repeatReader(protocol.AppendAcquired(nil, 7)), readBufferSize)
 }
 
 // repeatReader yields frame over and over.
@@ -74,13 +82,9 @@ func TestValidDoesNotAllocate(t *testing.T) {
 // BenchmarkHeartbeatCycle measures one heartbeat's step and send, its
 // reply's decoding and its acknowledgement (run with -benchmem: 0 allocs/op).
 func BenchmarkHeartbeatCycle(b *testing.B) {
-	s := newSession(&Lock{start: time.Now()}, writeOnlyConn{}, nil, "x", time.Hour, 3_600_000, nil)
-	s.timer = time.NewTimer(time.Hour)
+	s, replies := heldSession()
 	defer s.timer.Stop()
-	at := time.Now()
-	s.m.state, s.m.token = stateHeld, 7
-	s.m.deadline, s.m.heartbeatDue = at.Add(time.Hour), at
-	replies := bufio.NewReaderSize(repeatReader(protocol.AppendAcquired(nil, 7)), readBufferSize)
+	var at time.Time
 	var buf protocol.FrameBuffer
 	var f protocol.Frame
 	b.ReportAllocs()
