@@ -283,7 +283,7 @@ func TestAdminInfo(t *testing.T) {
 	}
 	got := keyValues(t, out)
 	for k, v := range map[string]string{"version": "v-test", "listen": s.srv.Addr().String(), "ops listen": "off", "tls": "off",
-		"audit log": "off", "io timeout": "5s", "locks held": "1", "sessions": "2", "waiters": "1"} {
+		"audit log": "off", "io timeout": "5s", "locks held": "1", "sessions": "2", "waiters": "1", "ha": "off"} {
 		if got[k] != v {
 			t.Errorf("info: %s %q, want %q:\n%s", k, got[k], v, out)
 		}
@@ -296,6 +296,37 @@ func TestAdminInfo(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &in); status != 0 || err != nil || in.Version != "v-test" || in.Locks != 1 || in.Waiters != 1 {
 		t.Fatalf("info -json: status %d, %v:\n%s", status, err, out)
+	}
+}
+
+// A node of a cluster led through etcd says its role and who leads.
+func TestAdminInfoHA(t *testing.T) {
+	for _, tc := range []struct {
+		ha   admin.HAInfo
+		role string
+	}{
+		{admin.HAInfo{Role: "leader", Serving: true, Leader: "node-a 192.0.2.1:7070", Cluster: "prod", TTLMS: 5000, Terms: 2}, "leader, serving"},
+		{admin.HAInfo{Role: "leader", Leader: "node-a 192.0.2.1:7070", Cluster: "prod", TTLMS: 5000, Terms: 2}, "leader, waiting out the longest lease before serving"},
+		{admin.HAInfo{Role: "follower", Cluster: "prod", TTLMS: 5000}, "follower"},
+	} {
+		srv := inproc.Start(t, eventloop.Config{})
+		ha := tc.ha
+		api := httptest.NewServer(adminhttp.New(srv, adminhttp.Info{Version: "v-test", HA: func() *admin.HAInfo { return &ha }}))
+		status, out, stderr := runCtl(t, "", nil, "info", "-admin", api.URL)
+		api.Close()
+		if status != 0 {
+			t.Fatalf("info: status %d, stderr %q", status, stderr)
+		}
+		got := keyValues(t, out)
+		leader := tc.ha.Leader
+		if leader == "" {
+			leader = "-"
+		}
+		for k, v := range map[string]string{"ha": tc.role, "ha leader": leader, "ha cluster": "prod", "ha ttl": "5s", "ha terms won": fmt.Sprint(tc.ha.Terms)} {
+			if got[k] != v {
+				t.Errorf("%s: info: %s %q, want %q:\n%s", tc.role, k, got[k], v, out)
+			}
+		}
 	}
 }
 

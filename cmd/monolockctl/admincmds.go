@@ -279,8 +279,34 @@ func infoMain(args []string, e *env) int {
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
+	for _, kv := range haRows(in.HA) {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
 	_ = tw.Flush()
 	return 0
+}
+
+// haRows are info's lines on failover through etcd: "ha: off" on a server
+// without it, else the node's role and its cluster, so that an operator sees
+// which node leads without the console.
+func haRows(ha *admin.HAInfo) [][2]string {
+	if ha == nil {
+		return [][2]string{{"ha", "off"}}
+	}
+	role := ha.Role
+	switch {
+	case ha.Role == "leader" && ha.Serving:
+		role = "leader, serving"
+	case ha.Role == "leader":
+		role = "leader, waiting out the longest lease before serving"
+	}
+	return [][2]string{
+		{"ha", role},
+		{"ha leader", cell(ha.Leader)},
+		{"ha cluster", cell(ha.Cluster)},
+		{"ha ttl", fmtMS(ha.TTLMS)},
+		{"ha terms won", fmt.Sprint(ha.Terms)},
+	}
 }
 
 // optionalString is a string flag that knows whether it was given, so that
