@@ -41,6 +41,10 @@ type Lock struct {
 	mu       sync.Mutex
 	stopWork context.CancelCauseFunc
 	ended    error // the cause, once the session has ended
+	// cancelDial ends the dial's context; the first Close calls it, so a
+	// Close during the connect does not wait for the connect deadline. It
+	// is set before the dial starts; calling it after the dial is harmless.
+	cancelDial context.CancelFunc
 
 	answered  chan struct{} // closed at the server's first reply: held or queued
 	granted   chan struct{} // closed when the server grants the lock
@@ -231,7 +235,36 @@ func (l *Lock) Err() error {
 // send of the last request plus the lease, whichever comes first; see the
 // package documentation for why.
 func (l *Lock) Close() error {
-	l.closeOnce.Do(func() { close(l.closing) })
+	l.closeOnce.Do(func() {
+		close(l.closing)
+		l.mu.Lock()
+		cancelDial := l.cancelDial
+		l.mu.Unlock()
+		if cancelDial != nil {
+			cancelDial()
+		}
+	})
 	<-l.done
 	return l.err
+}
+
+// watchDial lets Close cancel the dial; it reports false when Close has
+// already been called, and the caller cancels the dial itself. Close closes
+// closing before it reads cancelDial under mu, so one of the two sees the
+// other.
+func (l *Lock) watchDial(cancel context.CancelFunc) bool {
+	l.mu.Lock()
+	l.cancelDial = cancel
+	l.mu.Unlock()
+	return !l.isClosing()
+}
+
+// isClosing reports whether Close has been called.
+func (l *Lock) isClosing() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
 }

@@ -47,59 +47,35 @@ func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, leas
 		m: newMachine(attempt{name: name, lease: lease, leaseMS: leaseMS, wait: waitForever})}
 }
 
-// dialed is what the dial goroutine found.
-type dialed struct {
-	conn net.Conn
-	err  error
-}
-
-// connect steps the dial and waits for the connection, the timer (the
-// connect deadline and the wait's, both the rules') or a stop. It reports
-// whether the session is over; otherwise s.conn is up and ACQUIRE is sent.
-// The dialer's context ends at the rules' connect deadline, or when they
-// abandon the connect; a connection that comes up after that is closed.
+// connect steps the dial and dials on the session's own goroutine. The
+// dialer's context ends at the connect deadline or the wait's, whichever
+// the rules' timer names first, when ctx ends or when the Lock is closed;
+// the rules then hear why from the time the dial returned (a deadline that
+// has passed is taken first) or from the close. It reports whether the
+// session is over; otherwise s.conn is up and ACQUIRE is sent. When the
+// session is over and s.conn is set, the caller closes it.
 func (s *session) connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) (over bool) {
 	r := s.m.step(event{kind: evDial, at: time.Now()})
-	dialCtx, cancel := context.WithDeadline(ctx, r.dialBy)
-	result := make(chan dialed, 1)
-	go func() {
-		conn, err := dial(dialCtx)
-		result <- dialed{conn, err}
-	}()
-	closing, pending := s.lock.closing, result
-	for !s.apply(r) {
-		select {
-		case d := <-pending:
-			cancel()
-			pending = nil
-			if d.err != nil {
-				r = s.m.step(event{kind: evReaderEnd, at: time.Now(), err: d.err})
-				break
-			}
-			s.conn = d.conn
-			r = s.m.step(event{kind: evStart, at: time.Now()})
-			if s.apply(r) {
-				return true
-			}
-			return false
-		case <-s.timer.C:
-			s.armed = time.Time{}
-			r = s.m.step(event{kind: evTimer, at: time.Now()})
-		case <-closing:
-			closing = nil
-			r = s.m.step(event{kind: evWorkStopped, at: time.Now()})
-		}
+	if s.apply(r) {
+		return true
 	}
-	// Abandoned or failed before the connection came up.
-	cancel()
-	if pending != nil {
-		go func() {
-			if d := <-pending; d.conn != nil {
-				_ = closeConn(d.conn, true)
-			}
-		}()
+	dialCtx, cancel := context.WithDeadline(ctx, earliest(r.dialBy, r.timer))
+	defer cancel()
+	if !s.lock.watchDial(cancel) {
+		cancel()
 	}
-	return true
+	conn, err := dial(dialCtx)
+	at := time.Now()
+	switch {
+	case s.lock.isClosing():
+		r = s.m.step(event{kind: evWorkStopped, at: at})
+	case err != nil:
+		r = s.m.step(event{kind: evReaderEnd, at: at, err: err})
+	default:
+		r = s.m.step(event{kind: evStart, at: at})
+	}
+	s.conn = conn
+	return s.apply(r)
 }
 
 // run steps every event of a live connection until the rules close it. The
