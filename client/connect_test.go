@@ -155,27 +155,3 @@ func TestConnectTimeoutBoundsTheDial(t *testing.T) {
 		})
 	}
 }
-
-// TestCloseDuringConnectEndsTheDial: Close while the dial is under way
-// cancels the dial's context at once (the connect deadline is an hour away)
-// and returns once the session has ended, with nothing to report.
-func TestCloseDuringConnectEndsTheDial(t *testing.T) {
-	dialing := make(chan struct{})
-	dial := func(ctx context.Context) (net.Conn, error) {
-		close(dialing)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	l := startLock(context.Background(), attempt{name: "x", lease: time.Second, leaseMS: 1000, wait: waitForever, connectTimeout: time.Hour}, dial, nil)
-	await(t, dialing, "the dial to start")
-	closed := make(chan error, 1)
-	go func() { closed <- l.Close() }()
-	if err := await(t, closed, "Close to end the dial"); err != nil {
-		t.Fatalf("Close = %v; want nil: the lock was closed, not lost", err)
-	}
-	select {
-	case <-l.granted:
-		t.Fatal("granted without a connection")
-	default:
-	}
-}

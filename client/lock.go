@@ -41,10 +41,6 @@ type Lock struct {
 	mu       sync.Mutex
 	stopWork context.CancelCauseFunc
 	ended    error // the cause, once the session has ended
-	// cancelDial ends the dial's context; the first Close calls it, so a
-	// Close during the connect does not wait for the connect deadline. It
-	// is set before the dial starts; calling it after the dial is harmless.
-	cancelDial context.CancelFunc
 
 	answered  chan struct{} // closed at the server's first reply: held or queued
 	granted   chan struct{} // closed when the server grants the lock
@@ -54,9 +50,13 @@ type Lock struct {
 	err       error         // why the session ended, when not by Close; written before done closes
 }
 
-// startLock starts the attempt's session goroutine, which dials with dial
-// (the rules bound it by the connect deadline; ctx may end it sooner),
-// starts the reader once the connection is up and sends ACQUIRE.
+// startLock connects on the caller's goroutine: it dials with dial (the
+// rules bound it by the connect deadline and the wait's; ctx may end it
+// sooner) and sends ACQUIRE. The caller's goroutine has the stack a dial
+// needs already, which a new goroutine would grow for each attempt. Once the
+// connection is up, the session goroutine takes over and starts the reader.
+// The Lock is returned when the connect is over, so nothing can Close it
+// before; a failed connect leaves it ended (done closed, err set).
 func startLock(ctx context.Context, a attempt, dial func(context.Context) (net.Conn, error), observe func(ackEvent)) *Lock {
 	l := &Lock{
 		name:     a.name,
@@ -69,17 +69,19 @@ func startLock(ctx context.Context, a attempt, dial func(context.Context) (net.C
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	s := &session{lock: l, observe: observe, m: newMachine(a)}
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	if s.connect(ctx, dial) {
+		s.timer.Stop()
+		if s.conn != nil {
+			_ = closeConn(s.conn, s.abort)
+		}
+		close(l.done)
+		return l
+	}
 	go func() {
 		defer close(l.done)
-		s.timer = time.NewTimer(time.Hour)
-		s.timer.Stop()
 		defer s.timer.Stop()
-		if s.connect(ctx, dial) {
-			if s.conn != nil {
-				_ = closeConn(s.conn, s.abort)
-			}
-			return
-		}
 		frames := make(chan inbound)
 		stop := make(chan struct{})
 		readerDone := make(chan struct{})
@@ -235,36 +237,7 @@ func (l *Lock) Err() error {
 // send of the last request plus the lease, whichever comes first; see the
 // package documentation for why.
 func (l *Lock) Close() error {
-	l.closeOnce.Do(func() {
-		close(l.closing)
-		l.mu.Lock()
-		cancelDial := l.cancelDial
-		l.mu.Unlock()
-		if cancelDial != nil {
-			cancelDial()
-		}
-	})
+	l.closeOnce.Do(func() { close(l.closing) })
 	<-l.done
 	return l.err
-}
-
-// watchDial lets Close cancel the dial; it reports false when Close has
-// already been called, and the caller cancels the dial itself. Close closes
-// closing before it reads cancelDial under mu, so one of the two sees the
-// other.
-func (l *Lock) watchDial(cancel context.CancelFunc) bool {
-	l.mu.Lock()
-	l.cancelDial = cancel
-	l.mu.Unlock()
-	return !l.isClosing()
-}
-
-// isClosing reports whether Close has been called.
-func (l *Lock) isClosing() bool {
-	select {
-	case <-l.closing:
-		return true
-	default:
-		return false
-	}
 }

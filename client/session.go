@@ -24,11 +24,11 @@ type ackEvent struct {
 	Interval    time.Duration // until the next heartbeat, counted from this request's send
 }
 
-// session is the goroutine that owns one attempt's connection and the real
-// clock: it dials, turns frames from the reader, its timer and Close into
-// events for the rules (step.go), and carries out what they return — writes,
-// the timer, the news for the Lock and the close. Nothing else touches its
-// fields.
+// session owns one attempt's connection and the real clock: it dials (on
+// the caller's goroutine, see startLock), then on its own goroutine turns
+// frames from the reader, its timer and Close into events for the rules
+// (step.go), and carries out what they return — writes, the timer, the news
+// for the Lock and the close. Nothing else touches its fields.
 type session struct {
 	lock    *Lock
 	conn    net.Conn // nil until the dial succeeds
@@ -47,34 +47,27 @@ func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, leas
 		m: newMachine(attempt{name: name, lease: lease, leaseMS: leaseMS, wait: waitForever})}
 }
 
-// connect steps the dial and dials on the session's own goroutine. The
-// dialer's context ends at the connect deadline or the wait's, whichever
-// the rules' timer names first, when ctx ends or when the Lock is closed;
-// the rules then hear why from the time the dial returned (a deadline that
-// has passed is taken first) or from the close. It reports whether the
-// session is over; otherwise s.conn is up and ACQUIRE is sent. When the
-// session is over and s.conn is set, the caller closes it.
+// connect steps the dial, dials and steps its outcome, on the caller's
+// goroutine (see startLock). The dialer's context ends at the connect
+// deadline or the wait's, whichever the rules' timer names first, or when
+// ctx ends; the rules then hear why from the time the dial returned, since a
+// deadline that has passed by an event's time is taken first. It reports
+// whether the session is over; otherwise s.conn is up and ACQUIRE is sent.
+// When the session is over and s.conn is set, the caller closes it.
 func (s *session) connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) (over bool) {
 	r := s.m.step(event{kind: evDial, at: time.Now()})
 	if s.apply(r) {
 		return true
 	}
 	dialCtx, cancel := context.WithDeadline(ctx, earliest(r.dialBy, r.timer))
-	defer cancel()
-	if !s.lock.watchDial(cancel) {
-		cancel()
-	}
 	conn, err := dial(dialCtx)
-	at := time.Now()
-	switch {
-	case s.lock.isClosing():
-		r = s.m.step(event{kind: evWorkStopped, at: at})
-	case err != nil:
-		r = s.m.step(event{kind: evReaderEnd, at: at, err: err})
-	default:
-		r = s.m.step(event{kind: evStart, at: at})
+	cancel()
+	if err != nil {
+		r = s.m.step(event{kind: evReaderEnd, at: time.Now(), err: err})
+	} else {
+		s.conn = conn
+		r = s.m.step(event{kind: evStart, at: time.Now()})
 	}
-	s.conn = conn
 	return s.apply(r)
 }
 
