@@ -99,10 +99,14 @@ func (l *Lock) waitFor(ctx context.Context, ready <-chan struct{}) (*Lock, error
 // the rules' (step.go), which end ctx at its deadline.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	var failures []error
-	for _, cand := range c.candidates(ctx) {
+	candidates := c.candidates(ctx)
+	for i := range candidates {
+		cand := &candidates[i]
 		conn, err := c.dialOne(ctx, cand)
 		if err == nil {
-			c.lastGood.Store(&cand.addr)
+			if last := c.lastGood.Load(); last == nil || *last != cand.addr {
+				c.lastGood.Store(&cand.addr)
+			}
 			return conn, nil
 		}
 		if refused := tlsRefusal(err); refused != nil {

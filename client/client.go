@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -52,7 +53,10 @@ type Config struct {
 // own (every lock is its own connection), so it is safe for concurrent use and
 // needs no closing.
 type Client struct {
-	addresses      []string // Address, then Addrs; at least one
+	addresses []string // Address, then Addrs; at least one
+	// literal are the candidates when every address is a literal IP:port,
+	// parsed once here instead of on every attempt; nil otherwise.
+	literal        []candidate
 	dialer         Dialer
 	connectTimeout time.Duration
 	// lastGood is the candidate address whose connect last succeeded: the
@@ -82,7 +86,22 @@ func New(cfg Config) *Client {
 		c.dialer = &net.Dialer{}
 	}
 	c.dialer = withSessionCache(c.dialer)
+	c.literal = literalCandidates(c.addresses)
 	return c
+}
+
+// literalCandidates are the candidates for addresses that are all literal
+// IP:port addresses (no name to resolve), nil when one is not.
+func literalCandidates(addresses []string) []candidate {
+	out := make([]candidate, 0, len(addresses))
+	for _, a := range addresses {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || ap.Addr().Is4In6() {
+			return nil
+		}
+		out = append(out, candidate{addr: a, ip: ap})
+	}
+	return out
 }
 
 // withSessionCache gives a *tls.Dialer a client session cache if its
@@ -101,16 +120,25 @@ func withSessionCache(d Dialer) Dialer {
 func (c *Client) target() string { return strings.Join(c.addresses, ", ") }
 
 // candidate is one address to dial; name is the host name it was resolved
-// from (for TLS verification), empty when it was given as such.
+// from (for TLS verification), empty when it was given as such; ip is addr
+// parsed when it was configured as a literal IP:port, else the zero value.
 type candidate struct {
 	addr, name string
+	ip         netip.AddrPort
 }
 
 // candidates are the addresses to dial, in order: each configured address,
 // a host name resolving to several addresses giving one candidate each (one
 // resolving to a single address, or not at all, is left to the dialer), and
-// the one that last worked moved first.
+// the one that last worked moved first. The result is only read: with a
+// single literal address it is the Client's own.
 func (c *Client) candidates(ctx context.Context) []candidate {
+	if len(c.literal) == 1 {
+		return c.literal
+	}
+	if c.literal != nil {
+		return lastGoodFirst(slices.Clone(c.literal), c.lastGood.Load())
+	}
 	resolve := c.resolve
 	if resolve == nil {
 		resolve = net.DefaultResolver.LookupHost
@@ -140,7 +168,13 @@ func (c *Client) candidates(ctx context.Context) []candidate {
 			add(candidate{addr: net.JoinHostPort(ip, port), name: host})
 		}
 	}
-	if last := c.lastGood.Load(); last != nil {
+	return lastGoodFirst(out, c.lastGood.Load())
+}
+
+// lastGoodFirst moves the candidate whose address is *last (when last is
+// set) to the front, keeping the others' order.
+func lastGoodFirst(out []candidate, last *string) []candidate {
+	if last != nil {
 		if i := slices.IndexFunc(out, func(o candidate) bool { return o.addr == *last }); i > 0 {
 			first := out[i]
 			copy(out[1:i+1], out[:i])
@@ -153,8 +187,16 @@ func (c *Client) candidates(ctx context.Context) []candidate {
 // dialOne dials one candidate. A resolved address is verified under TLS as
 // the name it was resolved from, unless the Dialer's configuration names
 // the server itself.
-func (c *Client) dialOne(ctx context.Context, cand candidate) (net.Conn, error) {
+func (c *Client) dialOne(ctx context.Context, cand *candidate) (net.Conn, error) {
 	d := c.dialer
+	if nd, ok := d.(*net.Dialer); ok && cand.ip.IsValid() && nd.LocalAddr == nil {
+		// The address needs no resolving: skip the resolver's work.
+		conn, err := nd.DialTCP(ctx, "tcp", netip.AddrPort{}, cand.ip)
+		if err != nil {
+			return nil, err
+		}
+		return conn, nil
+	}
 	if td, ok := d.(*tls.Dialer); ok && cand.name != "" && (td.Config == nil || td.Config.ServerName == "") {
 		cfg := &tls.Config{}
 		if td.Config != nil {

@@ -52,27 +52,54 @@ func (d *scriptDialer) attempt(t *testing.T, c *Client) ([]string, error) {
 
 // TestDialStartsFromTheAddressThatWorked: a refused address is passed over
 // for the next one within the attempt; the next attempt starts from the
-// address that last worked, then tries the others in their order.
+// address that last worked, then tries the others in their order. Names and
+// literal IP addresses (parsed once, when the Client is made) alike.
 func TestDialStartsFromTheAddressThatWorked(t *testing.T) {
-	d := &scriptDialer{refuse: map[string]bool{"a:1": true}}
-	c := New(Config{Address: "a:1", Addrs: []string{"b:1", "c:1", "a:1"}, Dialer: d})
-	for _, step := range []struct {
-		refuse []string
-		want   []string
-	}{
-		{[]string{"a:1"}, []string{"a:1", "b:1"}},               // a refuses, b works
-		{[]string{"a:1"}, []string{"b:1"}},                      // b first now
-		{[]string{"a:1", "b:1"}, []string{"b:1", "a:1", "c:1"}}, // b went away: the others in order
-		{nil, []string{"c:1"}},                                  // c worked last
+	for _, addrs := range map[string][3]string{
+		"names":    {"a:1", "b:1", "c:1"},
+		"literals": {"192.0.2.1:1", "192.0.2.2:1", "[2001:db8::3]:1"},
 	} {
-		d.refuse = map[string]bool{}
-		for _, a := range step.refuse {
-			d.refuse[a] = true
+		a, b, c := addrs[0], addrs[1], addrs[2]
+		d := &scriptDialer{refuse: map[string]bool{a: true}}
+		client := New(Config{Address: a, Addrs: []string{b, c, a}, Dialer: d})
+		for _, step := range []struct {
+			refuse []string
+			want   []string
+		}{
+			{[]string{a}, []string{a, b}},       // a refuses, b works
+			{[]string{a}, []string{b}},          // b first now
+			{[]string{a, b}, []string{b, a, c}}, // b went away: the others in order
+			{nil, []string{c}},                  // c worked last
+		} {
+			d.refuse = map[string]bool{}
+			for _, r := range step.refuse {
+				d.refuse[r] = true
+			}
+			got, err := d.attempt(t, client)
+			if err != nil || !slices.Equal(got, step.want) {
+				t.Fatalf("refusing %v: dialed %v (%v), want %v and a connection", step.refuse, got, err, step.want)
+			}
 		}
-		got, err := d.attempt(t, c)
-		if err != nil || !slices.Equal(got, step.want) {
-			t.Fatalf("refusing %v: dialed %v (%v), want %v and a connection", step.refuse, got, err, step.want)
-		}
+	}
+}
+
+// TestDialKeepsTheDialersLocalAddress: a literal address skips the
+// resolver, but a *net.Dialer's LocalAddr still binds the connection.
+func TestDialKeepsTheDialersLocalAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	c := New(Config{Address: ln.Addr().String(), Dialer: &net.Dialer{LocalAddr: local}})
+	conn, err := c.dial(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if got := conn.LocalAddr().(*net.TCPAddr).IP; !got.Equal(local.IP) {
+		t.Fatalf("the connection is from %v, want the Dialer's LocalAddr %v", got, local.IP)
 	}
 }
 

@@ -21,7 +21,7 @@ const patience = 10 * time.Second
 
 // startServerAt starts a real server on addr and shuts it down when the test
 // ends (tests may stop it earlier with Stop).
-func startServerAt(t *testing.T, addr string) *inproc.Server {
+func startServerAt(t testing.TB, addr string) *inproc.Server {
 	t.Helper()
 	return inproc.Start(t, eventloop.Config{ListenAddress: addr, IOTimeout: 5 * time.Second})
 }

@@ -50,9 +50,13 @@ type Lock struct {
 	err       error         // why the session ended, when not by Close; written before done closes
 }
 
-// startLock starts the attempt's session goroutine, which dials with dial
-// (the rules bound it by the connect deadline; ctx may end it sooner),
-// starts the reader once the connection is up and sends ACQUIRE.
+// startLock connects on the caller's goroutine: it dials with dial (the
+// rules bound it by the connect deadline and the wait's; ctx may end it
+// sooner) and sends ACQUIRE. The caller's goroutine has the stack a dial
+// needs already, which a new goroutine would grow for each attempt. Once the
+// connection is up, the session goroutine takes over and starts the reader.
+// The Lock is returned when the connect is over, so nothing can Close it
+// before; a failed connect leaves it ended (done closed, err set).
 func startLock(ctx context.Context, a attempt, dial func(context.Context) (net.Conn, error), observe func(ackEvent)) *Lock {
 	l := &Lock{
 		name:     a.name,
@@ -65,17 +69,19 @@ func startLock(ctx context.Context, a attempt, dial func(context.Context) (net.C
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	s := &session{lock: l, observe: observe, m: newMachine(a)}
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	if s.connect(ctx, dial) {
+		s.timer.Stop()
+		if s.conn != nil {
+			_ = closeConn(s.conn, s.abort)
+		}
+		close(l.done)
+		return l
+	}
 	go func() {
 		defer close(l.done)
-		s.timer = time.NewTimer(time.Hour)
-		s.timer.Stop()
 		defer s.timer.Stop()
-		if s.connect(ctx, dial) {
-			if s.conn != nil {
-				_ = closeConn(s.conn, s.abort)
-			}
-			return
-		}
 		frames := make(chan inbound)
 		stop := make(chan struct{})
 		readerDone := make(chan struct{})

@@ -91,18 +91,22 @@ func wholeFrameBuffered(r *bufio.Reader) bool {
 // errServerClosed is the server's end of stream: it closed first.
 var errServerClosed = errors.New("closed by the server")
 
+// errConnectionClosedByServer is what an end of stream reads as; it ends
+// every released lock, so it is made once instead of on each read.
+var errConnectionClosedByServer = fmt.Errorf("%w: %w", ErrConnectionClosed, errServerClosed)
+
 // readError classifies a failed read: garbage from the server is a protocol
 // violation, a TLS alert from the server a refusal, anything else a lost
 // connection.
 func readError(err error) error {
+	if err == io.EOF {
+		return errConnectionClosedByServer
+	}
 	if errors.Is(err, protocol.ErrUnexpectedFrame) {
 		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
 	}
 	if refused := tlsRefusal(err); refused != nil {
 		return refused
-	}
-	if err == io.EOF {
-		return fmt.Errorf("%w: %w", ErrConnectionClosed, errServerClosed)
 	}
 	return fmt.Errorf("%w: %v", ErrConnectionClosed, err)
 }

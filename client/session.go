@@ -24,11 +24,11 @@ type ackEvent struct {
 	Interval    time.Duration // until the next heartbeat, counted from this request's send
 }
 
-// session is the goroutine that owns one attempt's connection and the real
-// clock: it dials, turns frames from the reader, its timer and Close into
-// events for the rules (step.go), and carries out what they return — writes,
-// the timer, the news for the Lock and the close. Nothing else touches its
-// fields.
+// session owns one attempt's connection and the real clock: it dials (on
+// the caller's goroutine, see startLock), then on its own goroutine turns
+// frames from the reader, its timer and Close into events for the rules
+// (step.go), and carries out what they return — writes, the timer, the news
+// for the Lock and the close. Nothing else touches its fields.
 type session struct {
 	lock    *Lock
 	conn    net.Conn // nil until the dial succeeds
@@ -47,59 +47,28 @@ func newSession(l *Lock, conn net.Conn, frames <-chan inbound, name string, leas
 		m: newMachine(attempt{name: name, lease: lease, leaseMS: leaseMS, wait: waitForever})}
 }
 
-// dialed is what the dial goroutine found.
-type dialed struct {
-	conn net.Conn
-	err  error
-}
-
-// connect steps the dial and waits for the connection, the timer (the
-// connect deadline and the wait's, both the rules') or a stop. It reports
+// connect steps the dial, dials and steps its outcome, on the caller's
+// goroutine (see startLock). The dialer's context ends at the connect
+// deadline or the wait's, whichever the rules' timer names first, or when
+// ctx ends; the rules then hear why from the time the dial returned, since a
+// deadline that has passed by an event's time is taken first. It reports
 // whether the session is over; otherwise s.conn is up and ACQUIRE is sent.
-// The dialer's context ends at the rules' connect deadline, or when they
-// abandon the connect; a connection that comes up after that is closed.
+// When the session is over and s.conn is set, the caller closes it.
 func (s *session) connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) (over bool) {
 	r := s.m.step(event{kind: evDial, at: time.Now()})
-	dialCtx, cancel := context.WithDeadline(ctx, r.dialBy)
-	result := make(chan dialed, 1)
-	go func() {
-		conn, err := dial(dialCtx)
-		result <- dialed{conn, err}
-	}()
-	closing, pending := s.lock.closing, result
-	for !s.apply(r) {
-		select {
-		case d := <-pending:
-			cancel()
-			pending = nil
-			if d.err != nil {
-				r = s.m.step(event{kind: evReaderEnd, at: time.Now(), err: d.err})
-				break
-			}
-			s.conn = d.conn
-			r = s.m.step(event{kind: evStart, at: time.Now()})
-			if s.apply(r) {
-				return true
-			}
-			return false
-		case <-s.timer.C:
-			s.armed = time.Time{}
-			r = s.m.step(event{kind: evTimer, at: time.Now()})
-		case <-closing:
-			closing = nil
-			r = s.m.step(event{kind: evWorkStopped, at: time.Now()})
-		}
+	if s.apply(r) {
+		return true
 	}
-	// Abandoned or failed before the connection came up.
+	dialCtx, cancel := context.WithDeadline(ctx, earliest(r.dialBy, r.timer))
+	conn, err := dial(dialCtx)
 	cancel()
-	if pending != nil {
-		go func() {
-			if d := <-pending; d.conn != nil {
-				_ = closeConn(d.conn, true)
-			}
-		}()
+	if err != nil {
+		r = s.m.step(event{kind: evReaderEnd, at: time.Now(), err: err})
+	} else {
+		s.conn = conn
+		r = s.m.step(event{kind: evStart, at: time.Now()})
 	}
-	return true
+	return s.apply(r)
 }
 
 // run steps every event of a live connection until the rules close it. The
