@@ -1,0 +1,196 @@
+package repocheck
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestNoPackageLevelMutableState fails on a package-level variable, declared
+// outside the tests of a package other than main (both modules), that holds state
+// changing while the program runs: one written outside its declaration (an
+// assignment, ++/--, delete or clear, its address taken), one declared
+// without a value (a sync.Mutex, sync.Once or counter is written through its
+// methods), or one made by sync.OnceValue, OnceValues or OnceFunc (a cache
+// filled on first use). What stays allowed is immutable: sentinel errors
+// (errors.New), compiled patterns (regexp.MustCompile), lookup tables and
+// byte frames that nothing writes, and //go:embed file systems. A write from
+// the package's own tests counts too. Only main wires state together;
+// everything else receives it.
+func TestNoPackageLevelMutableState(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := map[string][]*ast.File{} // folder + " " + package name
+	fset := token.NewFileSet()
+	for _, name := range gitLines(t, root, "ls-files", "-z", "*.go") {
+		f, err := parser.ParseFile(fset, filepath.Join(root, name), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name.Name == "main" {
+			continue
+		}
+		key := path.Dir(name) + " " + f.Name.Name
+		pkgs[key] = append(pkgs[key], f)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("no package other than main found: the check lost its point")
+	}
+	var found []string
+	for _, files := range pkgs {
+		found = append(found, mutableGlobals(fset, root, files)...)
+	}
+	sort.Strings(found)
+	if len(found) > 0 {
+		t.Fatalf("package-level variables holding mutable state (the rule: only main wires state; "+
+			"give the state to a value its users hold, made by a constructor or by main's prepare, "+
+			"or derive it from what already exists, such as the file system):\n  %s",
+			strings.Join(found, "\n  "))
+	}
+}
+
+// mutableGlobals returns one line per mutable package-level variable of the
+// package made of files.
+func mutableGlobals(fset *token.FileSet, root string, files []*ast.File) []string {
+	where := func(p token.Pos) string {
+		pos := fset.Position(p)
+		rel, err := filepath.Rel(root, pos.Filename)
+		if err != nil {
+			rel = pos.Filename
+		}
+		return fmt.Sprintf("%s:%d", filepath.ToSlash(rel), pos.Line)
+	}
+	vars := map[string]bool{}          // the package's variables by name
+	specs := map[*ast.ValueSpec]bool{} // their declarations
+	var found []string
+	for _, f := range files {
+		if strings.HasSuffix(fset.Position(f.Pos()).Filename, "_test.go") {
+			continue // a test's own variables are its business; its writes are looked at below
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				specs[vs] = true
+				for i, n := range vs.Names {
+					if n.Name == "_" {
+						continue
+					}
+					vars[n.Name] = true
+					switch {
+					case len(vs.Values) == 0 && !embeds(g, vs):
+						found = append(found, fmt.Sprintf("%s: var %s has no value: it is written later or through its methods", where(n.Pos()), n.Name))
+					case len(vs.Values) == len(vs.Names) && isOnceCall(vs.Values[i]):
+						found = append(found, fmt.Sprintf("%s: var %s is a cache filled on first use (sync.Once...)", where(n.Pos()), n.Name))
+					}
+				}
+			}
+		}
+	}
+	// global reports whether e is, at its root, one of the package's variables.
+	global := func(e ast.Expr) (*ast.Ident, bool) {
+		for {
+			switch x := e.(type) {
+			case *ast.ParenExpr:
+				e = x.X
+			case *ast.IndexExpr:
+				e = x.X
+			case *ast.SliceExpr:
+				e = x.X
+			case *ast.StarExpr:
+				e = x.X
+			case *ast.SelectorExpr:
+				e = x.X
+			case *ast.Ident:
+				if x.Obj != nil { // declared in this file: a local, or one of the package's
+					vs, ok := x.Obj.Decl.(*ast.ValueSpec)
+					return x, x.Obj.Kind == ast.Var && ok && specs[vs]
+				}
+				return x, vars[x.Name] // declared in another file of the package, or elsewhere
+			default:
+				return nil, false
+			}
+		}
+	}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			var written []ast.Expr
+			how := "assigned"
+			switch x := n.(type) {
+			case *ast.AssignStmt:
+				if x.Tok != token.DEFINE {
+					written = x.Lhs
+				}
+			case *ast.RangeStmt:
+				if x.Tok == token.ASSIGN {
+					written = []ast.Expr{x.Key, x.Value}
+				}
+			case *ast.IncDecStmt:
+				written, how = []ast.Expr{x.X}, x.Tok.String()
+			case *ast.UnaryExpr:
+				if x.Op == token.AND {
+					written, how = []ast.Expr{x.X}, "its address taken"
+				}
+			case *ast.CallExpr:
+				if id, ok := x.Fun.(*ast.Ident); ok && (id.Name == "delete" || id.Name == "clear") && len(x.Args) > 0 {
+					written, how = x.Args[:1], id.Name
+				}
+			}
+			for _, e := range written {
+				if e == nil {
+					continue
+				}
+				if id, ok := global(e); ok {
+					found = append(found, fmt.Sprintf("%s: var %s is written (%s)", where(e.Pos()), id.Name, how))
+				}
+			}
+			return true
+		})
+	}
+	return found
+}
+
+// embeds reports whether a value-less declaration is filled by //go:embed,
+// which the compiler does once and nothing writes afterwards.
+func embeds(g *ast.GenDecl, vs *ast.ValueSpec) bool {
+	for _, doc := range []*ast.CommentGroup{g.Doc, vs.Doc} {
+		if doc == nil {
+			continue
+		}
+		for _, c := range doc.List {
+			if strings.HasPrefix(c.Text, "//go:embed ") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isOnceCall reports whether e calls sync.OnceValue, OnceValues or OnceFunc.
+func isOnceCall(e ast.Expr) bool {
+	call, ok := e.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	fun := call.Fun
+	if ix, ok := fun.(*ast.IndexListExpr); ok {
+		fun = ix.X
+	}
+	if ix, ok := fun.(*ast.IndexExpr); ok {
+		fun = ix.X
+	}
+	sel, ok := fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && pkg.Name == "sync" && strings.HasPrefix(sel.Sel.Name, "Once")
+}
