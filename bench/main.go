@@ -282,7 +282,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Finished = time.Now()
 	rep.Machine.LoadAvgEnd = loadAvg()
 
-	_, _ = fmt.Fprint(stdout, renderReport(rep))
+	_, _ = fmt.Fprint(stdout, report.Render(rep))
 	if opt.outDir != "" {
 		files, err := charts.Write(rep, opt.outDir)
 		if err != nil {
@@ -347,63 +347,6 @@ func (b *bench) countSteps(peers int) int {
 		n += 2 * b.sz.s7Runs * len(b.s7Configs())
 	}
 	return n
-}
-
-// renderReport is everything printed on stdout.
-func renderReport(rep *report.Report) string {
-	var s strings.Builder
-	m := rep.Machine
-	fmt.Fprintf(&s, "monolock bench — %s, %d CPUs (%s), kernel %s, %s; RLIMIT_NOFILE %d/%d → up to %s sessions\n",
-		rep.Started.UTC().Format(time.RFC3339), m.NProc, m.CPUModel, m.Kernel, m.GoVersion,
-		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, report.GroupThousands(int64(rep.Limits.MaxSessions)))
-	fmt.Fprintf(&s, "load average at start %s, at end %s", m.LoadAvgStart, m.LoadAvgEnd)
-	if m.Background != "" {
-		fmt.Fprintf(&s, "; %s", m.Background)
-	}
-	s.WriteString(" (rows marked ⚠ ran while other processes used the CPU)\n")
-	if rep.Monolock != "" {
-		fmt.Fprintf(&s, "monolock %s\n", rep.Monolock)
-	}
-	for _, p := range rep.Peers {
-		if p.Status == "ok" {
-			fmt.Fprintf(&s, "peer %s %s\n", p.Name, p.Version)
-		} else {
-			fmt.Fprintf(&s, "peer %s skipped: %s\n", p.Name, p.Reason)
-		}
-	}
-	s.WriteString("ratios: ×monolock = this row ÷ monolock's row; ×floor = this row ÷ its floor row (S0, or bare gnet in S3 and S5)\n\n")
-	for _, sc := range rep.Scenarios {
-		s.WriteString(report.RenderScenario(sc))
-		s.WriteByte('\n')
-	}
-	c := rep.Core
-	if c.Sessions > 0 {
-		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024: %s); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×: %s)\n",
-			report.GroupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, report.Verdict(c.RSSPerSessionBytes <= 1024),
-			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, report.Verdict(c.CPUPerHeartbeatRatio <= 1.2))
-		if rep.Quick {
-			s.WriteString("  (the targets are set for 10,000 sessions, as in the full run; at a quick run's size the fixed overhead dominates RSS per session)\n")
-		}
-	}
-	s.WriteString(renderCycleCPU(rep.Scenarios))
-	s.WriteString(report.RenderTLSCost(rep.TLS))
-	s.WriteString(report.RenderBookkeeping(rep.Bookkeep))
-	if len(rep.Violations) > 0 {
-		s.WriteString("\nVIOLATIONS:\n")
-		for _, v := range rep.Violations {
-			fmt.Fprintf(&s, "  %s\n", v)
-		}
-	} else {
-		s.WriteString("correctness: no two holders of one lock and no token going backwards were seen\n")
-	}
-	if len(rep.Errors) > 0 {
-		s.WriteString("\nERRORS:\n")
-		for _, e := range rep.Errors {
-			fmt.Fprintf(&s, "  %s\n", e)
-		}
-	}
-	fmt.Fprintf(&s, "took %s\n", rep.Finished.Sub(rep.Started).Round(time.Second))
-	return s.String()
 }
 
 // ensureMonolock returns the monolock binary, building it when missing.

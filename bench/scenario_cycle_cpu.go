@@ -10,13 +10,6 @@ import (
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
-// Keys of S1's server-CPU-per-cycle rows.
-const (
-	keyCPUCycle     = "cpuCycle"     // monolock: dial, ACQUIRE, ACQUIRED, close
-	keyCPUCycleGnet = "cpuCycleGnet" // bare gnet, its own acceptor: dial, 1 byte, 9 bytes, close
-	keyCPUCycleSafe = "cpuCycleSafe" // bare gnet, Go listener and EnrollContext: the same
-)
-
 // cycleCPURuns is how many times each system's cycles are measured; the
 // three alternate, and each row is the median, so that a burst of foreign
 // load falls on all of them or is outvoted.
@@ -36,9 +29,9 @@ func (b *bench) cycleCPURows(sc *report.Scenario) {
 		err       error
 	}
 	systems := []*system{
-		{name: report.SysMonolock, key: keyCPUCycle, mode: cycleAcquire, start: b.srv.monolock},
-		{name: report.SysFloorSafe, key: keyCPUCycleSafe, mode: cycleRequest, start: b.srv.floorGoAccept},
-		{name: report.SysBareGnet, key: keyCPUCycleGnet, mode: cycleRequest, start: b.srv.floor},
+		{name: report.SysMonolock, key: report.KeyCPUCycle, mode: cycleAcquire, start: b.srv.monolock},
+		{name: report.SysFloorSafe, key: report.KeyCPUCycleSafe, mode: cycleRequest, start: b.srv.floorGoAccept},
+		{name: report.SysBareGnet, key: report.KeyCPUCycleGnet, mode: cycleRequest, start: b.srv.floor},
 	}
 	for run := range cycleCPURuns {
 		for _, sys := range systems {
@@ -63,7 +56,7 @@ func (b *bench) cycleCPURows(sc *report.Scenario) {
 		slices.Sort(sys.got)
 		floor := sys.key
 		if sys.name == report.SysMonolock {
-			floor = keyCPUCycleSafe
+			floor = report.KeyCPUCycleSafe
 		}
 		sc.Add(&report.Row{System: sys.name, Figure: figure, Value: sys.got[len(sys.got)/2], Unit: "µs", Lower: true,
 			Key: sys.key, Floor: floor, Note: fmt.Sprintf("median of %d: %s", len(sys.got), formatMicros(sys.got))})
@@ -101,22 +94,4 @@ func formatMicros(v []float64) string {
 		s[i] = fmt.Sprintf("%.1f", x)
 	}
 	return strings.Join(s, ", ") + " µs"
-}
-
-// renderCycleCPU is the summary line of S1's server CPU per cycle.
-func renderCycleCPU(scs []*report.Scenario) string {
-	vals := map[string]float64{}
-	for _, sc := range scs {
-		for _, r := range sc.Rows {
-			if r.Status == "" && strings.HasPrefix(r.Key, keyCPUCycle) {
-				vals[r.Key] = r.Value
-			}
-		}
-	}
-	m, safe, gn := vals[keyCPUCycle], vals[keyCPUCycleSafe], vals[keyCPUCycleGnet]
-	if m == 0 || safe == 0 || gn == 0 {
-		return ""
-	}
-	return fmt.Sprintf("server CPU per lock cycle: monolock %.1f µs; EMFILE-safe floor (Go accept) %.1f µs, ratio %.2f× (target ≤ 1.1×); gnet's acceptor %.1f µs, ratio %.2f× (stretch ≤ 1.5×)\n",
-		m, safe, m/safe, gn, m/gn)
 }
