@@ -19,6 +19,7 @@ import (
 	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
@@ -35,7 +36,7 @@ func main() {
 		os.Exit(floor.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "release-loop" {
-		os.Exit(releaseLoopMain(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(releaseloop.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
@@ -119,7 +120,7 @@ func s9Missing() string {
 // s9Run starts a server and runs release-loop with args against it: in a
 // fresh pair of namespaces (the loss case with the client's FINs and RSTs
 // dropped), or over loopback. The namespaces are removed whatever happens.
-func (b *bench) s9Run(inNetns bool, args ...string) (res releaseLoopResult, err error) {
+func (b *bench) s9Run(inNetns bool, args ...string) (res releaseloop.Result, err error) {
 	var srv *proc.Process
 	clientNS, addr := "", ""
 	if inNetns {

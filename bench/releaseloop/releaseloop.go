@@ -1,4 +1,5 @@
-package main
+// Package releaseloop is the release-loop subcommand of bench, S9's client.
+package releaseloop
 
 import (
 	"context"
@@ -19,10 +20,10 @@ import (
 	"github.com/monolock/monolock/protocol"
 )
 
-// The release-loop subcommand is S9's client (scenario_release.go): it runs
+// The release-loop subcommand is S9's client: it runs
 // in the client's network namespace (ip netns exec), where the kernel's
 // socket table it reads at the end is that namespace's, and prints one JSON
-// line, a releaseLoopResult.
+// line, a Result.
 //
 // -mode loop: workers goroutines, each acquiring and closing its own lock
 // with the Go client (client.Acquire, Lock.Close) for -dur, counting cycles
@@ -38,8 +39,8 @@ import (
 // way), fin (the client's FIN first, as a client from before RELEASE does)
 // or rst (an abortive close, the fallback's RST).
 
-// releaseLoopResult is the child's one line of output.
-type releaseLoopResult struct {
+// Result is the child's one line of output, which S9 reads.
+type Result struct {
 	Cycles          uint64    `json:"cycles"`
 	PerSecond       []uint64  `json:"per_second"` // cycles completed in each second
 	ConnectFailures uint64    `json:"connect_failures"`
@@ -51,7 +52,9 @@ type releaseLoopResult struct {
 	HoldAfterMS     []float64 `json:"hold_after_release_ms,omitempty"` // loss mode, one per trial
 }
 
-func releaseLoopMain(args []string, stdout, stderr io.Writer) int {
+// Main runs the subcommand with its arguments (after "release-loop") and
+// returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("release-loop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "the server's host:port")
@@ -76,7 +79,7 @@ func releaseLoopMain(args []string, stdout, stderr io.Writer) int {
 	c := client.New(client.Config{Address: *addr, Dialer: dialer, ConnectTimeout: 5 * time.Second})
 	_, port, _ := net.SplitHostPort(*addr)
 	before := timeWaitTowards(port, nil) // the harness's own, from before the loop
-	var res releaseLoopResult
+	var res Result
 	var err error
 	switch *mode {
 	case "loop":
@@ -127,8 +130,8 @@ func (c *oldCloseConn) Write(b []byte) (int, error) {
 }
 
 // cycleLoop runs lock cycles from workers goroutines for dur.
-func cycleLoop(c *client.Client, workers int, dur, lease time.Duration) releaseLoopResult {
-	var res releaseLoopResult
+func cycleLoop(c *client.Client, workers int, dur, lease time.Duration) Result {
+	var res Result
 	start := time.Now()
 	end := start.Add(dur)
 	seconds := int((dur + time.Second - 1) / time.Second)
