@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"slices"
 	"time"
 )
@@ -96,23 +95,4 @@ func capSessions(ns []int, limit int) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// descriptor headroom kept free in both processes beyond the sessions.
-const fdHeadroom = 500
-
-// raiseNoFile raises the soft descriptor limit to the hard one (children
-// inherit it) and returns both, and the largest session count that leaves
-// headroom in the harness and in a server with the same limit. Loopback
-// ephemeral ports bound it as well.
-func raiseNoFile(ports int) (soft, hard uint64, maxSessions int, err error) {
-	if soft, hard, err = fdbudget.RaiseSoft(); err != nil {
-		return 0, 0, 0, err
-	}
-	limit := min(int64(soft), 1<<20) - fdHeadroom
-	if ports > 0 {
-		limit = min(limit, int64(ports)-2*fdHeadroom)
-	}
-	limit = limit / 500 * 500
-	return soft, hard, max(int(limit), 0), nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/monolock/monolock/bench/check"
 	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/machine"
 	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
@@ -165,9 +166,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
-	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machine.Info(),
 		Violations: []string{}, Errors: []string{}}
-	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
+	soft, hard, maxSessions, err := machine.RaiseNoFile(machine.EphemeralPorts())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
@@ -233,7 +234,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	if opt.waitQuiet > 0 {
 		b.prog.log("waiting for the machine to be quiet …")
-		rep.Machine.Background = waitQuiet(opt.waitQuiet)
+		rep.Machine.Background = machine.WaitQuiet(opt.waitQuiet)
 		b.prog.log("machine: " + rep.Machine.Background)
 	}
 	if len(peerList) > 0 {
@@ -281,7 +282,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rep.Finished = time.Now()
-	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.Machine.LoadAvgEnd = machine.LoadAvg()
 
 	_, _ = fmt.Fprint(stdout, report.Render(rep))
 	if opt.outDir != "" {
@@ -364,17 +365,4 @@ func ensureMonolock(path string, stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("build %s (run from inside the repository, or make build): %w", path, err)
 	}
 	return abs, nil
-}
-
-// ephemeralPorts is the size of the local port range (0 when unknown).
-func ephemeralPorts() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi < lo {
-		return 0
-	}
-	return hi - lo + 1
 }

@@ -1,9 +1,13 @@
-package main
+// Package machine is what bench reads of and does to the machine it runs
+// on: the description in the report, the load average, waiting for other
+// load to drop, the local port range and the descriptor limit.
+package machine
 
 import (
 	"fmt"
 	"github.com/monolock/monolock/bench/procstat"
 	"github.com/monolock/monolock/bench/report"
+	"github.com/monolock/monolock/internal/testsupport/fdbudget"
 	"os"
 	"runtime"
 	"strings"
@@ -11,9 +15,9 @@ import (
 	"time"
 )
 
-// machineInfo describes this machine for the report.
-func machineInfo() report.Machine {
-	m := report.Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+// Info describes this machine for the report.
+func Info() report.Machine {
+	m := report.Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: LoadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -48,8 +52,8 @@ func utsString(cs []int8) string {
 	return string(b)
 }
 
-// loadAvg is the first three fields of /proc/loadavg.
-func loadAvg() string {
+// LoadAvg is the first three fields of /proc/loadavg.
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"
@@ -61,9 +65,9 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// waitQuiet waits, up to limit, until other processes use less than
+// WaitQuiet waits, up to limit, until other processes use less than
 // procstat.BusyThreshold of a core for three seconds in a row, and says what it found.
-func waitQuiet(limit time.Duration) string {
+func WaitQuiet(limit time.Duration) string {
 	deadline := time.Now().Add(limit)
 	quiet := 0
 	last := 0.0
@@ -85,4 +89,36 @@ func waitQuiet(limit time.Duration) string {
 		}
 	}
 	return fmt.Sprintf("still busy after waiting %v (other load %.0f%% of a core)", limit, 100*last)
+}
+
+// EphemeralPorts is the size of the local port range (0 when unknown).
+func EphemeralPorts() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi < lo {
+		return 0
+	}
+	return hi - lo + 1
+}
+
+// descriptor headroom kept free in both processes beyond the sessions.
+const fdHeadroom = 500
+
+// RaiseNoFile raises the soft descriptor limit to the hard one (children
+// inherit it) and returns both, and the largest session count that leaves
+// headroom in the harness and in a server with the same limit. Loopback
+// ephemeral ports bound it as well.
+func RaiseNoFile(ports int) (soft, hard uint64, maxSessions int, err error) {
+	if soft, hard, err = fdbudget.RaiseSoft(); err != nil {
+		return 0, 0, 0, err
+	}
+	limit := min(int64(soft), 1<<20) - fdHeadroom
+	if ports > 0 {
+		limit = min(limit, int64(ports)-2*fdHeadroom)
+	}
+	limit = limit / 500 * 500
+	return soft, hard, max(int(limit), 0), nil
 }
