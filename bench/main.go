@@ -20,6 +20,7 @@ import (
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/bench/machine"
 	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/progress"
 	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -92,7 +93,7 @@ type bench struct {
 	peers    []peers.Peer
 	skipped  []report.PeerStatus
 	report   *report.Report
-	prog     *progress
+	prog     *progress.Bar
 	checkers []namedChecker
 	stderr   io.Writer
 	tmp      string          // the run's temporary directory (certificates, audit logs)
@@ -117,7 +118,7 @@ func (b *bench) checker(name string) *check.Checker {
 func (b *bench) fail(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	b.report.Errors = append(b.report.Errors, msg)
-	b.prog.log("error: " + msg)
+	b.prog.Log("error: " + msg)
 }
 
 // failRow records err, from where, as fail does, and adds sys's figure to sc
@@ -127,7 +128,7 @@ func (b *bench) failRow(sc *report.Scenario, sys, figure, where string, err erro
 	sc.Add(&report.Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
 }
 
-func (b *bench) step(desc string) { b.prog.step(desc) }
+func (b *bench) step(desc string) { b.prog.Step(desc) }
 
 // skippedRows adds a "skipped" row for every peer that did not start.
 func (b *bench) skippedRows(sc *report.Scenario, figure string) {
@@ -218,14 +219,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !withPeers {
 		peerList = nil
 	}
-	b.prog = newProgress(stderr, b.countSteps(len(peerList)), !opt.noProgress && isTerminal(stderr))
+	b.prog = progress.New(stderr, b.countSteps(len(peerList)), !opt.noProgress && progress.IsTerminal(stderr))
 
 	// Stop every child on an interrupt.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-sig
-		b.prog.log(fmt.Sprintf("bench: %v: stopping servers", s))
+		b.prog.Log(fmt.Sprintf("bench: %v: stopping servers", s))
 		procs.StopAll()
 		_ = os.RemoveAll(tmp)
 		os.Exit(130)
@@ -233,9 +234,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer procs.StopAll()
 
 	if opt.waitQuiet > 0 {
-		b.prog.log("waiting for the machine to be quiet …")
+		b.prog.Log("waiting for the machine to be quiet …")
 		rep.Machine.Background = machine.WaitQuiet(opt.waitQuiet)
-		b.prog.log("machine: " + rep.Machine.Background)
+		b.prog.Log("machine: " + rep.Machine.Background)
 	}
 	if len(peerList) > 0 {
 		b.step("starting peers")
@@ -243,7 +244,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, s := range rep.Peers {
 			if s.Status == "skipped" {
 				b.skipped = append(b.skipped, s)
-				b.prog.log(fmt.Sprintf("peer %s skipped: %s", s.Name, s.Reason))
+				b.prog.Log(fmt.Sprintf("peer %s skipped: %s", s.Name, s.Reason))
 			}
 		}
 	}
@@ -267,7 +268,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p.Stop()
 	}
 	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8}, scenarioRun{"S9", b.s9})
-	b.prog.finish()
+	b.prog.Finish()
 
 	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9"} {
 		if sc, ok := scs[id]; ok {

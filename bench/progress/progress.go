@@ -1,4 +1,5 @@
-package main
+// Package progress is bench's progress bar on stderr.
+package progress
 
 import (
 	"fmt"
@@ -10,16 +11,18 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// progress is the bar on stderr: one step per measured system and scenario.
-type progress struct {
+// Bar is the bar on stderr: one step per measured system and scenario.
+type Bar struct {
 	mu  sync.Mutex
 	bar *progressbar.ProgressBar
 	w   io.Writer
 	n   int
 }
 
-func newProgress(w io.Writer, total int, show bool) *progress {
-	p := &progress{w: w}
+// New is a bar of total steps on w, drawn only when show is set (and
+// total positive); lines logged through it are printed either way.
+func New(w io.Writer, total int, show bool) *Bar {
+	p := &Bar{w: w}
 	if show && total > 0 {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
@@ -35,9 +38,9 @@ func newProgress(w io.Writer, total int, show bool) *progress {
 	return p
 }
 
-// isTerminal reports whether w is a terminal: the bar redraws itself with
+// IsTerminal reports whether w is a terminal: the bar redraws itself with
 // carriage returns, which only make noise in a redirected log.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -46,8 +49,8 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// step starts the next step: the previous one is done.
-func (p *progress) step(desc string) {
+// Step starts the next step: the previous one is done.
+func (p *Bar) Step(desc string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar == nil {
@@ -60,8 +63,8 @@ func (p *progress) step(desc string) {
 	p.bar.Describe(desc)
 }
 
-// log prints a line above the bar.
-func (p *progress) log(line string) {
+// Log prints a line above the bar.
+func (p *Bar) Log(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {
@@ -70,7 +73,8 @@ func (p *progress) log(line string) {
 	_, _ = fmt.Fprintln(p.w, line)
 }
 
-func (p *progress) finish() {
+// Finish completes the bar.
+func (p *Bar) Finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -15,15 +15,15 @@ func TestProgressBarOnlyOnATerminal(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	for name, out := range map[string]interface{ Write([]byte) (int, error) }{"buffer": &bytes.Buffer{}, "pipe": w} {
-		if isTerminal(out) {
+		if IsTerminal(out) {
 			t.Errorf("%s taken for a terminal", name)
 		}
 	}
 	var log bytes.Buffer
-	p := newProgress(&log, 3, isTerminal(&log))
-	p.step("S1")
-	p.log("a line")
-	p.finish()
+	p := New(&log, 3, IsTerminal(&log))
+	p.Step("S1")
+	p.Log("a line")
+	p.Finish()
 	if got := log.String(); got != "a line\n" {
 		t.Errorf("redirected output %q, want only the logged line", got)
 	}
