@@ -15,14 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"github.com/monolock/monolock/bench/charts"
-	"github.com/monolock/monolock/bench/check"
-	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
 	"github.com/monolock/monolock/bench/machine"
 	"github.com/monolock/monolock/bench/peers"
 	"github.com/monolock/monolock/bench/progress"
 	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
+	"github.com/monolock/monolock/bench/scenario"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -85,79 +84,6 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// bench is one run's state.
-type bench struct {
-	opt      options
-	sz       sizes
-	srv      *servers
-	peers    []peers.Peer
-	skipped  []report.PeerStatus
-	report   *report.Report
-	prog     *progress.Bar
-	checkers []namedChecker
-	stderr   io.Writer
-	tmp      string          // the run's temporary directory (certificates, audit logs)
-	nsPairs  uint32          // network namespace pairs made so far (S9, one at a time)
-	clock    clock.Clock     // the run's: every load, window and peer reads it
-	s7Etcd   *peers.EtcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
-}
-
-type namedChecker struct {
-	name string
-	chk  *check.Checker
-}
-
-// checker returns a fresh checker whose violations end up in the report.
-func (b *bench) checker(name string) *check.Checker {
-	c := check.New()
-	b.checkers = append(b.checkers, namedChecker{name, c})
-	return c
-}
-
-// fail records an error that makes the run exit non-zero.
-func (b *bench) fail(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	b.report.Errors = append(b.report.Errors, msg)
-	b.prog.Log("error: " + msg)
-}
-
-// failRow records err, from where, as fail does, and adds sys's figure to sc
-// as an error row.
-func (b *bench) failRow(sc *report.Scenario, sys, figure, where string, err error) {
-	b.fail("%s: %v", where, err)
-	sc.Add(&report.Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
-}
-
-func (b *bench) step(desc string) { b.prog.Step(desc) }
-
-// skippedRows adds a "skipped" row for every peer that did not start.
-func (b *bench) skippedRows(sc *report.Scenario, figure string) {
-	for _, s := range b.skipped {
-		sc.Add(&report.Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
-	}
-}
-
-func (b *bench) redisRetry() (time.Duration, bool) {
-	for _, p := range b.peers {
-		if r, ok := p.(*peers.RedisPeer); ok {
-			return r.Retry(), true
-		}
-	}
-	return 0, false
-}
-
-func (b *bench) want(id string) bool {
-	if b.opt.only == "" {
-		return true
-	}
-	for f := range strings.SplitSeq(b.opt.only, ",") {
-		if strings.EqualFold(strings.TrimSpace(f), id) {
-			return true
-		}
-	}
-	return false
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
 	opt, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -178,10 +104,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxSessions < 1000 {
 		_, _ = fmt.Fprintf(stderr, "bench: the descriptor limit (%d) leaves room for only %d sessions; raise it (ulimit -n)\n", soft, maxSessions)
 		return 1
-	}
-	sz := fullSizes(maxSessions)
-	if opt.quick {
-		sz = quickSizes(maxSessions)
 	}
 	monoBin, err := ensureMonolock(opt.monolock, stderr)
 	if err != nil {
@@ -207,81 +129,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	procs := &proc.Group{} // every child process of this run
-	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp, clock: clock.New(),
-		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir, procs: procs}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			peerList = append(peerList, p)
 		}
 	}
-	withPeers := b.want("S1") || b.want("S2") || b.want("S4")
-	if !withPeers {
-		peerList = nil
-	}
-	b.prog = progress.New(stderr, b.countSteps(len(peerList)), !opt.noProgress && progress.IsTerminal(stderr))
+	runs := scenario.NewRun(scenario.Config{
+		Quick: opt.quick, Only: opt.only, Peers: peerList, RedisRetry: opt.redisRetry, WaitQuiet: opt.waitQuiet,
+		Progress: !opt.noProgress && progress.IsTerminal(stderr), MaxSessions: maxSessions,
+		Monolock: monoBin, Self: self, LogDir: logDir, Tmp: tmp, Procs: procs, Stderr: stderr,
+	}, rep)
 
 	// Stop every child on an interrupt.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-sig
-		b.prog.Log(fmt.Sprintf("bench: %v: stopping servers", s))
+		runs.Log(fmt.Sprintf("bench: %v: stopping servers", s))
 		procs.StopAll()
 		_ = os.RemoveAll(tmp)
 		os.Exit(130)
 	}()
 	defer procs.StopAll()
 
-	if opt.waitQuiet > 0 {
-		b.prog.Log("waiting for the machine to be quiet …")
-		rep.Machine.Background = machine.WaitQuiet(opt.waitQuiet)
-		b.prog.Log("machine: " + rep.Machine.Background)
-	}
-	if len(peerList) > 0 {
-		b.step("starting peers")
-		b.peers, rep.Peers = peers.Start(procs, b.clock, peerList, tmp, logDir, opt.redisRetry)
-		for _, s := range rep.Peers {
-			if s.Status == "skipped" {
-				b.skipped = append(b.skipped, s)
-				b.prog.Log(fmt.Sprintf("peer %s skipped: %s", s.Name, s.Reason))
-			}
-		}
-	}
-	scs := map[string]*report.Scenario{}
-	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
-	// so that the session-heavy and monolock-only runs have the machine to
-	// themselves.
-	type scenarioRun struct {
-		id string
-		fn func() *report.Scenario
-	}
-	runWanted := func(runs ...scenarioRun) {
-		for _, s := range runs {
-			if b.want(s.id) {
-				scs[s.id] = s.fn()
-			}
-		}
-	}
-	runWanted(scenarioRun{"S0", b.s0}, scenarioRun{"S1", b.s1}, scenarioRun{"S2", b.s2}, scenarioRun{"S4", b.s4})
-	for _, p := range b.peers {
-		p.Stop()
-	}
-	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8}, scenarioRun{"S9", b.s9})
-	b.prog.Finish()
-
-	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9"} {
-		if sc, ok := scs[id]; ok {
-			rep.Scenarios = append(rep.Scenarios, sc)
-		}
-	}
-	report.ComputeRatios(rep.Scenarios)
-	rep.Monolock = b.srv.version
-	for _, nc := range b.checkers {
-		for _, v := range nc.chk.Violations() {
-			rep.Violations = append(rep.Violations, nc.name+": "+v)
-		}
-	}
+	runs.Execute()
 	rep.Finished = time.Now()
 	rep.Machine.LoadAvgEnd = machine.LoadAvg()
 
@@ -307,49 +179,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// countSteps is the progress bar's total.
-func (b *bench) countSteps(peers int) int {
-	n := 0
-	if peers > 0 {
-		n++
-	}
-	if b.want("S0") {
-		n += 4
-	}
-	if b.want("S8") {
-		n += 2 // one database at a time
-	}
-	if b.want("S9") {
-		n += len(s9Loops) + 1 // the loops, then the loss case
-	}
-	for _, id := range []string{"S1", "S2", "S4"} {
-		if b.want(id) {
-			n += 1 + peers
-		}
-	}
-	if b.want("S1") {
-		n += 3 * cycleCPURuns // server CPU per cycle: monolock and both floors
-	}
-	if b.want("S3") {
-		n += 2*b.sz.s3Pairs + 2
-		for _, s := range b.sz.s3Sessions {
-			if s != b.sz.s3Floor {
-				n += 2
-			}
-		}
-	}
-	if b.want("S5") {
-		n += len(b.sz.s5Queues) + 1
-	}
-	if b.want("S6") {
-		n += b.sz.s6Runs * len(tlsModes)
-	}
-	if b.want("S7") {
-		n += 2 * b.sz.s7Runs * len(b.s7Configs())
-	}
-	return n
 }
 
 // ensureMonolock returns the monolock binary, building it when missing.

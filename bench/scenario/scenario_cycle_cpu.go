@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ const cycleCPURuns = 3
 // most of a cycle; the floors are the cheapest possible server behind gnet's
 // own acceptor (which stops at EMFILE) and behind an EMFILE-safe Go
 // listener feeding gnet with EnrollContext.
-func (b *bench) cycleCPURows(sc *report.Scenario) {
+func (b *Run) cycleCPURows(sc *report.Scenario) {
 	type system struct {
 		name, key string
 		mode      cycleMode
@@ -65,7 +65,7 @@ func (b *bench) cycleCPURows(sc *report.Scenario) {
 		cycleCPURuns, report.SysFloorSafe, report.SysBareGnet)
 }
 
-func (b *bench) cpuPerCycle(start func(string) (*proc.Process, error), mode cycleMode, tag string) (float64, error) {
+func (b *Run) cpuPerCycle(start func(string) (*proc.Process, error), mode cycleMode, tag string) (float64, error) {
 	p, err := start(tag)
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"errors"
@@ -94,7 +94,7 @@ func measureFloorChurn(clk clock.Clock, srv *proc.Process, w int, seed uint64) (
 }
 
 // s5: W waiters on one lock leave in random order.
-func (b *bench) s5() *report.Scenario {
+func (b *Run) s5() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S5", Name: "queue churn", Desc: fmt.Sprintf(
 		"W waiters queued on one lock close in random order, then the holder; a sentinel queued last marks the end; median of %d", sz.s5Reps)}

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -229,7 +229,7 @@ func (f *fenceDB) runBatch(ctx context.Context, form fenceForm, n int, r *fenceR
 	return nil
 }
 
-func (b *bench) s8() *report.Scenario {
+func (b *Run) s8() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S8", Name: "fence cost", Desc: fmt.Sprintf(
 		"one-row write transactions (BEGIN, the write, COMMIT) on one connection to a throwaway PostgreSQL and MariaDB, each as testdb runs it (no flush at commit) and durable: an INSERT without a fence, with fence.Admit before it, and admitted in its own WHERE by monolock_admit (fence.ExecAdmitted); an UPDATE of one row without a fence and as the row-level variant (WHERE fence <= token); %d rounds of %d transactions of each, their order rotating, after %d of each to warm up",

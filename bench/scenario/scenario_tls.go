@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"crypto/tls"
@@ -81,7 +81,7 @@ func rotation(n, rep int) []int {
 // gives for run rep: alternative i's result is added to runs[i], or its
 // error kept in failed[i]. tag(i) names the measurement, after the
 // scenario's id, in the progress line, the checker and the error.
-func measureInRotation[T any](b *bench, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *check.Checker) (T, error)) {
+func measureInRotation[T any](b *Run, id string, rep int, runs [][]T, failed []string, tag func(i int) string, measure func(i int, chk *check.Checker) (T, error)) {
 	for _, i := range rotation(len(runs), rep) {
 		where := id + " " + tag(i)
 		b.step(where)
@@ -163,7 +163,7 @@ func joinNotes(notes ...string) string {
 // s6: what a TLS session costs compared with a plain one. The same
 // goroutine-per-session client drives a plain server, a TLS one and a
 // mutual-TLS one, alternating s6Runs times; medians shown.
-func (b *bench) s6() *report.Scenario {
+func (b *Run) s6() *report.Scenario {
 	sz := b.sz
 	n := sz.s6Sessions
 	at := " @" + report.GroupThousands(int64(n))
@@ -233,7 +233,7 @@ func (b *bench) s6() *report.Scenario {
 }
 
 // runGoSessions starts monolock in mode m and measures one S6 run.
-func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.Checker) (goSessionsResult, error) {
+func (b *Run) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.Checker) (goSessionsResult, error) {
 	srv, err := b.srv.monolockWith("s6-"+m.tag(), tlsServerArgs(m, pki)...)
 	if err != nil {
 		return goSessionsResult{}, err
@@ -245,7 +245,7 @@ func (b *bench) runGoSessions(m tlsMode, pki *certstest.PKI, n int, chk *check.C
 
 // addGoSessionRows adds S6's rows of one server from its runs and returns
 // the heartbeat RTT of all of them.
-func (b *bench) addGoSessionRows(sc *report.Scenario, sys string, runs []goSessionsResult, at string) *hist.Summary {
+func (b *Run) addGoSessionRows(sc *report.Scenario, sys string, runs []goSessionsResult, at string) *hist.Summary {
 	list := func(f func(goSessionsResult) float64, format string) string { return runsList(runs, f, format) }
 	heartbeatRuns := make([]sessionsResult, len(runs))
 	for i, r := range runs {

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"fmt"
@@ -67,7 +67,7 @@ func summaryOf(h *hist.Histogram) *hist.Summary {
 }
 
 // s0 measures the floor: the bare gnet server in a child process.
-func (b *bench) s0() *report.Scenario {
+func (b *Run) s0() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S0", Name: "floor", Desc: fmt.Sprintf(
 		"bare gnet server (one event loop, answers each byte with 9 bytes) in a child process; %v per row", sz.dur)}
@@ -127,7 +127,7 @@ func (b *bench) s0() *report.Scenario {
 // one window, with its server's CPU sampled, and its row's value is the
 // rate. onMonolock may return a remark for the row's note. key and floor tie
 // the rows to other scenarios' figures.
-func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, floor string,
+func (b *Run) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, floor string,
 	onMonolock func(addr string, win clock.Window, chk *check.Checker) (res peers.Result, remark string),
 	onPeer func(p peers.Peer, win clock.Window, chk *check.Checker) peers.Result) {
 	b.step(sc.ID + " " + report.SysMonolock)
@@ -153,7 +153,7 @@ func (b *bench) monolockAndPeerRates(sc *report.Scenario, srvName, figure, key, 
 
 // rateRow runs sys's load over a new window, sampling the CPU of its server
 // (pid, as timed takes it), and adds its row to sc.
-func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win clock.Window, chk *check.Checker) (peers.Result, string)) {
+func (b *Run) rateRow(sc *report.Scenario, sys string, pid int, figure, key, floor string, run func(win clock.Window, chk *check.Checker) (peers.Result, string)) {
 	chk := b.checker(sc.ID + " " + sys)
 	win := b.clock.Window(b.sz.warm, b.sz.dur)
 	var res peers.Result
@@ -171,7 +171,7 @@ func (b *bench) rateRow(sc *report.Scenario, sys string, pid int, figure, key, f
 }
 
 // s1: C workers, each on its own lock, cycle as fast as they can.
-func (b *bench) s1() *report.Scenario {
+func (b *Run) s1() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S1", Name: "cycle", Desc: fmt.Sprintf(
 		"C=%d workers, each on its own lock: monolock = dial, ACQUIRE, ACQUIRED, close; peers = lock, unlock on a kept connection; %v per system",
@@ -197,7 +197,7 @@ func (b *bench) s1() *report.Scenario {
 }
 
 // s2: N workers contend for one lock; each holder releases at once.
-func (b *bench) s2() *report.Scenario {
+func (b *Run) s2() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S2", Name: "handover", Desc: fmt.Sprintf(
 		"N=%d waiters on one lock; each holder releases as soon as granted and queues again; latency = holder's release → next grant; %v per system",

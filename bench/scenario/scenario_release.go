@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"encoding/json"
@@ -57,7 +57,7 @@ const s9Target = 10_000
 
 const sysMonolockGo = "monolock, Go client"
 
-func (b *bench) s9() *report.Scenario {
+func (b *Run) s9() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S9", Name: "release ports", Desc: fmt.Sprintf(
 		"Go client lock cycles (Acquire, Close) from %d goroutines for %v each; client and server in two network namespaces joined by a veth pair (default sysctls), or over loopback", sz.s9Workers, sz.s9Dur)}
@@ -84,7 +84,7 @@ func (b *bench) s9() *report.Scenario {
 		if l.close == "release" && (res.ConnectFailures > 0 || res.TimeWait > 0) {
 			b.fail("S9 %s: %d connect failures and %d TIME_WAIT entries left on the client: want none with RELEASE", l.figure, res.ConnectFailures, res.TimeWait)
 		}
-		if l.close == "release" && l.netns && !b.opt.quick && rate < s9Target {
+		if l.close == "release" && l.netns && !b.opt.Quick && rate < s9Target {
 			b.fail("S9 %s: %.0f cycles/s, want at least %d", l.figure, rate, s9Target)
 		}
 	}
@@ -120,7 +120,7 @@ func s9Missing() string {
 // s9Run starts a server and runs release-loop with args against it: in a
 // fresh pair of namespaces (the loss case with the client's FINs and RSTs
 // dropped), or over loopback. The namespaces are removed whatever happens.
-func (b *bench) s9Run(inNetns bool, args ...string) (res releaseloop.Result, err error) {
+func (b *Run) s9Run(inNetns bool, args ...string) (res releaseloop.Result, err error) {
 	var srv *proc.Process
 	clientNS, addr := "", ""
 	if inNetns {

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func overshootRow(sys string, lease time.Duration, os []time.Duration, note stri
 }
 
 // s4: a holder goes silent; how long after its lease does the waiter get in?
-func (b *bench) s4() *report.Scenario {
+func (b *Run) s4() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S4", Name: "expiry", Desc: fmt.Sprintf(
 		"a holder heartbeats twice then goes silent (socket open); one waiter; overshoot = waiter's grant − (holder's last heartbeat + lease); %d repetitions per lease, all at once",

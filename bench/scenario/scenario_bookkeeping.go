@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ var bkConfigs = []bkConfig{cfgBare, cfgOps, cfgAudit, cfgHA}
 
 // s7Configs are the configurations S7 measures: +ha-etcd only where etcd
 // runs or is installed.
-func (b *bench) s7Configs() []bkConfig {
+func (b *Run) s7Configs() []bkConfig {
 	for _, p := range b.peers {
 		if _, ok := p.(*peers.EtcdPeer); ok {
 			return bkConfigs
@@ -132,7 +132,7 @@ func countLines(r io.Reader) (auditStats, error) {
 // s7: the cost of metrics and of the audit log on the grant path (S1's
 // cycles) and on the heartbeat path (S3's sessions), against the same server
 // with both off; the three configurations alternate s7Runs times.
-func (b *bench) s7() *report.Scenario {
+func (b *Run) s7() *report.Scenario {
 	sz := b.sz
 	bkConfigs := b.s7Configs()
 	at := " @" + report.GroupThousands(int64(sz.s7Sessions))
@@ -209,7 +209,7 @@ func (b *bench) s7() *report.Scenario {
 }
 
 // auditPath is the audit log of one S7 server, in the run's temporary directory.
-func (b *bench) auditPath(c bkConfig, what string, rep int) string {
+func (b *Run) auditPath(c bkConfig, what string, rep int) string {
 	if c != cfgAudit {
 		return ""
 	}
@@ -218,7 +218,7 @@ func (b *bench) auditPath(c bkConfig, what string, rep int) string {
 
 // startBookkeeping starts monolock in configuration c; stop stops it and
 // returns what its audit log held (and removes the log).
-func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Process, stop func() (auditStats, error), err error) {
+func (b *Run) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Process, stop func() (auditStats, error), err error) {
 	audit := b.auditPath(c, what, rep)
 	args := bookkeepingArgs(c, audit)
 	if c == cfgHA {
@@ -248,7 +248,7 @@ func (b *bench) startBookkeeping(c bkConfig, what string, rep int) (srv *proc.Pr
 }
 
 // runGrants measures one S7 cycle run.
-func (b *bench) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult, error) {
+func (b *Run) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult, error) {
 	var res grantResult
 	srv, stop, err := b.startBookkeeping(c, "grants", rep)
 	if err != nil {
@@ -285,7 +285,7 @@ func (b *bench) runGrants(c bkConfig, rep int, chk *check.Checker) (grantResult,
 }
 
 // runBookkeepingSessions measures one S7 heartbeat run.
-func (b *bench) runBookkeepingSessions(c bkConfig, rep int, chk *check.Checker) (sessionsResult, error) {
+func (b *Run) runBookkeepingSessions(c bkConfig, rep int, chk *check.Checker) (sessionsResult, error) {
 	srv, stop, err := b.startBookkeeping(c, "heartbeats", rep)
 	if err != nil {
 		return sessionsResult{}, err
@@ -343,7 +343,7 @@ const haServing = "ha: leading: the lock port accepts connections"
 // haArgs are the flags of S7's node: the leader of a one-node cluster of its
 // own (a cluster per run, so each starts from nothing) on the etcd peer, or
 // an etcd started for it, with a fixed lock port (a node opens it per term).
-func (b *bench) haArgs(what string, rep int) ([]string, error) {
+func (b *Run) haArgs(what string, rep int) ([]string, error) {
 	ep, err := b.haEtcd()
 	if err != nil {
 		return nil, err
@@ -358,7 +358,7 @@ func (b *bench) haArgs(what string, rep int) ([]string, error) {
 
 // haEtcd is the endpoint of the etcd S7's node uses: the etcd peer's when
 // it runs, else one started for S7 alone (and stopped with the servers).
-func (b *bench) haEtcd() (string, error) {
+func (b *Run) haEtcd() (string, error) {
 	for _, p := range b.peers {
 		if ep, ok := p.(*peers.EtcdPeer); ok {
 			return "http://" + ep.Endpoint(), nil

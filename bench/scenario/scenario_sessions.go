@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"errors"
@@ -128,7 +128,7 @@ func measureSessions(clk clock.Clock, srv *proc.Process, monolock bool, sessions
 // comparison (monolock against the bare gnet server at the same sessions
 // and rate) alternates the two s3Pairs times and reports medians, so that a
 // burst of foreign load on the machine does not land on one side only.
-func (b *bench) s3() *report.Scenario {
+func (b *Run) s3() *report.Scenario {
 	sz := b.sz
 	sc := &report.Scenario{ID: "S3", Name: "sessions", Desc: fmt.Sprintf(
 		"S sessions, half holders and half waiters (one holder and one waiter per lock), heartbeating every %v (lease %v); %v measured after %v",
@@ -224,7 +224,7 @@ func (b *bench) s3() *report.Scenario {
 
 // idleSessions opens sessions with a lease so long that none heartbeats
 // during the window, and measures the server's CPU at rest.
-func (b *bench) idleSessions(monolock bool, sessions int, win time.Duration, tag string) (sessionsResult, error) {
+func (b *Run) idleSessions(monolock bool, sessions int, win time.Duration, tag string) (sessionsResult, error) {
 	var srv *proc.Process
 	var err error
 	if monolock {
@@ -241,7 +241,7 @@ func (b *bench) idleSessions(monolock bool, sessions int, win time.Duration, tag
 
 // addSessionRows adds the RSS, CPU and RTT rows of one system at one size
 // from one or more runs (medians; RTT histograms merged).
-func (b *bench) addSessionRows(sc *report.Scenario, sys string, runs []sessionsResult, isFloorSize bool) {
+func (b *Run) addSessionRows(sc *report.Scenario, sys string, runs []sessionsResult, isFloorSize bool) {
 	if len(runs) == 0 {
 		return
 	}
