@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/netns"
 	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
 	"github.com/monolock/monolock/internal/testsupport/proc"
@@ -24,7 +25,7 @@ import (
 //
 // The Go client's lock-cycle loop (release-loop, release_loop.go) runs in a
 // client network namespace joined to the server's by a veth pair
-// (netns.go), for s9Dur: with RELEASE, and with the client's FIN first (a
+// (bench/netns), for s9Dur: with RELEASE, and with the client's FIN first (a
 // client from before RELEASE); then the same loop with RELEASE over
 // loopback, side by side. Each row gives cycles per second over the whole
 // run, connect failures (EADDRNOTAVAIL among them) and the TIME_WAIT
@@ -125,27 +126,27 @@ func (b *Run) s9Run(inNetns bool, args ...string) (res releaseloop.Result, err e
 	clientNS, addr := "", ""
 	if inNetns {
 		b.nsPairs++
-		pair, err := newNSPair(b.nsPairs)
+		pair, err := netns.New(b.nsPairs)
 		if err != nil {
 			return res, err
 		}
 		defer func() {
-			if rerr := pair.remove(); rerr != nil && err == nil {
+			if rerr := pair.Remove(); rerr != nil && err == nil {
 				err = rerr
 			}
 		}()
 		if slices.Contains(args, "loss") {
-			if err := pair.dropClientCloses(); err != nil {
+			if err := pair.DropClientCloses(); err != nil {
 				return res, err
 			}
 		}
-		addr = netnsServerAddr + ":" + netnsPort
+		addr = netns.ServerAddr + ":" + netns.Port
 		o := b.srv.options("monolock", b.srv.logPath("monolock-s9-netns"), []string{"-log-level", "info", "-listen", addr})
-		o.Netns = pair.server
+		o.Netns = pair.Server
 		if srv, err = proc.Monolock(b.srv.monolockBin, o); err != nil {
 			return res, err
 		}
-		clientNS = pair.client
+		clientNS = pair.Client
 	} else {
 		if srv, err = b.srv.monolock("s9-loopback"); err != nil {
 			return res, err

@@ -1,4 +1,6 @@
-package scenario
+// Package netns makes S9's link: a pair of network namespaces joined by a
+// veth pair, made with ip(8) and removed with everything in them.
+package netns
 
 import (
 	"fmt"
@@ -14,14 +16,14 @@ import (
 // whatever the host has set. Deleting a namespace removes its end of the
 // pair, its iptables rules and its sockets.
 const (
-	netnsServerAddr = "192.0.2.1"
-	netnsClientAddr = "192.0.2.2"
-	netnsPort       = "7070"
+	ServerAddr = "192.0.2.1" // the server namespace's address
+	ClientAddr = "192.0.2.2" // the client namespace's address
+	Port       = "7070"      // the port S9's server listens on
 )
 
-// nsPair is one server namespace and one client namespace.
-type nsPair struct {
-	server, client string
+// Pair is one server namespace and one client namespace, by name.
+type Pair struct {
+	Server, Client string
 	made           []string
 }
 
@@ -33,18 +35,18 @@ func runCmd(name string, args ...string) error {
 	return nil
 }
 
-// newNSPair makes the two namespaces and the link, the run's pair number n;
+// New makes the two namespaces and the link, the run's pair number n;
 // on an error it removes what it made. With the process id, n makes the
 // names unique on the machine (interface names have at most 15 bytes).
-func newNSPair(n uint32) (p *nsPair, err error) {
+func New(n uint32) (p *Pair, err error) {
 	suffix := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
-	p = &nsPair{server: "mlrel-srv-" + suffix, client: "mlrel-cli-" + suffix}
+	p = &Pair{Server: "mlrel-srv-" + suffix, Client: "mlrel-cli-" + suffix}
 	defer func() {
 		if err != nil {
-			_ = p.remove()
+			_ = p.Remove()
 		}
 	}()
-	for _, ns := range []string{p.server, p.client} {
+	for _, ns := range []string{p.Server, p.Client} {
 		if err := runCmd("ip", "netns", "add", ns); err != nil {
 			return nil, err
 		}
@@ -54,13 +56,13 @@ func newNSPair(n uint32) (p *nsPair, err error) {
 		}
 	}
 	steps := [][]string{
-		{"link", "add", "mlrs" + suffix, "netns", p.server, "type", "veth", "peer", "name", "mlrc" + suffix, "netns", p.client},
-		{"-n", p.server, "link", "set", "mlrs" + suffix, "name", "eth0"},
-		{"-n", p.client, "link", "set", "mlrc" + suffix, "name", "eth0"},
-		{"-n", p.server, "addr", "add", netnsServerAddr + "/24", "dev", "eth0"},
-		{"-n", p.client, "addr", "add", netnsClientAddr + "/24", "dev", "eth0"},
-		{"-n", p.server, "link", "set", "eth0", "up"},
-		{"-n", p.client, "link", "set", "eth0", "up"},
+		{"link", "add", "mlrs" + suffix, "netns", p.Server, "type", "veth", "peer", "name", "mlrc" + suffix, "netns", p.Client},
+		{"-n", p.Server, "link", "set", "mlrs" + suffix, "name", "eth0"},
+		{"-n", p.Client, "link", "set", "mlrc" + suffix, "name", "eth0"},
+		{"-n", p.Server, "addr", "add", ServerAddr + "/24", "dev", "eth0"},
+		{"-n", p.Client, "addr", "add", ClientAddr + "/24", "dev", "eth0"},
+		{"-n", p.Server, "link", "set", "eth0", "up"},
+		{"-n", p.Client, "link", "set", "eth0", "up"},
 	}
 	for _, s := range steps {
 		if err := runCmd("ip", s...); err != nil {
@@ -70,20 +72,20 @@ func newNSPair(n uint32) (p *nsPair, err error) {
 	return p, nil
 }
 
-// dropClientCloses drops every FIN and RST the client namespace sends: the
+// DropClientCloses drops every FIN and RST the client namespace sends: the
 // loss case, in which the client's close never reaches the server.
-func (p *nsPair) dropClientCloses() error {
+func (p *Pair) DropClientCloses() error {
 	for _, flag := range []string{"RST", "FIN"} {
-		if err := runCmd("ip", "netns", "exec", p.client, "iptables", "-A", "OUTPUT", "-p", "tcp", "--tcp-flags", flag, flag, "-j", "DROP"); err != nil {
+		if err := runCmd("ip", "netns", "exec", p.Client, "iptables", "-A", "OUTPUT", "-p", "tcp", "--tcp-flags", flag, flag, "-j", "DROP"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// remove deletes both namespaces, and with them the link and the rules; it
+// Remove deletes both namespaces, and with them the link and the rules; it
 // is safe to call twice.
-func (p *nsPair) remove() error {
+func (p *Pair) Remove() error {
 	var errs []string
 	for _, ns := range p.made {
 		if err := runCmd("ip", "netns", "del", ns); err != nil {
