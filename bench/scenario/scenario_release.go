@@ -23,7 +23,7 @@ import (
 // client host runs out after about 12 s at 12k cycles/s. With RELEASE the
 // server closes first.
 //
-// The Go client's lock-cycle loop (release-loop, release_loop.go) runs in a
+// The Go client's lock-cycle loop (release-loop, bench/releaseloop) runs in a
 // client network namespace joined to the server's by a veth pair
 // (bench/netns), for s9Dur: with RELEASE, and with the client's FIN first (a
 // client from before RELEASE); then the same loop with RELEASE over
