@@ -192,3 +192,60 @@ func isOnceCall(e ast.Expr) bool {
 	pkg, ok := sel.X.(*ast.Ident)
 	return ok && pkg.Name == "sync" && strings.HasPrefix(sel.Sel.Name, "Once")
 }
+
+// TestMutableGlobalsFindsEachForm: the check finds every form of mutable
+// package-level state it names, across the package's files, and passes the
+// immutable ones and a local that shadows a package variable.
+func TestMutableGlobalsFindsEachForm(t *testing.T) {
+	sources := map[string]string{
+		"a.go": `package p
+
+import ("errors"; "regexp"; "sync")
+
+var ErrGone = errors.New("gone")
+var pattern = regexp.MustCompile("x+")
+var table = map[string]int{"a": 1}
+var frame = []byte{1, 2}
+var mu sync.Mutex
+var cached = sync.OnceValue(func() int { return 1 })
+var counter = 0
+var byOther = map[string]bool{}
+var taken = 0
+var dropped = map[string]bool{}
+
+func f() int {
+	counter++
+	frame := []byte{3} // a local shadowing the table
+	frame[0] = 4
+	_ = &taken
+	delete(dropped, "a")
+	return table["a"] + len(frame)
+}
+`,
+		"b.go": `package p
+
+func g() { byOther["x"] = true }
+`,
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range []string{"a.go", "b.go"} {
+		f, err := parser.ParseFile(fset, filepath.Join(t.TempDir(), name), sources[name], parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	found := strings.Join(mutableGlobals(fset, "/", files), "\n")
+	for _, want := range []string{"var mu has no value", "var cached is a cache", "var counter is written (++)",
+		"var byOther is written (assigned)", "var taken is written (its address taken)", "var dropped is written (delete)"} {
+		if !strings.Contains(found, want) {
+			t.Errorf("missed %q; found:\n%s", want, found)
+		}
+	}
+	for _, allowed := range []string{"ErrGone", "pattern", "table", "frame"} {
+		if strings.Contains(found, "var "+allowed+" ") {
+			t.Errorf("%s is immutable, yet found:\n%s", allowed, found)
+		}
+	}
+}
