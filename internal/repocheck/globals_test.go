@@ -18,7 +18,8 @@ import (
 // assignment, ++/--, delete or clear, its address taken), one declared
 // without a value (a sync.Mutex, sync.Once or counter is written through its
 // methods), or one made by sync.OnceValue, OnceValues or OnceFunc (a cache
-// filled on first use). What stays allowed is immutable: sentinel errors
+// filled on first use); and, from any package of the repository, a write to
+// another package's exported variable. What stays allowed is immutable: sentinel errors
 // (errors.New), compiled patterns (regexp.MustCompile), lookup tables and
 // byte frames that nothing writes, and //go:embed file systems. Only main
 // wires state together; everything else receives it. The check reads
@@ -26,18 +27,42 @@ import (
 // to escapes it, and review has to catch that.
 func TestNoPackageLevelMutableState(t *testing.T) {
 	root := repoRoot(t)
+	_, modPath := module(t, root, ".")
 	pkgs := map[string][]*ast.File{} // folder + " " + package name
+	var all []*ast.File
+	exported := map[string]map[string]bool{} // import path → its exported variables
 	fset := token.NewFileSet()
 	for _, name := range gitLines(t, root, "ls-files", "-z", "*.go") {
 		f, err := parser.ParseFile(fset, filepath.Join(root, name), nil, parser.ParseComments)
 		if err != nil {
 			t.Fatal(err)
 		}
+		all = append(all, f)
 		if f.Name.Name == "main" {
 			continue
 		}
 		key := path.Dir(name) + " " + f.Name.Name
 		pkgs[key] = append(pkgs[key], f)
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		// The bench module's path is the main module's plus "/bench", so
+		// the folder gives the import path in both.
+		imp := path.Join(modPath, path.Dir(name))
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
+				for _, sp := range g.Specs {
+					for _, n := range sp.(*ast.ValueSpec).Names {
+						if n.IsExported() {
+							if exported[imp] == nil {
+								exported[imp] = map[string]bool{}
+							}
+							exported[imp][n.Name] = true
+						}
+					}
+				}
+			}
+		}
 	}
 	if len(pkgs) == 0 {
 		t.Fatal("no package other than main found: the check lost its point")
@@ -45,6 +70,9 @@ func TestNoPackageLevelMutableState(t *testing.T) {
 	var found []string
 	for _, files := range pkgs {
 		found = append(found, mutableGlobals(fset, root, files)...)
+	}
+	for _, f := range all {
+		found = append(found, foreignWrites(fset, root, f, exported)...)
 	}
 	sort.Strings(found)
 	if len(found) > 0 {
@@ -58,14 +86,7 @@ func TestNoPackageLevelMutableState(t *testing.T) {
 // mutableGlobals returns one line per mutable package-level variable of the
 // package made of files.
 func mutableGlobals(fset *token.FileSet, root string, files []*ast.File) []string {
-	where := func(p token.Pos) string {
-		pos := fset.Position(p)
-		rel, err := filepath.Rel(root, pos.Filename)
-		if err != nil {
-			rel = pos.Filename
-		}
-		return fmt.Sprintf("%s:%d", filepath.ToSlash(rel), pos.Line)
-	}
+	where := func(p token.Pos) string { return position(fset, root, p) }
 	vars := map[string]bool{}          // the package's variables by name
 	specs := map[*ast.ValueSpec]bool{} // their declarations
 	var found []string
@@ -119,38 +140,10 @@ func mutableGlobals(fset *token.FileSet, root string, files []*ast.File) []strin
 		}
 	}
 	for _, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			var written []ast.Expr
-			how := "assigned"
-			switch x := n.(type) {
-			case *ast.AssignStmt:
-				if x.Tok != token.DEFINE {
-					written = x.Lhs
-				}
-			case *ast.RangeStmt:
-				if x.Tok == token.ASSIGN {
-					written = []ast.Expr{x.Key, x.Value}
-				}
-			case *ast.IncDecStmt:
-				written, how = []ast.Expr{x.X}, x.Tok.String()
-			case *ast.UnaryExpr:
-				if x.Op == token.AND {
-					written, how = []ast.Expr{x.X}, "its address taken"
-				}
-			case *ast.CallExpr:
-				if id, ok := x.Fun.(*ast.Ident); ok && (id.Name == "delete" || id.Name == "clear") && len(x.Args) > 0 {
-					written, how = x.Args[:1], id.Name
-				}
+		eachWrite(f, func(e ast.Expr, how string) {
+			if id, ok := global(e); ok {
+				found = append(found, fmt.Sprintf("%s: var %s is written (%s)", position(fset, root, e.Pos()), id.Name, how))
 			}
-			for _, e := range written {
-				if e == nil {
-					continue
-				}
-				if id, ok := global(e); ok {
-					found = append(found, fmt.Sprintf("%s: var %s is written (%s)", where(e.Pos()), id.Name, how))
-				}
-			}
-			return true
 		})
 	}
 	return found
@@ -247,5 +240,124 @@ func g() { byOther["x"] = true }
 		if strings.Contains(found, "var "+allowed+" ") {
 			t.Errorf("%s is immutable, yet found:\n%s", allowed, found)
 		}
+	}
+}
+
+// position is p as file:line, the file relative to root.
+func position(fset *token.FileSet, root string, p token.Pos) string {
+	pos := fset.Position(p)
+	rel, err := filepath.Rel(root, pos.Filename)
+	if err != nil {
+		rel = pos.Filename
+	}
+	return fmt.Sprintf("%s:%d", filepath.ToSlash(rel), pos.Line)
+}
+
+// eachWrite calls write with every expression f writes and how: the left of
+// an assignment or a range, the operand of ++, --, & (whoever holds the
+// address may write), delete and clear.
+func eachWrite(f *ast.File, write func(e ast.Expr, how string)) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		var written []ast.Expr
+		how := "assigned"
+		switch x := n.(type) {
+		case *ast.AssignStmt:
+			if x.Tok != token.DEFINE {
+				written = x.Lhs
+			}
+		case *ast.RangeStmt:
+			if x.Tok == token.ASSIGN {
+				written = []ast.Expr{x.Key, x.Value}
+			}
+		case *ast.IncDecStmt:
+			written, how = []ast.Expr{x.X}, x.Tok.String()
+		case *ast.UnaryExpr:
+			if x.Op == token.AND {
+				written, how = []ast.Expr{x.X}, "its address taken"
+			}
+		case *ast.CallExpr:
+			if id, ok := x.Fun.(*ast.Ident); ok && (id.Name == "delete" || id.Name == "clear") && len(x.Args) > 0 {
+				written, how = x.Args[:1], id.Name
+			}
+		}
+		for _, e := range written {
+			if e != nil {
+				write(e, how)
+			}
+		}
+		return true
+	})
+}
+
+// foreignWrites returns one line per write, in f, to an exported variable of
+// another package of the repository (pkg.Var = …, pkg.Table[k] = …).
+func foreignWrites(fset *token.FileSet, root string, f *ast.File, exported map[string]map[string]bool) []string {
+	imports := map[string]string{} // the name f uses → import path
+	for _, im := range f.Imports {
+		p := strings.Trim(im.Path.Value, `"`)
+		name := path.Base(p)
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		imports[name] = p
+	}
+	var found []string
+	eachWrite(f, func(e ast.Expr, how string) {
+		for {
+			switch x := e.(type) {
+			case *ast.ParenExpr:
+				e = x.X
+			case *ast.IndexExpr:
+				e = x.X
+			case *ast.SliceExpr:
+				e = x.X
+			case *ast.StarExpr:
+				e = x.X
+			case *ast.SelectorExpr:
+				if pkg, ok := x.X.(*ast.Ident); ok && pkg.Obj == nil && exported[imports[pkg.Name]][x.Sel.Name] {
+					found = append(found, fmt.Sprintf("%s: var %s.%s is written (%s)", position(fset, root, e.Pos()), pkg.Name, x.Sel.Name, how))
+					return
+				}
+				e = x.X
+			default:
+				return
+			}
+		}
+	})
+	return found
+}
+
+// TestForeignWritesFindsAWriteThroughAnImport: a write to another package's
+// exported variable, under its own name or an alias, is found; a read, and
+// a write to a local that has the import's name, are not.
+func TestForeignWritesFindsAWriteThroughAnImport(t *testing.T) {
+	src := `package q
+
+import (
+	"example.com/m/wire"
+	w2 "example.com/m/wire"
+)
+
+func f() byte {
+	wire.Heartbeat[0] = 9
+	w2.Tables = nil
+	return wire.Release[0]
+}
+
+func g() {
+	var wire struct{ Heartbeat []byte }
+	wire.Heartbeat = nil
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(t.TempDir(), "q.go"), src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]map[string]bool{"example.com/m/wire": {"Heartbeat": true, "Release": true, "Tables": true}}
+	found := foreignWrites(fset, "/", f, exported)
+	got := strings.Join(found, "\n")
+	if len(found) != 2 || !strings.Contains(got, "var wire.Heartbeat is written (assigned)") || !strings.Contains(got, "var w2.Tables is written (assigned)") {
+		t.Errorf("found:\n%s\nwant the writes to wire.Heartbeat and w2.Tables only", got)
 	}
 }
