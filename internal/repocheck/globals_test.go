@@ -18,13 +18,13 @@ import (
 // assignment, ++/--, delete or clear, its address taken), one declared
 // without a value (a sync.Mutex, sync.Once or counter is written through its
 // methods), or one made by sync.OnceValue, OnceValues or OnceFunc (a cache
-// filled on first use); and, from any package of the repository, a write to
-// another package's exported variable. What stays allowed is immutable: sentinel errors
-// (errors.New), compiled patterns (regexp.MustCompile), lookup tables and
-// byte frames that nothing writes, and //go:embed file systems. Only main
-// wires state together; everything else receives it. The check reads
-// syntax only: a table written through a pointer or a method it is handed
-// to escapes it, and review has to catch that.
+// filled on first use); and, from any package of the repository, a write
+// to another package's exported variable. What stays allowed is immutable:
+// sentinel errors (errors.New), compiled patterns (regexp.MustCompile),
+// lookup tables and byte frames that nothing writes, and //go:embed file
+// systems. Only main wires state together; everything else receives it.
+// The check reads syntax only: a table written through a pointer or a
+// method it is handed to escapes it, and review has to catch that.
 func TestNoPackageLevelMutableState(t *testing.T) {
 	root := repoRoot(t)
 	_, modPath := module(t, root, ".")
