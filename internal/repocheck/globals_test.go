@@ -116,28 +116,16 @@ func mutableGlobals(fset *token.FileSet, root string, files []*ast.File) []strin
 	}
 	// global reports whether e is, at its root, one of the package's variables.
 	global := func(e ast.Expr) (*ast.Ident, bool) {
-		for {
-			switch x := e.(type) {
-			case *ast.ParenExpr:
-				e = x.X
-			case *ast.IndexExpr:
-				e = x.X
-			case *ast.SliceExpr:
-				e = x.X
-			case *ast.StarExpr:
-				e = x.X
-			case *ast.SelectorExpr:
-				e = x.X
-			case *ast.Ident:
+		for ok := true; ok; e, ok = operand(e) {
+			if x, isIdent := e.(*ast.Ident); isIdent {
 				if x.Obj != nil { // declared in this file: a local, or one of the package's
 					vs, ok := x.Obj.Decl.(*ast.ValueSpec)
 					return x, x.Obj.Kind == ast.Var && ok && specs[vs]
 				}
 				return x, vars[x.Name] // declared in another file of the package, or elsewhere
-			default:
-				return nil, false
 			}
 		}
+		return nil, false
 	}
 	for _, f := range files {
 		eachWrite(f, func(e ast.Expr, how string) {
@@ -303,24 +291,12 @@ func foreignWrites(fset *token.FileSet, root string, f *ast.File, exported map[s
 	}
 	var found []string
 	eachWrite(f, func(e ast.Expr, how string) {
-		for {
-			switch x := e.(type) {
-			case *ast.ParenExpr:
-				e = x.X
-			case *ast.IndexExpr:
-				e = x.X
-			case *ast.SliceExpr:
-				e = x.X
-			case *ast.StarExpr:
-				e = x.X
-			case *ast.SelectorExpr:
+		for ok := true; ok; e, ok = operand(e) {
+			if x, isSel := e.(*ast.SelectorExpr); isSel {
 				if pkg, ok := x.X.(*ast.Ident); ok && pkg.Obj == nil && exported[imports[pkg.Name]][x.Sel.Name] {
 					found = append(found, fmt.Sprintf("%s: var %s.%s is written (%s)", position(fset, root, e.Pos()), pkg.Name, x.Sel.Name, how))
 					return
 				}
-				e = x.X
-			default:
-				return
 			}
 		}
 	})
@@ -360,4 +336,22 @@ func g() {
 	if len(found) != 2 || !strings.Contains(got, "var wire.Heartbeat is written (assigned)") || !strings.Contains(got, "var w2.Tables is written (assigned)") {
 		t.Errorf("found:\n%s\nwant the writes to wire.Heartbeat and w2.Tables only", got)
 	}
+}
+
+// operand is what a written expression writes into: the X of x[i], x[i:j],
+// *x, x.f and (x); ok is false for anything else.
+func operand(e ast.Expr) (x ast.Expr, ok bool) {
+	switch e := e.(type) {
+	case *ast.ParenExpr:
+		return e.X, true
+	case *ast.IndexExpr:
+		return e.X, true
+	case *ast.SliceExpr:
+		return e.X, true
+	case *ast.StarExpr:
+		return e.X, true
+	case *ast.SelectorExpr:
+		return e.X, true
+	}
+	return nil, false
 }
