@@ -15,11 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"github.com/monolock/monolock/bench/charts"
-	"github.com/monolock/monolock/bench/check"
-	"github.com/monolock/monolock/bench/clock"
 	"github.com/monolock/monolock/bench/floor"
+	"github.com/monolock/monolock/bench/machine"
 	"github.com/monolock/monolock/bench/peers"
+	"github.com/monolock/monolock/bench/progress"
+	"github.com/monolock/monolock/bench/releaseloop"
 	"github.com/monolock/monolock/bench/report"
+	"github.com/monolock/monolock/bench/scenario"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 	"io"
 	"os"
@@ -35,7 +37,7 @@ func main() {
 		os.Exit(floor.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "release-loop" {
-		os.Exit(releaseLoopMain(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(releaseloop.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -82,79 +84,6 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// bench is one run's state.
-type bench struct {
-	opt      options
-	sz       sizes
-	srv      *servers
-	peers    []peers.Peer
-	skipped  []report.PeerStatus
-	report   *report.Report
-	prog     *progress
-	checkers []namedChecker
-	stderr   io.Writer
-	tmp      string          // the run's temporary directory (certificates, audit logs)
-	nsPairs  uint32          // network namespace pairs made so far (S9, one at a time)
-	clock    clock.Clock     // the run's: every load, window and peer reads it
-	s7Etcd   *peers.EtcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
-}
-
-type namedChecker struct {
-	name string
-	chk  *check.Checker
-}
-
-// checker returns a fresh checker whose violations end up in the report.
-func (b *bench) checker(name string) *check.Checker {
-	c := check.New()
-	b.checkers = append(b.checkers, namedChecker{name, c})
-	return c
-}
-
-// fail records an error that makes the run exit non-zero.
-func (b *bench) fail(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	b.report.Errors = append(b.report.Errors, msg)
-	b.prog.log("error: " + msg)
-}
-
-// failRow records err, from where, as fail does, and adds sys's figure to sc
-// as an error row.
-func (b *bench) failRow(sc *report.Scenario, sys, figure, where string, err error) {
-	b.fail("%s: %v", where, err)
-	sc.Add(&report.Row{System: sys, Figure: figure, Status: "error", Note: err.Error()})
-}
-
-func (b *bench) step(desc string) { b.prog.step(desc) }
-
-// skippedRows adds a "skipped" row for every peer that did not start.
-func (b *bench) skippedRows(sc *report.Scenario, figure string) {
-	for _, s := range b.skipped {
-		sc.Add(&report.Row{System: s.Name, Figure: figure, Status: "skipped", Note: s.Reason})
-	}
-}
-
-func (b *bench) redisRetry() (time.Duration, bool) {
-	for _, p := range b.peers {
-		if r, ok := p.(*peers.RedisPeer); ok {
-			return r.Retry(), true
-		}
-	}
-	return 0, false
-}
-
-func (b *bench) want(id string) bool {
-	if b.opt.only == "" {
-		return true
-	}
-	for f := range strings.SplitSeq(b.opt.only, ",") {
-		if strings.EqualFold(strings.TrimSpace(f), id) {
-			return true
-		}
-	}
-	return false
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
 	opt, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -164,9 +93,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
-	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machineInfo(),
+	rep := &report.Report{Started: time.Now(), Command: "go run . " + strings.Join(args, " "), Quick: opt.quick, Machine: machine.Info(),
 		Violations: []string{}, Errors: []string{}}
-	soft, hard, maxSessions, err := raiseNoFile(ephemeralPorts())
+	soft, hard, maxSessions, err := machine.RaiseNoFile(machine.EphemeralPorts())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
@@ -175,10 +104,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxSessions < 1000 {
 		_, _ = fmt.Fprintf(stderr, "bench: the descriptor limit (%d) leaves room for only %d sessions; raise it (ulimit -n)\n", soft, maxSessions)
 		return 1
-	}
-	sz := fullSizes(maxSessions)
-	if opt.quick {
-		sz = quickSizes(maxSessions)
 	}
 	monoBin, err := ensureMonolock(opt.monolock, stderr)
 	if err != nil {
@@ -204,85 +129,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	procs := &proc.Group{} // every child process of this run
-	b := &bench{opt: opt, sz: sz, report: rep, stderr: stderr, tmp: tmp, clock: clock.New(),
-		srv: &servers{monolockBin: monoBin, selfBin: self, logDir: logDir, procs: procs}}
 	var peerList []string
 	for p := range strings.SplitSeq(opt.peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			peerList = append(peerList, p)
 		}
 	}
-	withPeers := b.want("S1") || b.want("S2") || b.want("S4")
-	if !withPeers {
-		peerList = nil
-	}
-	b.prog = newProgress(stderr, b.countSteps(len(peerList)), !opt.noProgress && isTerminal(stderr))
+	runs := scenario.NewRun(scenario.Config{
+		Quick: opt.quick, Only: opt.only, Peers: peerList, RedisRetry: opt.redisRetry, WaitQuiet: opt.waitQuiet,
+		Progress: !opt.noProgress && progress.IsTerminal(stderr), MaxSessions: maxSessions,
+		Monolock: monoBin, Self: self, LogDir: logDir, Tmp: tmp, Procs: procs, Stderr: stderr,
+	}, rep)
 
 	// Stop every child on an interrupt.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-sig
-		b.prog.log(fmt.Sprintf("bench: %v: stopping servers", s))
+		runs.Log(fmt.Sprintf("bench: %v: stopping servers", s))
 		procs.StopAll()
 		_ = os.RemoveAll(tmp)
 		os.Exit(130)
 	}()
 	defer procs.StopAll()
 
-	if opt.waitQuiet > 0 {
-		b.prog.log("waiting for the machine to be quiet …")
-		rep.Machine.Background = waitQuiet(opt.waitQuiet)
-		b.prog.log("machine: " + rep.Machine.Background)
-	}
-	if len(peerList) > 0 {
-		b.step("starting peers")
-		b.peers, rep.Peers = peers.Start(procs, b.clock, peerList, tmp, logDir, opt.redisRetry)
-		for _, s := range rep.Peers {
-			if s.Status == "skipped" {
-				b.skipped = append(b.skipped, s)
-				b.prog.log(fmt.Sprintf("peer %s skipped: %s", s.Name, s.Reason))
-			}
-		}
-	}
-	scs := map[string]*report.Scenario{}
-	// Peers take part in S0–S2 and S4; they are stopped before S3 and S5–S7
-	// so that the session-heavy and monolock-only runs have the machine to
-	// themselves.
-	type scenarioRun struct {
-		id string
-		fn func() *report.Scenario
-	}
-	runWanted := func(runs ...scenarioRun) {
-		for _, s := range runs {
-			if b.want(s.id) {
-				scs[s.id] = s.fn()
-			}
-		}
-	}
-	runWanted(scenarioRun{"S0", b.s0}, scenarioRun{"S1", b.s1}, scenarioRun{"S2", b.s2}, scenarioRun{"S4", b.s4})
-	for _, p := range b.peers {
-		p.Stop()
-	}
-	runWanted(scenarioRun{"S3", b.s3}, scenarioRun{"S5", b.s5}, scenarioRun{"S6", b.s6}, scenarioRun{"S7", b.s7}, scenarioRun{"S8", b.s8}, scenarioRun{"S9", b.s9})
-	b.prog.finish()
-
-	for _, id := range []string{"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9"} {
-		if sc, ok := scs[id]; ok {
-			rep.Scenarios = append(rep.Scenarios, sc)
-		}
-	}
-	report.ComputeRatios(rep.Scenarios)
-	rep.Monolock = b.srv.version
-	for _, nc := range b.checkers {
-		for _, v := range nc.chk.Violations() {
-			rep.Violations = append(rep.Violations, nc.name+": "+v)
-		}
-	}
+	runs.Execute()
 	rep.Finished = time.Now()
-	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.Machine.LoadAvgEnd = machine.LoadAvg()
 
-	_, _ = fmt.Fprint(stdout, renderReport(rep))
+	_, _ = fmt.Fprint(stdout, report.Render(rep))
 	if opt.outDir != "" {
 		files, err := charts.Write(rep, opt.outDir)
 		if err != nil {
@@ -306,106 +181,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// countSteps is the progress bar's total.
-func (b *bench) countSteps(peers int) int {
-	n := 0
-	if peers > 0 {
-		n++
-	}
-	if b.want("S0") {
-		n += 4
-	}
-	if b.want("S8") {
-		n += 2 // one database at a time
-	}
-	if b.want("S9") {
-		n += len(s9Loops) + 1 // the loops, then the loss case
-	}
-	for _, id := range []string{"S1", "S2", "S4"} {
-		if b.want(id) {
-			n += 1 + peers
-		}
-	}
-	if b.want("S1") {
-		n += 3 * cycleCPURuns // server CPU per cycle: monolock and both floors
-	}
-	if b.want("S3") {
-		n += 2*b.sz.s3Pairs + 2
-		for _, s := range b.sz.s3Sessions {
-			if s != b.sz.s3Floor {
-				n += 2
-			}
-		}
-	}
-	if b.want("S5") {
-		n += len(b.sz.s5Queues) + 1
-	}
-	if b.want("S6") {
-		n += b.sz.s6Runs * len(tlsModes)
-	}
-	if b.want("S7") {
-		n += 2 * b.sz.s7Runs * len(b.s7Configs())
-	}
-	return n
-}
-
-// renderReport is everything printed on stdout.
-func renderReport(rep *report.Report) string {
-	var s strings.Builder
-	m := rep.Machine
-	fmt.Fprintf(&s, "monolock bench — %s, %d CPUs (%s), kernel %s, %s; RLIMIT_NOFILE %d/%d → up to %s sessions\n",
-		rep.Started.UTC().Format(time.RFC3339), m.NProc, m.CPUModel, m.Kernel, m.GoVersion,
-		rep.Limits.NoFileSoft, rep.Limits.NoFileHard, report.GroupThousands(int64(rep.Limits.MaxSessions)))
-	fmt.Fprintf(&s, "load average at start %s, at end %s", m.LoadAvgStart, m.LoadAvgEnd)
-	if m.Background != "" {
-		fmt.Fprintf(&s, "; %s", m.Background)
-	}
-	s.WriteString(" (rows marked ⚠ ran while other processes used the CPU)\n")
-	if rep.Monolock != "" {
-		fmt.Fprintf(&s, "monolock %s\n", rep.Monolock)
-	}
-	for _, p := range rep.Peers {
-		if p.Status == "ok" {
-			fmt.Fprintf(&s, "peer %s %s\n", p.Name, p.Version)
-		} else {
-			fmt.Fprintf(&s, "peer %s skipped: %s\n", p.Name, p.Reason)
-		}
-	}
-	s.WriteString("ratios: ×monolock = this row ÷ monolock's row; ×floor = this row ÷ its floor row (S0, or bare gnet in S3 and S5)\n\n")
-	for _, sc := range rep.Scenarios {
-		s.WriteString(report.RenderScenario(sc))
-		s.WriteByte('\n')
-	}
-	c := rep.Core
-	if c.Sessions > 0 {
-		fmt.Fprintf(&s, "core server @%s sessions: RSS per session %.0f B (target ≤ 1024: %s); CPU per 1M heartbeats monolock %.3f s, bare gnet %.3f s, ratio %.2f× (target ≤ 1.2×: %s)\n",
-			report.GroupThousands(int64(c.Sessions)), c.RSSPerSessionBytes, report.Verdict(c.RSSPerSessionBytes <= 1024),
-			c.CPUPerMHbMonolock, c.CPUPerMHbFloor, c.CPUPerHeartbeatRatio, report.Verdict(c.CPUPerHeartbeatRatio <= 1.2))
-		if rep.Quick {
-			s.WriteString("  (the targets are set for 10,000 sessions, as in the full run; at a quick run's size the fixed overhead dominates RSS per session)\n")
-		}
-	}
-	s.WriteString(renderCycleCPU(rep.Scenarios))
-	s.WriteString(report.RenderTLSCost(rep.TLS))
-	s.WriteString(report.RenderBookkeeping(rep.Bookkeep))
-	if len(rep.Violations) > 0 {
-		s.WriteString("\nVIOLATIONS:\n")
-		for _, v := range rep.Violations {
-			fmt.Fprintf(&s, "  %s\n", v)
-		}
-	} else {
-		s.WriteString("correctness: no two holders of one lock and no token going backwards were seen\n")
-	}
-	if len(rep.Errors) > 0 {
-		s.WriteString("\nERRORS:\n")
-		for _, e := range rep.Errors {
-			fmt.Fprintf(&s, "  %s\n", e)
-		}
-	}
-	fmt.Fprintf(&s, "took %s\n", rep.Finished.Sub(rep.Started).Round(time.Second))
-	return s.String()
-}
-
 // ensureMonolock returns the monolock binary, building it when missing.
 func ensureMonolock(path string, stderr io.Writer) (string, error) {
 	if _, err := os.Stat(path); err == nil {
@@ -420,17 +195,4 @@ func ensureMonolock(path string, stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("build %s (run from inside the repository, or make build): %w", path, err)
 	}
 	return abs, nil
-}
-
-// ephemeralPorts is the size of the local port range (0 when unknown).
-func ephemeralPorts() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi < lo {
-		return 0
-	}
-	return hi - lo + 1
 }

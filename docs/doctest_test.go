@@ -138,6 +138,7 @@ func TestDocs(t *testing.T) {
 		files = append(files, file)
 	}
 	goEnv := goEnvironment(t)
+	given := &givenPorts{ports: map[string]bool{}}
 	testscript.Run(t, testscript.Params{
 		Files: files,
 		Setup: func(env *testscript.Env) error {
@@ -145,7 +146,7 @@ func TestDocs(t *testing.T) {
 				return err
 			}
 			for _, p := range ports {
-				port, err := freePort()
+				port, err := given.free()
 				if err != nil {
 					return err
 				}
@@ -293,11 +294,17 @@ func cargoEnvironment() map[string]string {
 	return env
 }
 
-// freePort returns a loopback port that is free now and was not handed to
+// givenPorts are the loopback ports handed to the scripts of one run.
+type givenPorts struct {
+	mu    sync.Mutex
+	ports map[string]bool
+}
+
+// free returns a loopback port that is free now and was not handed to
 // another script of this run (scripts run in parallel).
-func freePort() (string, error) {
-	portsMu.Lock()
-	defer portsMu.Unlock()
+func (g *givenPorts) free() (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -308,17 +315,12 @@ func freePort() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if !portsGiven[port] {
-			portsGiven[port] = true
+		if !g.ports[port] {
+			g.ports[port] = true
 			return port, nil
 		}
 	}
 }
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[string]bool{}
-)
 
 // --- the commands scripts use besides testscript's own ---------------------
 

@@ -126,6 +126,13 @@ const (
 	KeyHandovr = "handover"
 )
 
+// Keys of S1's server-CPU-per-cycle rows.
+const (
+	KeyCPUCycle     = "cpuCycle"     // monolock: dial, ACQUIRE, ACQUIRED, close
+	KeyCPUCycleGnet = "cpuCycleGnet" // bare gnet, its own acceptor: dial, 1 byte, 9 bytes, close
+	KeyCPUCycleSafe = "cpuCycleSafe" // bare gnet, Go listener and EnrollContext: the same
+)
+
 // Scenario is one table.
 type Scenario struct {
 	ID    string   `json:"id"`
