@@ -361,6 +361,7 @@ model: model-deps
 	model/check.sh holds ha-etcd-5 $(MODEL_HA) -DFAULT=5
 	model/check.sh holds ha-etcd-6 $(MODEL_HA) -DFAULT=6
 	model/check.sh holds ha-etcd-clock-step-back $(MODEL_HA) -DCLOCK_STEP_BACK=1 -DFAULT=5
+	model/check.sh holds ha-etcd-err-lost-stop-2 $(MODEL_HA) -DERR_LOST=1 -DSTOP=2 -DFAULT=5
 
 ## model-variants: every known-bad variant must fail with the property it breaks
 model-variants: model-deps
@@ -372,6 +373,7 @@ model-variants: model-deps
 	model/check.sh fails clock-step-back 2-tokens -DCLOCK_STEP_BACK=1 -DFAULT=5
 	model/check.sh fails ha-no-leader-giveup 1 $(MODEL_HA) -DLEADER_GIVEUP=0 -DFAULT=5
 	model/check.sh fails ha-no-leader-wait 1 $(MODEL_HA) -DLEADER_WAIT=0 -DFAULT=6
+	model/check.sh fails ha-credit-resign-at-once 1 $(MODEL_HA) -DRESIGN=2 -DERR_LOST=1 -DSTOP=2 -DFAULT=5
 	model/check.sh fails ha-clock-tokens-step-back 2-tokens $(MODEL_HA) -DETCD_TOKENS=0 -DCLOCK_STEP_BACK=1 -DFAULT=5
 
 ## model-ha-drift: the failover through etcd with the clients' drift too (DRIFT=1, the other defaults): holds for faults 5 and 6 (about 5 minutes)

@@ -33,7 +33,7 @@ func NewLeaderBenchLoop(cfg Config) *BenchLoop {
 	o := newOwner(cfg.withDefaults(), newSystemClock())
 	o.initHA(cfg.HA, func(bool) {})
 	o.begin()
-	o.haElected(1, o.now, o.now, 0)
+	o.haElected(1, o.now, o.now, 0, 0)
 	o.haMaxLease(1, 1<<31)
 	o.haTokenBlock(1, 1<<42, 1<<42+1<<40)
 	o.end(nil)

@@ -27,10 +27,19 @@ import (
 //     no earlier than it receives the keepalive, which is after sentAt, the
 //     old leader stops at sentAt + 0.8·TTL < sentAt + TTL ≤ the lease's
 //     expiry ≤ the moment another node can be elected.
-//   - A new leader serves (opens the lock listener) only once the largest
-//     lease any leader granted (max-lease, stored in etcd) has passed since
-//     it won: every holder of the old leader has given up by then. It also
-//     waits for its first token block.
+//   - A new leader serves (opens the lock listener) only once
+//     max(0, maxLease − credit) has passed since it won, maxLease being the
+//     largest lease any leader granted (max-lease, stored in etcd) and
+//     credit 0.2 × the smallest TTL any leader of the cluster led with
+//     (min-ttl, stored in etcd; 0 when absent): every holder of the old
+//     leader has given up by then. The old leader answered nothing after
+//     sentAt + 0.8·TTL_old, and the new leader won no earlier than
+//     sentAt + TTL_old (the lease expired) or 0.2·TTL_old after the old
+//     loop ended its term (the etcd side gives the key up only then), so
+//     at least 0.2·TTL_old ≥ credit separates the old leader's last answer
+//     from the win: the single server's distance, lease, between a holder's
+//     last answered heartbeat and the next grant is kept. It also waits
+//     for its first token block.
 //   - A grant whose lease exceeds the stored max-lease waits until etcd has
 //     stored the larger one (the claim is Pending in the lock table).
 //   - Tokens come only from blocks reserved in etcd (locktable, blocks.go):
@@ -159,21 +168,22 @@ const (
 )
 
 // haElected starts term: won at wonAt, the newest keepalive answered sent
-// at sentAt, max-lease maxLease (all as etcd's side saw them).
-func (o *owner) haElected(term uint64, wonAt, sentAt time.Duration, maxLease uint32) {
+// at sentAt, max-lease maxLease, the wait's credit credit (all as etcd's
+// side saw them; the leases in ms).
+func (o *owner) haElected(term uint64, wonAt, sentAt time.Duration, maxLease, credit uint32) {
 	if !o.ha.on || o.shuttingDown || o.ha.leading || term <= o.ha.term {
 		return
 	}
 	h := &o.ha
 	h.term, h.leading, h.serving = term, true, false
 	h.deadline = sentAt + h.ttl*leaderShare/10
-	h.openAt = wonAt + time.Duration(maxLease)*time.Millisecond
+	h.openAt = wonAt + time.Duration(maxLease-min(credit, maxLease))*time.Millisecond
 	h.maxLease, h.asked, h.blocking = maxLease, maxLease, false
 	h.status.term.Store(term)
 	h.status.terms.Add(1)
 	h.status.leading.Store(true)
 	o.table.DropBlocks()
-	o.log.Info().Uint64("term", term).Dur("wait", max(h.openAt-o.now, 0)).Dur("deadline_in", h.deadline-o.now).Msg(HAElectedMessage)
+	o.log.Info().Uint64("term", term).Dur("wait", max(h.openAt-o.now, 0)).Uint32("credit_ms", credit).Dur("deadline_in", h.deadline-o.now).Msg(HAElectedMessage)
 	o.armedAt(h.deadline)
 	o.armedAt(h.openAt)
 	o.askBlock()

@@ -13,9 +13,13 @@ import (
 
 // HAElected starts term: this node won the election at wonAt; the newest
 // keepalive etcd answered was sent at sentAt; maxLeaseMS is the largest
-// lease any leader granted, as etcd stores it.
-func (s *Server) HAElected(ctx context.Context, term uint64, wonAt, sentAt time.Time, maxLeaseMS uint32) error {
-	return s.call(ctx, func(o *owner) { o.haElected(term, o.offsetAt(wonAt), o.offsetAt(sentAt), maxLeaseMS) })
+// lease any leader granted, as etcd stores it; creditMS is what the new
+// leader's wait may be shortened by (0.2 × the smallest TTL any leader of
+// the cluster led with; 0 when that is not known): see ha.go.
+func (s *Server) HAElected(ctx context.Context, term uint64, wonAt, sentAt time.Time, maxLeaseMS, creditMS uint32) error {
+	return s.call(ctx, func(o *owner) {
+		o.haElected(term, o.offsetAt(wonAt), o.offsetAt(sentAt), maxLeaseMS, creditMS)
+	})
 }
 
 // HAKeepalive says etcd answered a keepalive of term sent at sentAt.

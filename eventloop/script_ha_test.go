@@ -20,7 +20,8 @@ func (sc *script) runHA(cmd string, a []string) (out string, ok bool) {
 		won := sc.instant(sc.kv(a, "won", ""))
 		sent := sc.instant(sc.kv(a, "sent", ""))
 		maxLease := uint32(sc.dur(sc.kv(a, "max-lease", "0s")) / time.Millisecond)
-		sc.haCall(func() error { return sc.r.srv.HAElected(sc.t.Context(), term, won, sent, maxLease) })
+		credit := uint32(sc.dur(sc.kv(a, "credit", "0s")) / time.Millisecond)
+		sc.haCall(func() error { return sc.r.srv.HAElected(sc.t.Context(), term, won, sent, maxLease, credit) })
 	case "keepalive":
 		sent := sc.instant(sc.kv(a, "sent", ""))
 		sc.haCall(func() error { return sc.r.srv.HAKeepalive(sc.t.Context(), term, sent) })

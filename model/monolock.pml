@@ -87,6 +87,20 @@
 #ifndef LEADER_WAIT
 #define LEADER_WAIT 1     /* 0: a new leader grants as soon as it has won (known bad) */
 #endif
+#ifndef CREDIT
+#define CREDIT 1          /* 1: the new leader's wait is shortened by the old leader's early stop,
+                             TTL - LD_T ticks (0.2 TTL; eventloop/ha.go); 0: the whole LEASE */
+#endif
+#ifndef RESIGN
+#define RESIGN 1          /* how the old leader's key goes: 0 only at the lease's expiry;
+                             1 also by its give-up, TTL - LD_T ticks after its term ended
+                             (internal/haetcd holdKey); 2 also by a give-up at once (known bad with CREDIT) */
+#endif
+#ifndef ERR_LOST
+#define ERR_LOST 0        /* 1: with fault 5, the old leader's ERROR and close at its term's end may
+                             never reach its clients (their links frozen from then on, as when a
+                             shutdown's ERROR is stuck in a slow link) */
+#endif
 #ifndef ETCD_TOKENS
 #define ETCD_TOKENS 1     /* 0: a leader's tokens come from its clock, as without HA */
 #endif
@@ -199,6 +213,7 @@ bool haLost;               /* the old leader's keepalives go unanswered from her
 byte ldrAge;               /* ticks since the send of its newest answered keepalive; saturates at TTL + 1 */
 byte pauseSt;              /* P_RUNNING, P_STOPPED or P_RESUMED: the old leader stops at most once */
 bool ended;                /* the old leader's term is over: sessions ended, listener closed */
+bool errLost;              /* ERR_LOST: the old leader's ERROR at its term's end never arrives */
 byte keyTerm;              /* the term whose lease holds the leader key */
 byte waitLeft;             /* the new leader's wait: ticks until it starts its listener */
 /* tokens: the first leader's first block starts above the clock's token
@@ -212,7 +227,18 @@ byte blkHi[TERMS] = SEC + BLOCK; /* and the ceiling of its reserved tokens */
 #define LIVE(s) (s != 0 || (pauseSt != P_STOPPED && !ended && \
 	!(LEADER_GIVEUP && haLost && ldrAge >= LD_T)))
 #define DEADLINE_DUE (LEADER_GIVEUP && haLost && pauseSt != P_STOPPED && !ended && ldrAge >= LD_T)
-#define ELECTION_DUE (keyTerm == 0 && haLost && ldrAge > TTL)
+/* the old leader's key goes: etcd expires its lease more than TTL after
+   the send of its newest answered keepalive, or its etcd side resigns, in
+   a term that ended (at ldrAge >= LD_T): RESIGN 1 holds the key until
+   TTL - LD_T ticks after the deadline, RESIGN 2 not at all */
+#if RESIGN == 2
+#define KEY_GONE (ldrAge > TTL || ended)
+#elif RESIGN == 1
+#define KEY_GONE (ldrAge > TTL || (ended && ldrAge >= TTL))
+#else
+#define KEY_GONE (ldrAge > TTL)
+#endif
+#define ELECTION_DUE (keyTerm == 0 && haLost && KEY_GONE)
 #define URGENT_HA (DEADLINE_DUE || ELECTION_DUE)
 #define LISTENING (oldListens || newListens)
 #else
@@ -400,7 +426,7 @@ inline endTerm() {
 	do
 	:: x_c < NCLIENTS ->
 		if
-		:: sterm[x_c] == 0 && (ACTIVE(x_c) || cst[x_c] == C_LINGER) ->
+		:: sterm[x_c] == 0 && (ACTIVE(x_c) || cst[x_c] == C_LINGER) && !errLost ->
 			if
 			:: srvSess[x_c] != S_NONE -> sendDown(x_c, ERR, 0)
 			:: else -> sendDown(x_c, EOF, 0)
@@ -461,6 +487,10 @@ end:
 	:: atomic { MAY(5) && !haLost ->
 		faults--;
 		printf("t=%d fault: the leader's keepalives go unanswered\n", x_now);
+		if
+		:: ERR_LOST -> errLost = 1
+		:: true
+		fi;
 		haLost = 1;
 		ldrAge = 0 }
 	/* fault 6 with HA: the old leader's process stops (SIGSTOP; never
@@ -494,7 +524,7 @@ end:
 	   already cover (model/README.md) */
 	:: atomic { ELECTION_DUE ->
 		keyTerm = 1;
-		printf("t=%d etcd: the old lease expired; a new leader wins\n", x_now);
+		printf("t=%d etcd: the old leader's key is gone; a new leader wins\n", x_now);
 #if ETCD_TOKENS
 		/* the clock a second later: its token is above the ceiling and
 		   decides; CLOCK_STEP_BACK: a second earlier, the ceiling decides */
@@ -519,9 +549,10 @@ end:
 #endif
 #endif
 		/* it waits the largest lease ever granted (stored in etcd before
-		   that grant) from the moment it won */
+		   that grant) from the moment it won, less the credit: the old
+		   leader stopped TTL - LD_T ticks before its key could go */
 		if
-		:: LEADER_WAIT -> waitLeft = LEASE
+		:: LEADER_WAIT -> waitLeft = LEASE - CREDIT * (TTL - LD_T)
 		:: else -> newListens = 1
 		fi }
 #else

@@ -275,7 +275,7 @@ func summarize(rows []row, c config) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d of %d | %d | %d | %s | %s |\n", f.name, n, d, overlaps, ordered, n, landed, rejected, step, term)
 	}
 	fmt.Fprintf(&b, "\nD: from the fault to the first grant of another node's term (takeovers); the longest time without a grant from the fault on (the etcd member killed: the leader keeps its term); from the repair to the first grant (clients cut off, quorum lost: nothing serves them until then). "+
-		"%d clients over %d locks, lease %v (the new leader's wait), -ha-ttl %v (a leader stops 0.8 × ttl after its last answered keepalive), outages %v; every process shares this machine's clock, the servers' audit times corrected for the offsets the harness gave them.\n",
+		"%d clients over %d locks, lease %v (the new leader's wait is the lease less 0.2 × ttl), -ha-ttl %v (a leader stops 0.8 × ttl after its last answered keepalive and keeps its key 0.2 × ttl after that), outages %v; every process shares this machine's clock, the servers' audit times corrected for the offsets the harness gave them.\n",
 		c.Clients, c.Locks, c.Lease, c.ttl, c.outage)
 	return b.String()
 }

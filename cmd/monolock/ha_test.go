@@ -137,11 +137,17 @@ func TestHAFailoverThroughEtcd(t *testing.T) {
 	if got := etcdValue(t, etcd, "max-lease"); got != "1500" {
 		t.Fatalf("max-lease in etcd is %q, want 1500", got)
 	}
+	if got := etcdValue(t, etcd, "min-ttl"); got != "2000" {
+		t.Fatalf("min-ttl in etcd is %q, want 2000 (the leader's -ha-ttl, written before it served)", got)
+	}
 
 	a.Kill()
 	elected := b.MustWaitLog(t, eventloop.HAElectedMessage)
 	if wait, _ := elected["wait"].(float64); wait <= 0 {
 		t.Fatalf("b serves without waiting out the longest lease: %v", elected)
+	}
+	if credit, _ := elected["credit_ms"].(float64); credit != 400 {
+		t.Fatalf("b's wait is shortened by %v ms, want 400 (0.2 × the 2 s TTL): %v", elected["credit_ms"], elected)
 	}
 	b.MustWaitLog(t, eventloop.HAServingMessage)
 	_, took := grant(t, bAddr, "x", 1000)

@@ -15,6 +15,14 @@
 //	leader/<lease id>  the election (concurrency.Election): the value is the node's name
 //	tokens             the ceiling of the last reserved token block (decimal uint64)
 //	max-lease          the largest lease any leader granted, in ms (decimal)
+//	min-ttl            the smallest TTL any leader led with, in ms (decimal)
+//
+// The new leader's wait is shortened by 0.2 × min-ttl (its credit, see
+// eventloop, ha.go), which holds only if every old term ended with at least
+// 0.2 × its leader's TTL between the loop's last answer and the moment
+// another node could win: by the lease's expiry (0.2 × TTL after the
+// loop's deadline), or by a give-up (resign, revoke) this package makes
+// only 0.2 × TTL after the loop ended the term (holdKey).
 package haetcd
 
 import (
@@ -42,7 +50,7 @@ import (
 // (eventloop, ha_calls.go). Each is a call into the loop that either runs or
 // fails; ctx bounds the wait.
 type Loop interface {
-	HAElected(ctx context.Context, term uint64, wonAt, sentAt time.Time, maxLeaseMS uint32) error
+	HAElected(ctx context.Context, term uint64, wonAt, sentAt time.Time, maxLeaseMS, creditMS uint32) error
 	HAKeepalive(ctx context.Context, term uint64, sentAt time.Time) error
 	HATokenBlock(ctx context.Context, term, lo, hi uint64) error
 	HAMaxLease(ctx context.Context, term uint64, ms uint32) error
@@ -76,6 +84,7 @@ const DefaultTTL = 5 * time.Second
 func leaderPrefix(cluster string) string { return "/monolock/" + cluster + "/leader" }
 func tokensKey(cluster string) string    { return "/monolock/" + cluster + "/tokens" }
 func maxLeaseKey(cluster string) string  { return "/monolock/" + cluster + "/max-lease" }
+func minTTLKey(cluster string) string    { return "/monolock/" + cluster + "/min-ttl" }
 
 // Node is one node's etcd side. Its Need* methods are the loop's requests
 // (eventloop.HACoordinator); Run serves them.
@@ -91,8 +100,12 @@ type Node struct {
 	lease   uint32     // the largest max-lease asked for
 	leaseOf uint64     // the term it was asked for
 	ended   uint64     // the loop ended this term
+	endedAt time.Time  // when: the loop answers nothing of the term after it
 	why     string
 	nudge   chan struct{} // cap 1: a request arrived
+
+	// sleepUntil waits until t: a timer, or a test's hand (export_test.go).
+	sleepUntil func(t time.Time)
 }
 
 // New connects a client to etcd (lazily: nothing waits here).
@@ -109,7 +122,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, cli: cli, nudge: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, log: cfg.Logger, cli: cli, nudge: make(chan struct{}, 1), sleepUntil: sleepUntil}
 	none := ""
 	n.leader.Store(&none)
 	return n, nil
@@ -143,10 +156,12 @@ func (n *Node) NeedMaxLease(term uint64, ms uint32) {
 	n.poke()
 }
 
-// TermEnded is the loop saying it ended term.
+// TermEnded is the loop saying it ended term; it is called on the loop, so
+// the loop answers nothing of the term after now.
 func (n *Node) TermEnded(term uint64, why string) {
+	now := time.Now()
 	n.mu.Lock()
-	n.ended, n.why = term, why
+	n.ended, n.endedAt, n.why = term, now, why
 	n.mu.Unlock()
 	n.poke()
 }
@@ -158,8 +173,9 @@ func (n *Node) poke() {
 	}
 }
 
-// requests takes the loop's requests for term.
-func (n *Node) requests(term uint64) (block bool, lease uint32, ended bool, why string) {
+// requests takes the loop's requests for term; ended says the loop ended
+// it, at endedAt.
+func (n *Node) requests(term uint64) (block bool, lease uint32, ended bool, endedAt time.Time, why string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	block = n.block == term
@@ -167,7 +183,7 @@ func (n *Node) requests(term uint64) (block bool, lease uint32, ended bool, why 
 	if n.leaseOf == term {
 		lease = n.lease
 	}
-	return block, lease, n.ended == term, n.why
+	return block, lease, n.ended == term, n.endedAt, n.why
 }
 
 // opTimeout bounds every etcd call: a third of the TTL, so that a stuck
@@ -216,6 +232,11 @@ func (n *Node) Run(ctx context.Context, loop Loop) error {
 // loop may still grant until its deadline, and a node elected meanwhile
 // would not wait for those grants' leases; so the lease is left to expire
 // in etcd, which it does after the loop's deadline (see eventloop, ha.go).
+// And even then, only 0.2 × TTL after the loop's last answer (holdKey): the
+// next leader's wait is shortened by that much. A lease the loop never led
+// with (the election not yet told to it, or the call that tells it failed,
+// so never ran) is given up at once: the loop's last answer, in an earlier
+// term, was followed by such a hold or an expiry already.
 func (n *Node) campaignAndLead(ctx context.Context, loop Loop, term uint64) (won bool, err error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -227,9 +248,15 @@ func (n *Node) campaignAndLead(ctx context.Context, loop Loop, term uint64) (won
 	if err != nil {
 		return false, fmt.Errorf("grant a lease of %ds: %w", ttl, err)
 	}
-	giveUp := true // resign and revoke at the end, unless the loop may still lead
+	giveUp := true           // resign and revoke at the end, unless the loop may still lead
+	var lastAnswer time.Time // the loop's last answer with this lease; zero: it never led with it
+	var e *concurrency.Election
 	defer func() {
 		if giveUp {
+			n.holdKey(lastAnswer)
+			if e != nil {
+				n.resign(e)
+			}
 			n.revoke(grant.ID)
 		}
 	}()
@@ -242,7 +269,7 @@ func (n *Node) campaignAndLead(ctx context.Context, loop Loop, term uint64) (won
 	ka := &keepalive{newest: sentAt, lost: make(chan error, 1)}
 	go n.keepAlive(lctx, grant.ID, ka, loop)
 
-	e := concurrency.NewElection(sess, leaderPrefix(n.cfg.Cluster))
+	e = concurrency.NewElection(sess, leaderPrefix(n.cfg.Cluster))
 	go n.observe(lctx, e)
 	campaigned := make(chan error, 1)
 	go func() { campaigned <- e.Campaign(lctx, n.cfg.Name) }()
@@ -256,39 +283,66 @@ func (n *Node) campaignAndLead(ctx context.Context, loop Loop, term uint64) (won
 		return false, fmt.Errorf("campaign: %w", err)
 	}
 	wonAt := time.Now()
-	maxLease, err := n.readMaxLease(lctx)
+	w, err := n.readWait(lctx)
+	if err == nil {
+		err = n.recordMinTTL(lctx, e, w)
+	}
 	if err != nil {
-		n.resign(e)
 		return false, err
 	}
+	credit := w.credit(n.cfg.TTL)
 	ka.elected(term)
 	cctx, ccancel := context.WithTimeout(lctx, n.opTimeout())
-	err = loop.HAElected(cctx, term, wonAt, ka.newestSent(), maxLease)
+	err = loop.HAElected(cctx, term, wonAt, ka.newestSent(), w.maxLease, credit)
 	ccancel()
 	if err != nil { // the call never ran: the loop does not lead
-		n.resign(e)
 		return true, fmt.Errorf("tell the event loop it leads: %w", err)
 	}
-	n.log.Info().Uint64("term", term).Str("name", n.cfg.Name).Uint32("max_lease_ms", maxLease).Msg("ha: etcd: elected")
+	n.log.Info().Uint64("term", term).Str("name", n.cfg.Name).Uint32("max_lease_ms", w.maxLease).Uint32("credit_ms", credit).Msg("ha: etcd: elected")
 	var ended bool
-	ended, err = n.lead(lctx, loop, term, e, ka, maxLease)
-	if giveUp = ended; ended {
-		n.resign(e)
-	} else {
+	ended, lastAnswer, err = n.lead(lctx, loop, term, e, ka, w.maxLease)
+	if giveUp = ended; !ended {
 		n.log.Warn().Uint64("term", term).Msg("ha: etcd: the event loop did not take the end of the term; the lease is left to expire after its deadline")
 	}
 	return true, err
 }
 
+// holdKey waits until 0.2 × TTL has passed since lastAnswer (not at all
+// when it is zero), whatever the node's context says: a shutdown that
+// cannot wait that long leaves the lease to expire (cmd/monolock stops
+// waiting for Run at its grace), which is as safe.
+func (n *Node) holdKey(lastAnswer time.Time) {
+	if lastAnswer.IsZero() {
+		return
+	}
+	until := lastAnswer.Add(n.cfg.TTL / creditShare)
+	if time.Now().Before(until) {
+		n.sleepUntil(until)
+	}
+}
+
+// creditShare: a leader keeps its key 1/creditShare (0.2) of its TTL after
+// its loop's last answer, and a new leader's wait is shortened by as much
+// of the smallest TTL any leader led with.
+const creditShare = 5
+
+func sleepUntil(t time.Time) {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	<-timer.C
+}
+
 // lead serves the loop's requests of term until the term ends. ended says
-// whether the loop has certainly ended the term (see campaignAndLead).
-func (n *Node) lead(ctx context.Context, loop Loop, term uint64, e *concurrency.Election, ka *keepalive, maxLease uint32) (ended bool, err error) {
+// whether the loop has certainly ended the term (see campaignAndLead), and
+// lastAnswer when it did at the latest: it answered nothing of the term
+// after it.
+func (n *Node) lead(ctx context.Context, loop Loop, term uint64, e *concurrency.Election, ka *keepalive, maxLease uint32) (ended bool, lastAnswer time.Time, err error) {
 	first := true
 	stored := maxLease
 	for {
-		block, lease, loopEnded, why := n.requests(term)
+		block, lease, loopEnded, endedAt, why := n.requests(term)
 		if loopEnded {
-			return true, fmt.Errorf("the event loop ended term %d: %s", term, why)
+			return true, endedAt, fmt.Errorf("the event loop ended term %d: %s", term, why)
 		}
 		if block {
 			err = n.reserve(ctx, loop, term, e, first)
@@ -300,28 +354,31 @@ func (n *Node) lead(ctx context.Context, loop Loop, term uint64, e *concurrency.
 			}
 		}
 		if err != nil {
-			return n.lost(loop, term, err.Error()), err
+			ended, lastAnswer = n.lost(loop, term, err.Error())
+			return ended, lastAnswer, err
 		}
 		select {
 		case <-n.nudge:
 		case err := <-ka.lost:
-			return n.lost(loop, term, err.Error()), err
+			ended, lastAnswer = n.lost(loop, term, err.Error())
+			return ended, lastAnswer, err
 		case <-ctx.Done(): // the node stops: its server has stopped granting already
-			return true, nil
+			return true, time.Now(), nil
 		}
 	}
 }
 
-// lost tells the loop that term is over; false when the loop did not take
-// it (then its own deadline ends the term).
-func (n *Node) lost(loop Loop, term uint64, why string) bool {
+// lost tells the loop that term is over; taken is false when the loop did
+// not take it (then its own deadline ends the term), else endedAt is a
+// moment after the loop ended it.
+func (n *Node) lost(loop Loop, term uint64, why string) (taken bool, endedAt time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.opTimeout())
 	defer cancel()
 	if err := loop.HALost(ctx, term, why); err != nil {
 		n.log.Warn().Err(err).Msg("ha: etcd: could not tell the event loop its term is lost; its deadline ends it")
-		return false
+		return false, time.Time{}
 	}
-	return true
+	return true, time.Now()
 }
 
 // leaderGuard holds while e's key is still this node's leader key.
@@ -389,23 +446,75 @@ func (n *Node) writeMaxLease(ctx context.Context, loop Loop, term uint64, e *con
 	return nil
 }
 
-// readMaxLease reads max-lease (0 when never written).
-func (n *Node) readMaxLease(ctx context.Context) (uint32, error) {
+// newLeaderWait is what a new leader's wait is made of, as etcd stores it.
+type newLeaderWait struct {
+	maxLease  uint32 // max-lease, ms (0 when never written)
+	minTTL    uint32 // min-ttl, ms (0 when never written)
+	minTTLRev int64  // min-ttl's ModRevision (0 when never written)
+}
+
+// credit is what the new leader's wait is shortened by, in ms: 0.2 × the
+// smallest TTL any leader led with, this one's (own) included; 0 when
+// min-ttl was never written (a cluster led only by servers that gave their
+// key up as soon as their term ended).
+func (w newLeaderWait) credit(own time.Duration) uint32 {
+	if w.minTTL == 0 {
+		return 0
+	}
+	return min(w.minTTL, uint32(own.Milliseconds())) / creditShare
+}
+
+// readWait reads max-lease and min-ttl, in one round trip.
+func (n *Node) readWait(ctx context.Context) (newLeaderWait, error) {
 	c, cancel := context.WithTimeout(ctx, n.opTimeout())
 	defer cancel()
-	key := maxLeaseKey(n.cfg.Cluster)
-	got, err := n.cli.Get(c, key)
+	maxKey, minKey := maxLeaseKey(n.cfg.Cluster), minTTLKey(n.cfg.Cluster)
+	got, err := n.cli.Txn(c).Then(clientv3.OpGet(maxKey), clientv3.OpGet(minKey)).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", key, err)
+		return newLeaderWait{}, fmt.Errorf("read %s and %s: %w", maxKey, minKey, err)
 	}
-	if len(got.Kvs) == 0 {
-		return 0, nil
+	var w newLeaderWait
+	if kvs := got.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		ms, err := strconv.ParseUint(string(kvs[0].Value), 10, 32)
+		if err != nil {
+			return w, fmt.Errorf("%s holds %q, not a lease in ms: repair it by hand (etcdctl put %s <the longest lease any client uses, in ms>)", maxKey, kvs[0].Value, maxKey)
+		}
+		w.maxLease = uint32(ms)
 	}
-	ms, err := strconv.ParseUint(string(got.Kvs[0].Value), 10, 32)
+	if kvs := got.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		ms, err := strconv.ParseUint(string(kvs[0].Value), 10, 32)
+		if err != nil || ms == 0 {
+			return w, fmt.Errorf("%s holds %q, not a TTL in ms: repair it by hand (etcdctl put %s <the smallest -ha-ttl of the cluster's nodes, in ms>)", minKey, kvs[0].Value, minKey)
+		}
+		w.minTTL, w.minTTLRev = uint32(ms), kvs[0].ModRevision
+	}
+	return w, nil
+}
+
+// recordMinTTL lowers min-ttl to this node's TTL, when it is smaller or
+// min-ttl absent, before the loop is told it leads (so before it serves):
+// a later leader's credit must not exceed 0.2 × this leader's TTL, which
+// is all this leader's key is held after its loop's last answer. The write
+// is guarded by the leader key, and by min-ttl's revision as read (w).
+func (n *Node) recordMinTTL(ctx context.Context, e *concurrency.Election, w newLeaderWait) error {
+	own := uint32(n.cfg.TTL.Milliseconds())
+	if w.minTTL != 0 && w.minTTL <= own {
+		return nil
+	}
+	c, cancel := context.WithTimeout(ctx, n.opTimeout())
+	defer cancel()
+	key := minTTLKey(n.cfg.Cluster)
+	resp, err := n.cli.Txn(c).
+		If(leaderGuard(e), clientv3.Compare(clientv3.ModRevision(key), "=", w.minTTLRev)).
+		Then(clientv3.OpPut(key, strconv.FormatUint(uint64(own), 10))).
+		Commit()
 	if err != nil {
-		return 0, fmt.Errorf("%s holds %q, not a lease in ms: repair it by hand (etcdctl put %s <the longest lease any client uses, in ms>)", key, got.Kvs[0].Value, key)
+		return fmt.Errorf("write %s = %d: %w", key, own, err)
 	}
-	return uint32(ms), nil
+	if !resp.Succeeded {
+		return fmt.Errorf("write %s = %d: this node's leader key is gone or %s moved: not the leader any more", key, own, key)
+	}
+	return nil
 }
 
 // resign gives up e's leadership (its key), bounded; the lease's revocation

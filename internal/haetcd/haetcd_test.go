@@ -31,6 +31,8 @@ type event struct {
 	why      string
 	sentAt   time.Time
 	maxLease uint32
+	credit   uint32
+	atElect  string // what the fake loop's atElected read when it was elected
 }
 
 // fakeLoop records the calls; while stuck, HAElected waits for its
@@ -38,17 +40,24 @@ type event struct {
 type fakeLoop struct {
 	events chan event
 	stuck  atomic.Bool
+	// atElected, when set, runs inside HAElected: what etcd holds as the
+	// loop is told it leads.
+	atElected func() string
 }
 
 func newFakeLoop() *fakeLoop { return &fakeLoop{events: make(chan event, 1024)} }
 
-func (l *fakeLoop) HAElected(ctx context.Context, term uint64, _, sentAt time.Time, maxLeaseMS uint32) error {
+func (l *fakeLoop) HAElected(ctx context.Context, term uint64, _, sentAt time.Time, maxLeaseMS, creditMS uint32) error {
 	if l.stuck.Load() {
 		l.events <- event{kind: "elected-unanswered", term: term}
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	l.events <- event{kind: "elected", term: term, sentAt: sentAt, maxLease: maxLeaseMS}
+	e := event{kind: "elected", term: term, sentAt: sentAt, maxLease: maxLeaseMS, credit: creditMS}
+	if l.atElected != nil {
+		e.atElect = l.atElected()
+	}
+	l.events <- e
 	return nil
 }
 
@@ -152,7 +161,7 @@ func TestNodeLeadsAndReserves(t *testing.T) {
 	loop := newFakeLoop()
 	n := runNode(t, etcd, loop)
 	elected := loop.await(t, "elected")
-	if elected.term != 1 || elected.maxLease != 0 || elected.sentAt.IsZero() {
+	if elected.term != 1 || elected.maxLease != 0 || elected.credit != 0 || elected.sentAt.IsZero() {
 		t.Fatalf("elected %+v", elected)
 	}
 	ka := loop.await(t, "keepalive")
@@ -250,5 +259,128 @@ func TestWallClockOffsetMovesTheFirstBlock(t *testing.T) {
 	after := time.Now().Add(-time.Hour).Unix()
 	if s := int64(b.lo >> 32); s < before || s > after {
 		t.Fatalf("first block at second %d, want %d..%d (an hour back)", s, before, after)
+	}
+}
+
+// min-ttl: a node elected in a cluster without it (led only by servers that
+// gave their key up at once) gets no credit, and writes its TTL before the
+// loop is told it leads; a stored TTL above its own is lowered to it, one
+// below is kept, and the credit is 0.2 × the smaller.
+func TestMinTTLAndTheCredit(t *testing.T) {
+	for _, c := range []struct {
+		name, stored string
+		maxLease     uint32
+		credit       uint32
+		after        string
+	}{
+		{name: "absent", stored: "", credit: 0, after: "2000"},
+		{name: "larger", stored: "5000", maxLease: 3000, credit: 400, after: "2000"},
+		{name: "smaller", stored: "1500", maxLease: 3000, credit: 300, after: "1500"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			etcd := testetcd.Start(t)
+			cli := client(t, etcd)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if c.stored != "" {
+				if _, err := cli.Put(ctx, "/monolock/t/min-ttl", c.stored); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.maxLease != 0 {
+				if _, err := cli.Put(ctx, "/monolock/t/max-lease", strconv.FormatUint(uint64(c.maxLease), 10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			loop := newFakeLoop()
+			loop.atElected = func() string { return value(t, cli, "/monolock/t/min-ttl") }
+			runNode(t, etcd, loop)
+			e := loop.await(t, "elected")
+			if e.maxLease != c.maxLease || e.credit != c.credit || e.atElect != c.after {
+				t.Fatalf("elected with max-lease %d, credit %d, min-ttl %q in etcd; want %d, %d, %q", e.maxLease, e.credit, e.atElect, c.maxLease, c.credit, c.after)
+			}
+		})
+	}
+}
+
+// A min-ttl that is not a TTL stops the election, saying how to repair it.
+func TestMinTTLNotANumberIsRefused(t *testing.T) {
+	etcd := testetcd.Start(t)
+	cli := client(t, etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/monolock/t/min-ttl", "soon"); err != nil {
+		t.Fatal(err)
+	}
+	loop := newFakeLoop()
+	runNode(t, etcd, loop)
+	watch := cli.Watch(ctx, "/monolock/t/leader", clientv3.WithPrefix())
+	// The node wins, reads min-ttl, gives the key up at once, and campaigns
+	// again: a put and a delete of its leader key, and never an election.
+	for puts, deletes := 0, 0; puts < 2 || deletes < 2; {
+		select {
+		case resp := <-watch:
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut {
+					puts++
+				} else {
+					deletes++
+				}
+			}
+		case e := <-loop.events:
+			t.Fatalf("the loop was told %+v", e)
+		case <-ctx.Done():
+			t.Fatal("not two campaigns within 30s")
+		}
+	}
+}
+
+// The give-up is held: once the loop ends its term, the leader key stays
+// until 0.2 × TTL after that (TTL 2s: 400ms), then goes, and the node
+// campaigns again. The hold is in the test's hand.
+func TestGiveUpWaitsAFifthOfTheTTL(t *testing.T) {
+	etcd := testetcd.Start(t)
+	cli := client(t, etcd)
+	loop := newFakeLoop()
+	held := make(chan time.Time, 1)
+	release := make(chan struct{})
+	n := runNode(t, etcd, loop)
+	haetcd.SetSleepUntil(n, func(until time.Time) {
+		held <- until
+		<-release
+	})
+	loop.await(t, "elected")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := time.Now()
+	n.TermEnded(1, "the leader's deadline passed")
+	after := time.Now()
+	var until time.Time
+	select {
+	case until = <-held:
+	case <-ctx.Done():
+		t.Fatal("the give-up was not held")
+	}
+	if until.Before(before.Add(400*time.Millisecond)) || until.After(after.Add(400*time.Millisecond)) {
+		t.Fatalf("held until %v, want 400ms after the term ended (between %v and %v)", until, before, after)
+	}
+	got, err := cli.Get(ctx, "/monolock/t/leader", clientv3.WithPrefix())
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("while held, the leader key: %v %v; want it kept", got, err)
+	}
+	watch := cli.Watch(ctx, "/monolock/t/leader", clientv3.WithPrefix(), clientv3.WithRev(got.Header.Revision+1))
+	close(release)
+	for deleted := false; !deleted; {
+		select {
+		case resp := <-watch:
+			for _, ev := range resp.Events {
+				deleted = deleted || ev.Type == clientv3.EventTypeDelete
+			}
+		case <-ctx.Done():
+			t.Fatal("the leader key was not given up once the hold was over")
+		}
+	}
+	if e := loop.await(t, "elected"); e.term != 2 || e.credit != 400 {
+		t.Fatalf("elected again %+v, want term 2 with credit 400ms", e)
 	}
 }
