@@ -50,7 +50,7 @@ type Run struct {
 	tmp      string          // the run's temporary directory (certificates, audit logs)
 	nsPairs  uint32          // network namespace pairs made so far (S9, one at a time)
 	clock    clock.Clock     // the run's: every load, window and peer reads it
-	s7Etcd   *peers.EtcdPeer // the etcd S7's +ha-etcd node uses when no etcd peer runs
+	s7Etcd   *peers.EtcdPeer // the etcd S7's +ha-etcd node uses, started by S7 and stopped after it
 }
 
 // NewRun prepares a run whose results go into rep.

@@ -30,13 +30,8 @@ const (
 var bkConfigs = []bkConfig{cfgBare, cfgOps, cfgAudit, cfgHA}
 
 // s7Configs are the configurations S7 measures: +ha-etcd only where etcd
-// runs or is installed.
+// is installed.
 func (b *Run) s7Configs() []bkConfig {
-	for _, p := range b.peers {
-		if _, ok := p.(*peers.EtcdPeer); ok {
-			return bkConfigs
-		}
-	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		return bkConfigs[:cfgHA]
 	}
@@ -150,6 +145,7 @@ func (b *Run) s7() *report.Scenario {
 		}
 		return tag
 	}
+	defer b.stopS7Etcd()
 	for rep := range sz.s7Runs {
 		measureInRotation(b, "S7", rep, grants, gFailed,
 			func(i int) string { return runTag(bkConfigs[i], "grants", rep) },
@@ -206,6 +202,15 @@ func (b *Run) s7() *report.Scenario {
 		sc.Note("one short run of each configuration: differences of 20 %% either way are noise here; quote the full run's medians")
 	}
 	return sc
+}
+
+// stopS7Etcd stops S7's etcd, if it started one, so that S8 and S9 have the
+// machine to themselves.
+func (b *Run) stopS7Etcd() {
+	if b.s7Etcd != nil {
+		b.s7Etcd.Stop()
+		b.s7Etcd = nil
+	}
 }
 
 // auditPath is the audit log of one S7 server, in the run's temporary directory.
@@ -356,14 +361,10 @@ func (b *Run) haArgs(what string, rep int) ([]string, error) {
 		"-ha-cluster", fmt.Sprintf("s7-%s-%d", what, rep), "-ha-name", "s7"}, nil
 }
 
-// haEtcd is the endpoint of the etcd S7's node uses: the etcd peer's when
-// it runs, else one started for S7 alone (and stopped with the servers).
+// haEtcd is the endpoint of the etcd S7's node uses: one started for S7
+// alone, never the etcd peer, which is stopped before S3 (Execute) so that
+// the monolock-only scenarios have the machine to themselves.
 func (b *Run) haEtcd() (string, error) {
-	for _, p := range b.peers {
-		if ep, ok := p.(*peers.EtcdPeer); ok {
-			return "http://" + ep.Endpoint(), nil
-		}
-	}
 	if b.s7Etcd == nil {
 		ep, err := peers.StartEtcd(b.srv.procs, b.clock, b.tmp, b.srv.logPath("s7-etcd"))
 		if err != nil {
