@@ -67,7 +67,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var dialer client.Dialer = &net.Dialer{}
+	var dialer client.Dialer // nil: the client's own, as its users get it
 	switch *closeHow {
 	case "release":
 	case "fin", "rst":
@@ -106,7 +106,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 type oldCloseDialer struct{ abort bool }
 
 func (d oldCloseDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	conn, err := (&net.Dialer{KeepAlive: -1}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
