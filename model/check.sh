@@ -9,6 +9,10 @@
 # environment are added to every run. Artifacts (pan.c, pan, the trail) go
 # to $MODEL_OUT/NAME (default model/out, ignored by git); a failure leaves
 # its trail there, and the command to replay it is printed.
+#
+# Several checks may run at once (make model runs two): each one works in a
+# temporary directory of its own, which replaces $MODEL_OUT/NAME only when
+# the check is done, and prints its report in one piece at the end.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${MODEL_OUT:-$here/out}
@@ -16,10 +20,14 @@ mode=$1 name=$2; shift 2
 want=
 if [ "$mode" = fails ]; then want=$1; shift; fi
 flags="$* ${MODEL_FLAGS:-}"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 dir=$out/$name
-rm -rf "$dir" && mkdir -p "$dir"
-cp "$here/monolock.pml" "$dir/monolock.pml"
-cd "$dir"
+work=$(mktemp -d "$out/.$name.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' HUP INT TERM
+cp "$here/monolock.pml" "$work/monolock.pml"
+cd "$work"
 
 # The assertion that stands for each property.
 assertion() {
@@ -44,25 +52,38 @@ live)
 	./pan -m1000000 >pan.out 2>&1 || true ;;
 esac
 
-summary=$(grep -E 'errors:' pan.out || true)
-stored=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out)
-elapsed=$(sed -n 's/^pan: elapsed time \(.*\)/\1/p' pan.out)
-if grep -qE 'search depth too small|out of memory|max search depth too small' pan.out; then
-	echo "FAIL $name: the search was not exhaustive:"; grep -E 'depth too small|memory' pan.out; exit 1
-fi
-case $mode in
-holds|live)
-	case $summary in
-	*'errors: 0'*) echo "ok   $name: holds ($stored states, $summary, ${elapsed})"; exit 0 ;;
-	esac
-	echo "FAIL $name: expected to hold, got:"; grep -E 'violated|acceptance cycle|invalid end|errors:' pan.out
-	echo "replay: cd $dir && spin -t $flags monolock.pml | grep 't='"; exit 1 ;;
-fails)
-	expr=$(assertion "$want")
-	if grep 'assertion violated' pan.out | grep -qF "$expr"; then
-		steps=$(spin -t $flags monolock.pml 2>/dev/null | sed -n 's/^spin: trail ends after \([0-9]*\) steps/\1/p')
-		echo "ok   $name: fails property $want, trail of $steps steps (replay: cd $dir && spin -t $flags monolock.pml | grep 't=')"
-		exit 0
+# judge prints the verdict; its status is the check's.
+judge() {
+	summary=$(grep -E 'errors:' pan.out || true)
+	stored=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out)
+	elapsed=$(sed -n 's/^pan: elapsed time \(.*\)/\1/p' pan.out)
+	if grep -qE 'search depth too small|out of memory|max search depth too small' pan.out; then
+		echo "FAIL $name: the search was not exhaustive:"; grep -E 'depth too small|memory' pan.out; return 1
 	fi
-	echo "FAIL $name: expected property $want to fail, got:"; grep -E 'violated|invalid end|errors:' pan.out; exit 1 ;;
-esac
+	case $mode in
+	holds|live)
+		case $summary in
+		*'errors: 0'*) echo "ok   $name: holds ($stored states, $summary, ${elapsed})"; return 0 ;;
+		esac
+		echo "FAIL $name: expected to hold, got:"; grep -E 'violated|acceptance cycle|invalid end|errors:' pan.out
+		echo "replay: cd $dir && spin -t $flags monolock.pml | grep 't='"; return 1 ;;
+	fails)
+		expr=$(assertion "$want")
+		if grep 'assertion violated' pan.out | grep -qF "$expr"; then
+			steps=$(spin -t $flags monolock.pml 2>/dev/null | sed -n 's/^spin: trail ends after \([0-9]*\) steps/\1/p')
+			echo "ok   $name: fails property $want, trail of $steps steps (replay: cd $dir && spin -t $flags monolock.pml | grep 't=')"
+			return 0
+		fi
+		echo "FAIL $name: expected property $want to fail, got:"; grep -E 'violated|invalid end|errors:' pan.out; return 1 ;;
+	esac
+}
+
+status=0
+judge >report || status=$?
+# The trail and the replay command are for $dir: it becomes the artifacts.
+cd "$out"
+rm -rf "$dir"
+mv "$work" "$dir"
+trap - EXIT
+cat "$dir/report"
+exit $status
