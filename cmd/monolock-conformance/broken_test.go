@@ -40,6 +40,7 @@ var mutants = []struct {
 // the rule it breaks, through the command line as a user runs it, and the
 // failure names the rule.
 func TestBrokenDriverFails(t *testing.T) {
+	t.Parallel()
 	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
 	for _, m := range mutants {
 		t.Run(m.fault, func(t *testing.T) {
@@ -59,6 +60,7 @@ func TestBrokenDriverFails(t *testing.T) {
 // TestBrokenDriverControl: without a fault the broken driver passes every
 // scenario of the mutation table, so that each kill above is the fault's.
 func TestBrokenDriverControl(t *testing.T) {
+	t.Parallel()
 	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
 	seen := map[string]bool{}
 	for _, m := range mutants {
@@ -81,6 +83,7 @@ func TestBrokenDriverControl(t *testing.T) {
 // kit judges the client, not the scheduling of its process. Timed by the
 // line, the loss would come at 1.05 × lease, past the window.
 func TestBrokenDriverStarvedPrint(t *testing.T) {
+	t.Parallel()
 	bin := proc.MustBinary(t, "./internal/conformance/brokendriver")
 	if code, out, stderr := judge(bin, "-fault=none -print-late=500ms", "give-up-holding"); code != 0 {
 		t.Errorf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)

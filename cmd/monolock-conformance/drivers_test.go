@@ -1,16 +1,34 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/monolock/monolock/internal/conformance"
 	"github.com/monolock/monolock/internal/testsupport/proc"
 )
 
+// waitingPerCore is how many of the kit's tests run at once per core when
+// go test is not given -parallel (whose default is one per core). A scenario
+// mostly waits, for a lease, a give-up deadline or a driver's runtime to
+// start, so one per core leaves the cores idle; docs/conformance.md says how
+// the kit keeps that load from deciding a verdict.
+const waitingPerCore = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(waitingPerCore*runtime.GOMAXPROCS(0))); err != nil {
+			panic(err)
+		}
+	}
 	code := m.Run()
 	proc.Cleanup()
 	os.Exit(code)
@@ -165,8 +183,10 @@ func drivers(t *testing.T) []conformance.Driver {
 
 // TestConformance judges every client whose runtime is installed with every
 // scenario, the end-to-end ones against the server built from this tree.
-// The clients are judged in parallel, each one's scenarios one at a time.
+// Every scenario of every client is a parallel subtest, so that the longest
+// client does not decide the package's time; TestMain bounds how many run.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	all := drivers(t)
 	server := proc.MustBinary(t, "./cmd/monolock")
 	if len(all) == 0 || all[0].Name != "go" {
@@ -178,6 +198,7 @@ func TestConformance(t *testing.T) {
 			cfg := conformance.Config{Drivers: all, Judge: judge, Server: server}
 			for _, sc := range conformance.Scenarios() {
 				t.Run(sc.Name, func(t *testing.T) {
+					t.Parallel()
 					res := conformance.Run(sc, cfg)
 					if res.Skipped != "" {
 						t.Skip(res.Skipped)
