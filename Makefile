@@ -341,9 +341,8 @@ rust-bench: build
 
 # --- the model of the safety argument (model/, Promela, checked by spin) ----
 # MODEL_FLAGS passes preprocessor flags to every run: make model MODEL_FLAGS='-DGIVEUP=95'.
-# One fault per run; each fault kind is its own exhaustive search (FAULT=1..5);
-# make test checks the failover through etcd at the model's defaults.
-
+# One fault per run; each fault kind is its own exhaustive search (FAULT=1..5,
+# and 6 with HA_ETCD=1).
 # The model's checks, one a line: model/check.sh's arguments. HA_ETCD=1
 # makes faults 5 and 6 the etcd-elected leader's failover, checked at the
 # model's defaults (DRIFT=1: the clients' clocks drift), but for the ERROR
