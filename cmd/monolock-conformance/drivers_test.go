@@ -18,7 +18,7 @@ import (
 // mostly waits, for a lease, a give-up deadline or a driver's runtime to
 // start, so one per core leaves the cores idle; docs/conformance.md says how
 // the kit keeps that load from deciding a verdict.
-const waitingPerCore = 4
+const waitingPerCore = 2
 
 func TestMain(m *testing.M) {
 	flag.Parse()
